@@ -1,0 +1,50 @@
+//===- Attribute.h - Node attributes ----------------------------*- C++ -*-===//
+//
+// An attribute is one of a few kinds; the op table gives each attribute of
+// each op its kind and default, so text, builders and verifier all agree.
+// Text forms: Int `3`, Float `0.5`, Bool `true`, String `"nearest"`,
+// Ints `[1, 0]`, Floats `[0.5, 2.0]`, DType `f32`, Tensor `dense<[1, 2]>`
+// (inline) or `@name` (a blob of the module).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Tensor.h"
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln {
+
+/// The kinds, in the order of Attribute's alternatives.
+enum class AttrKind { Int, Float, Bool, String, Ints, Floats, DType, Tensor };
+
+using Attribute = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>,
+                               std::vector<double>, DType, Tensor>;
+
+// C++ types of the kinds, for the generated accessors (see Ops.h).
+using AttrCType_Int = int64_t;
+using AttrCType_Float = double;
+using AttrCType_Bool = bool;
+using AttrCType_String = std::string;
+using AttrCType_Ints = std::vector<int64_t>;
+using AttrCType_Floats = std::vector<double>;
+using AttrCType_DType = DType;
+using AttrCType_Tensor = Tensor;
+
+inline AttrKind attrKind(const Attribute &a) {
+  return static_cast<AttrKind>(a.index());
+}
+const char *attrKindName(AttrKind k);
+/// Structural equality (tensors by bytes, floats by bits so NaN == NaN).
+bool attrEqual(const Attribute &a, const Attribute &b);
+/// Text form; tensors print inline (`dense<...>`), for blobs see Printer.
+std::string attrStr(const Attribute &a);
+/// Shortest text that parses back to exactly `v` (`1.0`, `1e-05`, `inf`).
+std::string formatDouble(double v);
+std::string formatFloat(float v);
+/// Inline text of a tensor's values: `dense<[1.0, 2.0]>` or `dense<0.5>`.
+std::string denseStr(const Tensor &t);
+
+} // namespace kiln

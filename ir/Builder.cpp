@@ -1,0 +1,116 @@
+//===- Builder.cpp - Creating nodes with inferred types ---------*- C++ -*-===//
+#include "ir/Builder.h"
+
+namespace kiln {
+
+FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
+                                              std::span<const TensorType> operandTypes,
+                                              std::span<const Attribute> attrs, unsigned numResults,
+                                              const Location &loc, DiagnosticEngine &diag) {
+  OpContext ctx{info, operandTypes, attrs, numResults, loc, diag};
+  int n = static_cast<int>(operandTypes.size());
+  if (n < info.minOperands || (info.maxOperands != kVariadic && n > info.maxOperands)) {
+    auto d = ctx.emitError();
+    d << "expects ";
+    if (info.maxOperands == info.minOperands)
+      d << info.minOperands;
+    else if (info.maxOperands == kVariadic)
+      d << "at least " << info.minOperands;
+    else
+      d << info.minOperands << " to " << info.maxOperands;
+    d << " operands, got " << n;
+    return failure();
+  }
+  if (info.numResults != kVariadic && static_cast<int>(numResults) != info.numResults)
+    return ctx.emitError() << "has " << info.numResults << " result(s), got " << numResults;
+  if (info.numResults == kVariadic && numResults == 0)
+    return ctx.emitError() << "needs at least one result";
+  auto types = info.infer(ctx);
+  if (failed(types))
+    return failure();
+  if (types->size() != numResults)
+    return ctx.emitError() << "inferred " << types->size() << " result(s), node has " << numResults;
+  return types;
+}
+
+FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag) {
+  std::vector<TensorType> operandTypes;
+  for (Value *v : n.operands())
+    operandTypes.push_back(v->type());
+  return inferTypes(n.info(), operandTypes, n.attrs(), n.numResults(), n.loc(), diag);
+}
+
+FailureOr<std::vector<Attribute>> buildAttrs(const OpInfo &info, std::vector<NamedAttr> named,
+                                             const Location &loc, DiagnosticEngine &diag) {
+  std::vector<Attribute> attrs = info.defaults;
+  std::vector<bool> given(attrs.size(), false);
+  bool ok = true;
+  for (auto &[name, value] : named) {
+    int idx = info.attrIndex(name);
+    if (idx < 0) {
+      diag.emitError(loc) << "'" << info.mnemonic << "' op has no attribute '" << name << "'";
+      ok = false;
+      continue;
+    }
+    AttrKind want = info.attrs[static_cast<size_t>(idx)].kind;
+    // Integers are accepted where floats are expected.
+    if (want == AttrKind::Float && attrKind(value) == AttrKind::Int)
+      value = static_cast<double>(std::get<int64_t>(value));
+    if (want == AttrKind::Floats && attrKind(value) == AttrKind::Ints) {
+      std::vector<double> fs;
+      for (int64_t i : std::get<std::vector<int64_t>>(value))
+        fs.push_back(static_cast<double>(i));
+      value = fs;
+    }
+    if (attrKind(value) != want) {
+      diag.emitError(loc) << "'" << info.mnemonic << "' op attribute '" << name << "' expects "
+                          << attrKindName(want) << ", got " << attrKindName(attrKind(value));
+      ok = false;
+      continue;
+    }
+    attrs[static_cast<size_t>(idx)] = std::move(value);
+    given[static_cast<size_t>(idx)] = true;
+  }
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (info.isRequired(static_cast<unsigned>(i)) && !given[i]) {
+      diag.emitError(loc) << "'" << info.mnemonic << "' op requires attribute '"
+                          << info.attrs[i].name << "'";
+      ok = false;
+    }
+  }
+  if (!ok)
+    return failure();
+  return attrs;
+}
+
+FailureOr<Node *> Builder::create(OpKind kind, std::vector<Value *> operands,
+                                  std::vector<NamedAttr> named, unsigned numResults) {
+  const OpInfo &info = opInfo(kind);
+  auto attrs = buildAttrs(info, std::move(named), loc_, diag_);
+  if (failed(attrs))
+    return failure();
+  std::vector<TensorType> operandTypes;
+  for (Value *v : operands)
+    operandTypes.push_back(v->type());
+  unsigned nres =
+      info.numResults == kVariadic ? numResults : static_cast<unsigned>(info.numResults);
+  auto types = inferTypes(info, operandTypes, *attrs, nres, loc_, diag_);
+  if (failed(types))
+    return failure();
+  return graph_.createNode(info, std::move(operands), types.take(), attrs.take(), loc_, before_);
+}
+
+Value *Builder::createValue(OpKind kind, std::vector<Value *> operands,
+                            std::vector<NamedAttr> attrs) {
+  auto n = create(kind, std::move(operands), std::move(attrs));
+  return n.succeeded() ? (*n)->result(0) : nullptr;
+}
+
+Value *Builder::constant(Tensor value, std::string name) {
+  std::vector<NamedAttr> attrs{{"value", std::move(value)}};
+  if (!name.empty())
+    attrs.emplace_back("name", std::move(name));
+  return createValue(OpKind::Constant, {}, std::move(attrs));
+}
+
+} // namespace kiln

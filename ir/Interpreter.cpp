@@ -1,0 +1,115 @@
+//===- Interpreter.cpp - The reference interpreter --------------*- C++ -*-===//
+#include "ir/Interpreter.h"
+
+#include "ir/Builder.h"
+
+#include <map>
+#include <unordered_map>
+
+namespace kiln {
+
+LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag) {
+  if (inputs.size() != g.numInputs())
+    return diag.emitError(Location()) << "graph '@" << g.name() << "' takes " << g.numInputs()
+                                      << " input(s), got " << inputs.size();
+  std::map<std::string, std::pair<int64_t, std::string>> bound; // symbol -> size, where
+  bool ok = true;
+  for (unsigned i = 0; i < g.numInputs(); ++i) {
+    const Value *v = g.input(i);
+    const TensorType &want = v->type();
+    const Tensor &t = inputs[i];
+    std::string what = "input " + std::to_string(i) + " ('%" + v->name() + "')";
+    if (t.isNull()) {
+      diag.emitError(Location()) << what << " is missing";
+      ok = false;
+      continue;
+    }
+    if (t.dtype() != want.dtype) {
+      diag.emitError(Location()) << what << " expects dtype " << dtypeName(want.dtype) << ", got "
+                                 << dtypeName(t.dtype());
+      ok = false;
+      continue;
+    }
+    bool shapeOk = t.rank() == want.rank();
+    for (size_t d = 0; shapeOk && d < want.shape.size(); ++d) {
+      const Dim &dim = want.shape[d];
+      int64_t got = t.shape()[d];
+      if (dim.isStatic()) {
+        shapeOk = dim.size() == got;
+      } else if (!dim.symbol().empty()) {
+        auto [it, inserted] = bound.emplace(dim.symbol(), std::make_pair(got, what));
+        if (!inserted && it->second.first != got) {
+          diag.emitError(Location())
+              << what << " has " << dim.symbol() << " = " << got << " but " << it->second.second
+              << " bound " << dim.symbol() << " = " << it->second.first;
+          ok = false;
+        }
+      }
+    }
+    if (!shapeOk) {
+      diag.emitError(Location()) << what << " expects shape " << want.str() << ", got "
+                                 << t.type().str();
+      ok = false;
+    }
+  }
+  return ok ? success() : failure();
+}
+
+FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tensor> operands,
+                                            DiagnosticEngine &diag) {
+  std::vector<TensorType> types;
+  for (const Tensor &t : operands)
+    types.push_back(t.type());
+  auto resultTypes = inferTypes(n.info(), types, n.attrs(), n.numResults(), n.loc(), diag);
+  if (failed(resultTypes))
+    return failure();
+  for (const TensorType &t : *resultTypes)
+    if (!t.isStatic())
+      return diag.emitError(n.loc())
+             << "'" << n.mnemonic()
+             << "' op result shape is not static on concrete inputs: " << t.str();
+  OpContext ctx{n.info(), types, n.attrs(), n.numResults(), n.loc(), diag};
+  auto results = n.info().reference(ctx, operands, *resultTypes);
+  if (failed(results))
+    return failure();
+  KILN_ASSERT(results->size() == resultTypes->size());
+  for (size_t i = 0; i < results->size(); ++i)
+    KILN_ASSERT((*results)[i].type() == (*resultTypes)[i] && "reference kernel result type");
+  return results;
+}
+
+FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor> inputs,
+                                         DiagnosticEngine &diag) {
+  if (failed(checkInputs(g, inputs, diag)))
+    return failure();
+  std::unordered_map<const Value *, Tensor> env;
+  std::unordered_map<const Value *, size_t> remaining; // uses left before the value dies
+  for (unsigned i = 0; i < g.numInputs(); ++i)
+    env[g.input(i)] = inputs[i];
+  for (Node *n : g.nodes())
+    for (Value *v : n->operands())
+      ++remaining[v];
+  for (Value *v : g.outputs())
+    ++remaining[v]; // outputs never die
+
+  for (Node *n : g.nodes()) {
+    std::vector<Tensor> operands;
+    for (Value *v : n->operands())
+      operands.push_back(env.at(v));
+    auto results = evaluateNode(*n, operands, diag);
+    if (failed(results))
+      return failure();
+    for (Value *v : n->operands())
+      if (--remaining[v] == 0)
+        env.erase(v);
+    for (unsigned i = 0; i < n->numResults(); ++i)
+      if (remaining[n->result(i)] > 0)
+        env[n->result(i)] = std::move((*results)[i]);
+  }
+  std::vector<Tensor> outs;
+  for (Value *v : g.outputs())
+    outs.push_back(env.at(v));
+  return outs;
+}
+
+} // namespace kiln

@@ -1,0 +1,32 @@
+//===- Interpreter.h - The reference interpreter ----------------*- C++ -*-===//
+//
+// Runs a verified graph on host tensors with each op's reference kernel. It
+// is the oracle for everything else (constant folding, the tracer, the
+// differential tests of compiled kernels), so it favours obvious correctness
+// over speed.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+/// Checks `inputs` against the graph's inputs: count, dtype and shape; a
+/// symbolic dim binds to the first size seen and must agree everywhere.
+LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag);
+
+/// Runs one node's reference kernel on concrete operands (its result types
+/// are inferred from the operands' concrete types).
+FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tensor> operands,
+                                            DiagnosticEngine &diag);
+
+/// Runs the graph; returns its outputs. Intermediates are freed after their
+/// last use.
+FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor> inputs,
+                                         DiagnosticEngine &diag);
+
+} // namespace kiln

@@ -1,0 +1,56 @@
+//===- Type.cpp - Dims, shapes and tensor types -----------------*- C++ -*-===//
+#include "ir/Type.h"
+
+namespace kiln {
+
+std::string Dim::str() const {
+  if (isStatic())
+    return std::to_string(size_);
+  return symbol_.empty() ? "?" : symbol_;
+}
+
+Shape makeShape(const std::vector<int64_t> &sizes) {
+  return Shape(sizes.begin(), sizes.end());
+}
+
+bool isStatic(const Shape &s) {
+  for (const Dim &d : s)
+    if (!d.isStatic())
+      return false;
+  return true;
+}
+
+std::vector<int64_t> staticSizes(const Shape &s) {
+  std::vector<int64_t> out;
+  out.reserve(s.size());
+  for (const Dim &d : s)
+    out.push_back(d.isStatic() ? d.size() : -1);
+  return out;
+}
+
+int64_t numElements(const std::vector<int64_t> &sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+std::string shapeStr(const Shape &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i)
+      out += ",";
+    out += s[i].str();
+  }
+  return out + "]";
+}
+
+std::string sizesStr(const std::vector<int64_t> &sizes) {
+  return shapeStr(makeShape(sizes));
+}
+
+std::string TensorType::str() const {
+  return std::string(dtypeName(dtype)) + shapeStr(shape);
+}
+
+} // namespace kiln

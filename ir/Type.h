@@ -1,0 +1,79 @@
+//===- Type.h - Dims, shapes and tensor types -------------------*- C++ -*-===//
+//
+// A Dim is a known size, a named symbol (`N`) or an anonymous dynamic size
+// (`?`). A Shape is a list of dims; a TensorType pairs a shape with a dtype.
+// Text form: `f32[64,784]`, `f32[N,3,224,224]`, `i64[]` (a scalar),
+// `f32[?,8]`.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/DType.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// One dimension of a shape.
+class Dim {
+public:
+  /// A static dim of `size` (>= 0).
+  Dim(int64_t size = 0) : size_(size) {}
+  /// A symbolic dim named `symbol`; an empty name means an anonymous `?`.
+  static Dim symbolic(std::string symbol) {
+    Dim d(-1);
+    d.symbol_ = std::move(symbol);
+    return d;
+  }
+  static Dim dynamic() { return symbolic(""); }
+
+  bool isStatic() const { return size_ >= 0; }
+  bool isSymbolic() const { return size_ < 0; }
+  /// The size of a static dim; callers check isStatic() first.
+  int64_t size() const { return size_; }
+  /// The symbol of a symbolic dim; empty for `?`.
+  const std::string &symbol() const { return symbol_; }
+  std::string str() const;
+
+  bool operator==(const Dim &o) const { return size_ == o.size_ && symbol_ == o.symbol_; }
+  bool operator!=(const Dim &o) const { return !(*this == o); }
+
+private:
+  int64_t size_;
+  std::string symbol_;
+};
+
+/// A list of dims, outermost first.
+using Shape = std::vector<Dim>;
+
+/// Builds a static shape from sizes.
+Shape makeShape(const std::vector<int64_t> &sizes);
+bool isStatic(const Shape &s);
+/// Sizes of a static shape; callers check isStatic() first.
+std::vector<int64_t> staticSizes(const Shape &s);
+/// Product of the dims of a static shape.
+int64_t numElements(const std::vector<int64_t> &sizes);
+/// `[2,N,3]` as text.
+std::string shapeStr(const Shape &s);
+std::string sizesStr(const std::vector<int64_t> &sizes);
+
+/// A dtype and a shape.
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  TensorType() = default;
+  TensorType(DType t, Shape s) : dtype(t), shape(std::move(s)) {}
+  TensorType(DType t, const std::vector<int64_t> &sizes) : dtype(t), shape(makeShape(sizes)) {}
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  bool isStatic() const { return kiln::isStatic(shape); }
+  /// `f32[2,3]`.
+  std::string str() const;
+  bool operator==(const TensorType &o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+};
+
+} // namespace kiln

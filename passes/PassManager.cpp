@@ -1,0 +1,1 @@
+#include "passes/PassManager.h"

@@ -1,0 +1,17 @@
+# lit configuration for Kiln's .kir regression tests.
+import os
+import lit.formats
+
+config.name = "kiln"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".kir", ".test"]
+config.excludes = ["inputs", "Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "tests", "lit-out")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
+config.substitutions.append(
+    ("FileCheck", "FileCheck --enable-var-scope --dump-input=fail"))
