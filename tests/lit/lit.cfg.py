@@ -15,3 +15,7 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
 config.substitutions.append(
     ("FileCheck", "FileCheck --enable-var-scope --dump-input=fail"))
+config.substitutions.append(
+    ("%roundtrip", "%s %s %s" % (config.python_executable,
+                                 os.path.join(config.test_source_root, "roundtrip.py"),
+                                 os.path.join(config.kiln_tools_dir, "kiln"))))

@@ -1,0 +1,2 @@
+//===- DataMovement.cpp ---===//
+#include "ir/ops/Internal.h"

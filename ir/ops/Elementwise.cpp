@@ -1,0 +1,2 @@
+//===- Elementwise.cpp ---===//
+#include "ir/ops/Internal.h"

@@ -1,0 +1,2 @@
+//===- Linalg.cpp ---===//
+#include "ir/ops/Internal.h"

@@ -1,0 +1,2 @@
+//===- Reduction.cpp ---===//
+#include "ir/ops/Internal.h"
