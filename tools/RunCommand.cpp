@@ -1,6 +1,241 @@
+//===- RunCommand.cpp - kiln run: run a graph on the interpreter -*- C++ -*-===//
+//
+//   kiln run FILE.kir --input NAME=FILE.npy ... [--graph NAME] [--output-dir D]
+//
+// Binds each graph input by name to a .npy file, runs the graph on the
+// reference interpreter, prints every output (type and leading values) and
+// the time, and writes outputs as D/output_K.npy when asked.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Interpreter.h"
+#include "ir/Npy.h"
+#include "ir/Parser.h"
 #include "tools/Commands.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
 namespace kiln::tools {
-int runCommand(const Args &) {
-  return 2;
+namespace {
+
+const char kRunUsage[] =
+    "usage: kiln run FILE.kir --input NAME=FILE.npy ... [options]\n"
+    "  --input NAME=FILE.npy  bind graph input %NAME (repeat for each input)\n"
+    "  --graph NAME           the graph to run when the file has several (default: the first)\n"
+    "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
+    "  --print-limit N        print at most N values per output (default 8)\n"
+    "  --expect K=FILE.npy    compare output K with FILE; fail when any element has\n"
+    "                         |got - want| > atol + rtol * |want| (repeatable)\n"
+    "  --rtol R, --atol A     tolerances for --expect (default 1e-4 and 1e-5)\n";
+
+std::string preview(const Tensor &t, int64_t limit) {
+  std::string s = "[";
+  int64_t n = std::min<int64_t>(t.numel(), limit);
+  for (int64_t i = 0; i < n; ++i) {
+    char buf[64];
+    if (isFloat(t.dtype()))
+      std::snprintf(buf, sizeof(buf), "%.6g", t.getDouble(i));
+    else
+      std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(t.getInt(i)));
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  if (t.numel() > n)
+    s += ", ... (" + std::to_string(t.numel()) + " values)";
+  return s + "]";
 }
+
+} // namespace
+
+int runCommand(const Args &args) {
+  std::string file, graphName, outDir;
+  int64_t printLimit = 8;
+  double rtol = 1e-4, atol = 1e-5;
+  std::vector<std::pair<size_t, std::string>> expects;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string v;
+    const std::string &a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    } else if (matchFlag(args, i, "--input", v)) {
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+        std::fprintf(stderr, "kiln run: error: --input expects NAME=FILE.npy, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      std::string name = v.substr(0, eq);
+      if (name[0] == '%')
+        name.erase(0, 1);
+      inputs.emplace_back(name, v.substr(eq + 1));
+    } else if (matchFlag(args, i, "--expect", v)) {
+      size_t eq = v.find('=');
+      char *end = nullptr;
+      unsigned long k = eq == std::string::npos ? 0 : std::strtoul(v.c_str(), &end, 10);
+      if (eq == std::string::npos || end != v.c_str() + eq || eq + 1 == v.size()) {
+        std::fprintf(stderr, "kiln run: error: --expect expects K=FILE.npy, got '%s'\n", v.c_str());
+        return 2;
+      }
+      expects.emplace_back(k, v.substr(eq + 1));
+    } else if (matchFlag(args, i, "--rtol", v)) {
+      rtol = std::atof(v.c_str());
+    } else if (matchFlag(args, i, "--atol", v)) {
+      atol = std::atof(v.c_str());
+    } else if (matchFlag(args, i, "--graph", v)) {
+      graphName = v;
+    } else if (matchFlag(args, i, "--output-dir", v)) {
+      outDir = v;
+    } else if (matchFlag(args, i, "--print-limit", v)) {
+      printLimit = std::atoll(v.c_str());
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "kiln run: error: unknown option '%s'\n%s", a.c_str(), kRunUsage);
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "kiln run: error: more than one model file\n");
+      return 2;
+    }
+  }
+  if (file.empty()) {
+    std::fputs(kRunUsage, stderr);
+    return 2;
+  }
+
+  DiagnosticEngine diag;
+  installStderrHandler(diag);
+  auto module = parseFile(file, diag);
+  if (failed(module))
+    return 1;
+  if ((*module)->graphs().empty()) {
+    std::fprintf(stderr, "%s: error: the file has no graph\n", file.c_str());
+    return 1;
+  }
+  Graph *g = graphName.empty() ? (*module)->graphs().front().get() : (*module)->lookup(graphName);
+  if (!g) {
+    std::fprintf(stderr, "%s: error: no graph named '@%s'\n", file.c_str(), graphName.c_str());
+    return 1;
+  }
+
+  // Bind inputs by name.
+  std::map<std::string, std::string> byName;
+  for (auto &[name, path] : inputs) {
+    if (!byName.emplace(name, path).second) {
+      std::fprintf(stderr, "kiln run: error: input '%%%s' is given twice\n", name.c_str());
+      return 1;
+    }
+  }
+  std::vector<Tensor> values(g->numInputs());
+  bool ok = true;
+  for (unsigned i = 0; i < g->numInputs(); ++i) {
+    const std::string &name = g->input(i)->name();
+    auto it = byName.find(name);
+    if (it == byName.end()) {
+      std::fprintf(stderr,
+                   "kiln run: error: missing --input %s=FILE.npy for graph input %%%s: %s\n",
+                   name.c_str(), name.c_str(), g->input(i)->type().str().c_str());
+      ok = false;
+      continue;
+    }
+    auto t = readNpy(it->second, diag);
+    if (failed(t)) {
+      ok = false;
+      continue;
+    }
+    values[i] = t.take();
+    byName.erase(it);
+  }
+  for (auto &[name, path] : byName) {
+    std::string known;
+    for (Value *v : g->inputs())
+      known += " %" + v->name();
+    std::fprintf(stderr, "kiln run: error: graph '@%s' has no input '%%%s' (inputs:%s)\n",
+                 g->name().c_str(), name.c_str(), known.c_str());
+    ok = false;
+  }
+  if (!ok)
+    return 1;
+
+  auto start = std::chrono::steady_clock::now();
+  auto outs = interpret(*g, values, diag);
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (failed(outs))
+    return 1;
+
+  for (size_t k = 0; k < outs->size(); ++k) {
+    const Tensor &t = (*outs)[k];
+    std::printf("output %zu (%%%s): %s = %s\n", k, g->outputs()[k]->name().c_str(),
+                t.type().str().c_str(), preview(t, printLimit).c_str());
+  }
+  std::printf("time: %.3f ms (reference interpreter, %zu nodes)\n", ms, g->numNodes());
+
+  bool checksOk = true;
+  for (auto &[k, path] : expects) {
+    if (k >= outs->size()) {
+      std::fprintf(stderr, "kiln run: error: --expect %zu: the graph has %zu output(s)\n", k,
+                   outs->size());
+      return 1;
+    }
+    auto want = readNpy(path, diag);
+    if (failed(want))
+      return 1;
+    const Tensor &got = (*outs)[k];
+    if (got.shape() != want->shape()) {
+      std::fprintf(stderr, "check output %zu: FAIL: shape %s, expected %s from '%s'\n", k,
+                   sizesStr(got.shape()).c_str(), sizesStr(want->shape()).c_str(), path.c_str());
+      checksOk = false;
+      continue;
+    }
+    double maxAbs = 0, maxRel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double g = got.getDouble(i), w = want->getDouble(i);
+      double diff = std::fabs(g - w);
+      if (std::isnan(g) != std::isnan(w) || (std::isinf(w) && g != w))
+        diff = INFINITY;
+      else if (std::isnan(g) || g == w)
+        diff = 0;
+      maxAbs = std::max(maxAbs, diff);
+      if (w != 0)
+        maxRel = std::max(maxRel, diff / std::fabs(w));
+      if (diff > atol + rtol * std::fabs(w))
+        ++bad;
+    }
+    std::printf("check output %zu: %s: max abs error %.3g, max rel error %.3g, %lld of %lld "
+                "elements beyond atol %.1g + rtol %.1g\n",
+                k, bad ? "FAIL" : "ok", maxAbs, maxRel, static_cast<long long>(bad),
+                static_cast<long long>(got.numel()), atol, rtol);
+    checksOk &= bad == 0;
+  }
+
+  if (!outDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(outDir, ec);
+    if (ec) {
+      std::fprintf(stderr, "kiln run: error: cannot create '%s': %s\n", outDir.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+    for (size_t k = 0; k < outs->size(); ++k) {
+      std::filesystem::path p =
+          std::filesystem::path(outDir) / ("output_" + std::to_string(k) + ".npy");
+      for (auto &[name, in] : inputs) {
+        if (std::filesystem::exists(in) && std::filesystem::equivalent(in, p, ec)) {
+          std::fprintf(stderr, "kiln run: error: refusing to overwrite input file '%s'\n",
+                       p.c_str());
+          return 1;
+        }
+      }
+      if (failed(writeNpy(p.string(), (*outs)[k], diag)))
+        return 1;
+    }
+  }
+  return checksOk ? 0 : 1;
+}
+
 } // namespace kiln::tools
