@@ -1,2 +1,640 @@
-//===- Elementwise.cpp ---===//
+//===- Elementwise.cpp - Hooks of the elementwise ops -----------*- C++ -*-===//
+//
+// Type inference and reference kernels of every op with the Elementwise
+// trait. All of them share one broadcasting driver (forEachBroadcast) and
+// differ only in a scalar lambda; see Note [Elementwise arithmetic].
+//
+//===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <type_traits>
+
+// Note [Elementwise arithmetic]
+//
+// Float kernels compute in double and round once to the result dtype
+// (Tensor::setDouble). Integer kernels compute in int64 with two's
+// complement wrap-around (no undefined behaviour on overflow) and are then
+// truncated to the result dtype (Tensor::setInt), so i8/i32 arithmetic wraps
+// like the hardware does. Integer `div` truncates toward zero like C, and a
+// zero divisor is reported as an error; INT64_MIN / -1 wraps to INT64_MIN.
+// Integer `pow` is exact repeated squaring; a negative exponent gives
+// trunc(1 / base^-e) (so 0 unless |base| == 1) and 0^negative is an error.
+// NaN propagates through max, min, relu and clip, as in numpy.
+
+namespace kiln {
+namespace {
+
+using Inputs = std::span<const Tensor>;
+using Results = std::span<const TensorType>;
+using Outputs = FailureOr<std::vector<Tensor>>;
+using Types = FailureOr<std::vector<TensorType>>;
+
+constexpr size_t kMaxOperands = 3;
+
+//===----------------------------------------------------------------------===//
+// Type inference
+//===----------------------------------------------------------------------===//
+
+/// The dtypes an operand may have.
+enum class Accepts { Any, Numeric, Float, Bool };
+
+LogicalResult requireDType(const OpContext &ctx, unsigned i, Accepts accepts) {
+  DType t = ctx.operandType(i).dtype;
+  switch (accepts) {
+  case Accepts::Any:
+    return success();
+  case Accepts::Float:
+    return ops::requireFloat(ctx, i);
+  case Accepts::Numeric:
+    if (t != DType::Bool)
+      return success();
+    return ctx.emitError() << "operand " << i << " must be a numeric tensor, got "
+                           << ctx.operandType(i).str();
+  case Accepts::Bool:
+    if (t == DType::Bool)
+      return success();
+    return ctx.emitError() << "operand " << i << " must be a bool tensor, got "
+                           << ctx.operandType(i).str();
+  }
+  return success();
+}
+
+/// Checks every operand's dtype, requires equal dtypes and broadcasts the
+/// shapes. The result has `resultDType`, or the operands' dtype.
+Types inferPointwise(const OpContext &ctx, Accepts accepts,
+                     std::optional<DType> resultDType = std::nullopt) {
+  for (unsigned i = 0; i < ctx.numOperands(); ++i)
+    if (failed(requireDType(ctx, i, accepts)))
+      return failure();
+  if (failed(ops::requireSameDType(ctx)))
+    return failure();
+  auto shape = ops::broadcastShapes(ctx, ctx.operandTypes);
+  if (failed(shape))
+    return failure();
+  return std::vector<TensorType>{
+      TensorType(resultDType.value_or(ctx.operandType(0).dtype), shape.take())};
+}
+
+Types inferFloatOp(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Float);
+}
+Types inferNumericOp(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Numeric);
+}
+
+//===----------------------------------------------------------------------===//
+// The broadcasting driver
+//===----------------------------------------------------------------------===//
+
+/// Calls `fn(i, offsets)` for every element `i` (flat, row-major) of an
+/// output of shape `outSizes`, where offsets[k] is the flat offset of the
+/// element of in[k] that numpy broadcasting maps to it. Offsets are updated
+/// incrementally, and same-shape operands take a flat loop.
+template <typename Fn>
+void forEachBroadcast(Inputs in, const std::vector<int64_t> &outSizes, Fn &&fn) {
+  KILN_ASSERT(in.size() <= kMaxOperands);
+  int64_t numel = numElements(outSizes);
+  std::array<int64_t, kMaxOperands> off{};
+  if (std::all_of(in.begin(), in.end(), [&](const Tensor &t) { return t.shape() == outSizes; })) {
+    for (int64_t i = 0; i < numel; ++i) {
+      off.fill(i);
+      fn(i, off.data());
+    }
+    return;
+  }
+  // strides[d][k]: how far in[k]'s offset moves per step along output dim d
+  // (0 where in[k] is broadcast along d).
+  size_t rank = outSizes.size();
+  std::vector<std::array<int64_t, kMaxOperands>> strides(rank, std::array<int64_t, kMaxOperands>{});
+  for (size_t k = 0; k < in.size(); ++k) {
+    std::vector<int64_t> s = ops::stridesOf(in[k].shape());
+    size_t lead = rank - s.size();
+    for (size_t d = 0; d < s.size(); ++d)
+      strides[lead + d][k] = in[k].shape()[d] == 1 ? 0 : s[d];
+  }
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < numel; ++i) {
+    fn(i, off.data());
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < outSizes[d]) {
+        for (size_t k = 0; k < in.size(); ++k)
+          off[k] += strides[d][k];
+        break;
+      }
+      for (size_t k = 0; k < in.size(); ++k)
+        off[k] -= strides[d][k] * (outSizes[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Calls a scalar function of 1, 2 or 3 arguments on `args`.
+template <typename T, typename Fn> auto applyScalar(Fn &fn, const T *args) {
+  if constexpr (std::is_invocable_v<Fn &, T>)
+    return fn(args[0]);
+  else if constexpr (std::is_invocable_v<Fn &, T, T>)
+    return fn(args[0], args[1]);
+  else
+    return fn(args[0], args[1], args[2]);
+}
+
+/// Applies `fn` (doubles to double) elementwise; the result, of type rt[0],
+/// is rounded to its dtype. f32 operands and result skip the dtype switch.
+template <typename Fn> Outputs mapFloat(Inputs in, Results rt, Fn fn) {
+  Tensor out = Tensor::zeros(rt[0].dtype, staticSizes(rt[0].shape));
+  std::array<double, kMaxOperands> args{};
+  bool allF32 = out.dtype() == DType::F32 && std::all_of(in.begin(), in.end(), [](const Tensor &t) {
+                  return t.dtype() == DType::F32;
+                });
+  if (allF32) {
+    std::array<const float *, kMaxOperands> src{};
+    for (size_t k = 0; k < in.size(); ++k)
+      src[k] = in[k].data<float>();
+    float *dst = out.mutableData<float>();
+    forEachBroadcast(in, out.shape(), [&](int64_t i, const int64_t *off) {
+      for (size_t k = 0; k < in.size(); ++k)
+        args[k] = src[k][off[k]];
+      dst[i] = static_cast<float>(applyScalar(fn, args.data()));
+    });
+  } else {
+    forEachBroadcast(in, out.shape(), [&](int64_t i, const int64_t *off) {
+      for (size_t k = 0; k < in.size(); ++k)
+        args[k] = in[k].getDouble(off[k]);
+      out.setDouble(i, static_cast<double>(applyScalar(fn, args.data())));
+    });
+  }
+  return std::vector<Tensor>{std::move(out)};
+}
+
+/// Applies `fn` (int64s to int64) elementwise; the result, of type rt[0], is
+/// truncated to its dtype.
+template <typename Fn> Outputs mapInt(Inputs in, Results rt, Fn fn) {
+  Tensor out = Tensor::zeros(rt[0].dtype, staticSizes(rt[0].shape));
+  std::array<int64_t, kMaxOperands> args{};
+  forEachBroadcast(in, out.shape(), [&](int64_t i, const int64_t *off) {
+    for (size_t k = 0; k < in.size(); ++k)
+      args[k] = in[k].getInt(off[k]);
+    out.setInt(i, static_cast<int64_t>(applyScalar(fn, args.data())));
+  });
+  return std::vector<Tensor>{std::move(out)};
+}
+
+/// mapFloat when `compute` is a float dtype, else mapInt.
+template <typename FloatFn, typename IntFn>
+Outputs mapNumeric(DType compute, Inputs in, Results rt, FloatFn floatFn, IntFn intFn) {
+  if (isFloat(compute))
+    return mapFloat(in, rt, floatFn);
+  return mapInt(in, rt, intFn);
+}
+
+// Two's complement arithmetic without signed-overflow UB.
+int64_t wrap(uint64_t v) {
+  return static_cast<int64_t>(v);
+}
+int64_t wrapAdd(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrapSub(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wrapMul(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t wrapNeg(int64_t a) {
+  return wrap(0 - static_cast<uint64_t>(a));
+}
+
+/// Integer power; `zeroToNegative` is set for 0 raised to a negative power.
+int64_t intPow(int64_t base, int64_t exp, bool &zeroToNegative) {
+  if (exp < 0) {
+    if (base == 0)
+      zeroToNegative = true;
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return exp % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  int64_t result = 1;
+  for (; exp > 0; exp >>= 1) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    base = wrapMul(base, base);
+  }
+  return result;
+}
+
+double nanOr(double a, double b, double value) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : value;
+}
+
+double sign(double x) {
+  if (std::isnan(x))
+    return x;
+  return (x > 0) - (x < 0);
+}
+
+double sigmoid(double x) {
+  if (x >= 0)
+    return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+/// Round half to even, independent of the floating-point environment.
+double roundHalfToEven(double x) {
+  if (std::fabs(x - std::trunc(x)) == 0.5)
+    return 2.0 * std::round(x / 2.0);
+  return std::round(x);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Float math
+//===----------------------------------------------------------------------===//
+
+Types inferCeil(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceCeil(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::ceil(x); });
+}
+
+Types inferCos(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceCos(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::cos(x); });
+}
+
+Types inferElu(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceElu(const OpContext &ctx, Inputs in, Results rt) {
+  double alpha = EluOp(ctx).alpha();
+  return mapFloat(in, rt, [=](double x) { return x > 0 ? x : alpha * std::expm1(x); });
+}
+
+Types inferErf(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceErf(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::erf(x); });
+}
+
+Types inferExp(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceExp(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::exp(x); });
+}
+
+Types inferFloor(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceFloor(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::floor(x); });
+}
+
+Types inferGelu(const OpContext &ctx) {
+  const std::string &approximate = GeluOp(ctx).approximate();
+  if (approximate != "none" && approximate != "tanh")
+    return ctx.emitError() << "approximate must be \"none\" or \"tanh\", got \"" << approximate
+                           << "\"";
+  return inferFloatOp(ctx);
+}
+Outputs referenceGelu(const OpContext &ctx, Inputs in, Results rt) {
+  double k = std::sqrt(2.0 / std::numbers::pi);
+  if (GeluOp(ctx).approximate() == "tanh")
+    return mapFloat(in, rt, [=](double x) {
+      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    });
+  return mapFloat(in, rt, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+}
+
+Types inferHardSigmoid(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceHardSigmoid(const OpContext &ctx, Inputs in, Results rt) {
+  double alpha = HardSigmoidOp(ctx).alpha(), beta = HardSigmoidOp(ctx).beta();
+  return mapFloat(
+      in, rt, [=](double x) { return std::isnan(x) ? x : std::clamp(alpha * x + beta, 0.0, 1.0); });
+}
+
+Types inferHardSwish(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceHardSwish(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(
+      in, rt, [](double x) { return std::isnan(x) ? x : x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); });
+}
+
+Types inferLeakyRelu(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceLeakyRelu(const OpContext &ctx, Inputs in, Results rt) {
+  double alpha = LeakyReluOp(ctx).alpha();
+  return mapFloat(in, rt, [=](double x) { return x >= 0 ? x : alpha * x; });
+}
+
+Types inferLog(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceLog(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::log(x); });
+}
+
+Types inferReciprocal(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceReciprocal(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return 1.0 / x; });
+}
+
+Types inferRound(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceRound(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, roundHalfToEven);
+}
+
+Types inferRsqrt(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceRsqrt(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return 1.0 / std::sqrt(x); });
+}
+
+Types inferSigmoid(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceSigmoid(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, sigmoid);
+}
+
+Types inferSin(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceSin(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::sin(x); });
+}
+
+Types inferSoftplus(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceSoftplus(const OpContext &, Inputs in, Results rt) {
+  // log(1 + exp(x)), without overflow for large x.
+  return mapFloat(in, rt, [](double x) {
+    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  });
+}
+
+Types inferSqrt(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceSqrt(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::sqrt(x); });
+}
+
+Types inferTanh(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceTanh(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::tanh(x); });
+}
+
+//===----------------------------------------------------------------------===//
+// Arithmetic on floats and integers
+//===----------------------------------------------------------------------===//
+
+Types inferAbs(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceAbs(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double x) { return std::fabs(x); },
+      [](int64_t x) { return x < 0 ? wrapNeg(x) : x; });
+}
+
+Types inferAdd(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceAdd(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a + b; }, wrapAdd);
+}
+
+Types inferClip(const OpContext &ctx) {
+  ClipOp op(ctx);
+  if (std::isnan(op.min()) || std::isnan(op.max()))
+    return ctx.emitError() << "bounds must not be nan, got min " << formatDouble(op.min())
+                           << " and max " << formatDouble(op.max());
+  return inferNumericOp(ctx);
+}
+Outputs referenceClip(const OpContext &ctx, Inputs in, Results rt) {
+  // min(max(x, lo), hi) as in numpy: every element is `hi` when lo > hi.
+  double lo = ClipOp(ctx).min(), hi = ClipOp(ctx).max();
+  if (isFloat(ctx.operandType(0).dtype))
+    return mapFloat(in, rt, [=](double x) {
+      if (std::isnan(x))
+        return x;
+      return std::min(std::max(x, lo), hi);
+    });
+  // Integers clamp to the integers inside the bounds, saturated to int64.
+  auto toInt = [](double v) {
+    if (v <= -0x1p63)
+      return std::numeric_limits<int64_t>::min();
+    if (v >= 0x1p63)
+      return std::numeric_limits<int64_t>::max();
+    return static_cast<int64_t>(v);
+  };
+  int64_t ilo = toInt(std::ceil(lo)), ihi = toInt(std::floor(hi));
+  return mapInt(in, rt, [=](int64_t x) { return std::min(std::max(x, ilo), ihi); });
+}
+
+Types inferDiv(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceDiv(const OpContext &ctx, Inputs in, Results rt) {
+  bool divByZero = false;
+  auto out = mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a / b; },
+      [&](int64_t a, int64_t b) -> int64_t {
+        if (b == 0) {
+          divByZero = true;
+          return 0;
+        }
+        if (b == -1)
+          return wrapNeg(a); // INT64_MIN / -1 overflows
+        return a / b;
+      });
+  if (divByZero)
+    return ctx.emitError() << "integer division by zero";
+  return out;
+}
+
+Types inferMax(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceMax(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt,
+      [](double a, double b) { return nanOr(a, b, std::max(a, b)); },
+      [](int64_t a, int64_t b) { return std::max(a, b); });
+}
+
+Types inferMin(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceMin(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt,
+      [](double a, double b) { return nanOr(a, b, std::min(a, b)); },
+      [](int64_t a, int64_t b) { return std::min(a, b); });
+}
+
+Types inferMul(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceMul(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a * b; }, wrapMul);
+}
+
+Types inferNeg(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceNeg(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double x) { return -x; }, wrapNeg);
+}
+
+Types inferPow(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referencePow(const OpContext &ctx, Inputs in, Results rt) {
+  bool zeroToNegative = false;
+  auto out = mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return std::pow(a, b); },
+      [&](int64_t a, int64_t b) { return intPow(a, b, zeroToNegative); });
+  if (zeroToNegative)
+    return ctx.emitError() << "integer 0 raised to a negative power";
+  return out;
+}
+
+Types inferRelu(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceRelu(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
+      [](int64_t x) { return std::max<int64_t>(x, 0); });
+}
+
+Types inferSign(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceSign(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(ctx.operandType(0).dtype, in, rt, sign,
+                    [](int64_t x) -> int64_t { return (x > 0) - (x < 0); });
+}
+
+Types inferSub(const OpContext &ctx) {
+  return inferNumericOp(ctx);
+}
+Outputs referenceSub(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a - b; }, wrapSub);
+}
+
+//===----------------------------------------------------------------------===//
+// Comparisons and logic
+//===----------------------------------------------------------------------===//
+
+Types inferEqual(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Any, DType::Bool);
+}
+Outputs referenceEqual(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a == b; },
+      [](int64_t a, int64_t b) { return a == b; });
+}
+
+Types inferGreater(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Numeric, DType::Bool);
+}
+Outputs referenceGreater(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a > b; },
+      [](int64_t a, int64_t b) { return a > b; });
+}
+
+Types inferLess(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Numeric, DType::Bool);
+}
+Outputs referenceLess(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a < b; },
+      [](int64_t a, int64_t b) { return a < b; });
+}
+
+Types inferAnd(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Bool);
+}
+Outputs referenceAnd(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a, int64_t b) { return a && b; });
+}
+
+Types inferOr(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Bool);
+}
+Outputs referenceOr(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a, int64_t b) { return a || b; });
+}
+
+Types inferNot(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Bool);
+}
+Outputs referenceNot(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a) { return !a; });
+}
+
+//===----------------------------------------------------------------------===//
+// Selection and conversion
+//===----------------------------------------------------------------------===//
+
+Types inferWhere(const OpContext &ctx) {
+  if (failed(requireDType(ctx, 0, Accepts::Bool)))
+    return failure();
+  const TensorType &x = ctx.operandType(1), &y = ctx.operandType(2);
+  if (x.dtype != y.dtype)
+    return ctx.emitError() << "operands 1 and 2 must have the same dtype, got " << x.str()
+                           << " and " << y.str();
+  auto shape = ops::broadcastShapes(ctx, ctx.operandTypes);
+  if (failed(shape))
+    return failure();
+  return std::vector<TensorType>{TensorType(x.dtype, shape.take())};
+}
+Outputs referenceWhere(const OpContext &ctx, Inputs in, Results rt) {
+  return mapNumeric(
+      ctx.operandType(1).dtype, in, rt, [](double c, double x, double y) { return c ? x : y; },
+      [](int64_t c, int64_t x, int64_t y) { return c ? x : y; });
+}
+
+Types inferCast(const OpContext &ctx) {
+  return std::vector<TensorType>{TensorType(CastOp(ctx).to(), ctx.operandType(0).shape)};
+}
+Outputs referenceCast(const OpContext &ctx, Inputs in, Results rt) {
+  // The conversion is the store itself: floats round, float -> int truncates
+  // toward zero (saturating, NaN -> 0), int -> int wraps, x -> bool is x != 0.
+  return mapNumeric(
+      ctx.operandType(0).dtype, in, rt, [](double x) { return x; }, [](int64_t x) { return x; });
+}
+
+} // namespace kiln
