@@ -53,14 +53,19 @@ LogicalResult verify(const Graph &g, DiagnosticEngine &diag) {
     bool nodeOk = true;
     int numOps = static_cast<int>(n->numOperands());
     if (numOps < info.minOperands || (info.maxOperands != kVariadic && numOps > info.maxOperands)) {
-      err("[V1]") << "has " << numOps << " operands, expects " << info.minOperands
-                  << (info.maxOperands == kVariadic ? " or more"
-                                                    : " to " + std::to_string(info.maxOperands));
+      auto d = err("[V1]");
+      d << "has " << numOps << " operands, expects " << info.minOperands;
+      if (info.maxOperands == kVariadic)
+        d << " or more";
+      else if (info.maxOperands != info.minOperands)
+        d << " to " << info.maxOperands;
       nodeOk = false;
     }
     if ((info.numResults == kVariadic && n->numResults() == 0) ||
         (info.numResults != kVariadic && static_cast<int>(n->numResults()) != info.numResults)) {
-      err("[V1]") << "has " << n->numResults() << " results";
+      err("[V1]") << "has " << n->numResults() << " results, expects "
+                  << (info.numResults == kVariadic ? std::string("1 or more")
+                                                   : std::to_string(info.numResults));
       nodeOk = false;
     }
     for (unsigned i = 0; i < n->numOperands(); ++i) {

@@ -19,3 +19,6 @@ config.substitutions.append(
     ("%roundtrip", "%s %s %s" % (config.python_executable,
                                  os.path.join(config.test_source_root, "roundtrip.py"),
                                  os.path.join(config.kiln_tools_dir, "kiln"))))
+config.substitutions.append(
+    ("%expect-exit", "%s %s" % (config.python_executable,
+                                os.path.join(config.test_source_root, "expect_exit.py"))))

@@ -41,7 +41,7 @@ TEST(VerifierTest, ArityAndOutputs) {
   Graph g("g");
   Value *x = g.addInput(TensorType(DType::F32, std::vector<int64_t>{2}), "x");
   g.createNode(opInfo(OpKind::Add), {x}, {x->type()}, {}, Location::name("n"));
-  EXPECT_EQ(verifyErrors(g), "node 'n': error: [V1] 'add' op has 1 operands, expects 2 to 2\n"
+  EXPECT_EQ(verifyErrors(g), "node 'n': error: [V1] 'add' op has 1 operands, expects 2\n"
                              "error: [V6] graph '@g' has no outputs");
 }
 
