@@ -1,2 +1,1065 @@
-//===- DataMovement.cpp ---===//
+//===- DataMovement.cpp - Reshapes, slices, gathers, pads, resizes -*- C++ -*-===//
+//
+// Type inference and reference kernels of the ops that move elements without
+// arithmetic (reshape, transpose, flatten, squeeze, unsqueeze, concat, split,
+// slice, gather, expand, pad, resize) and of the ops that make tensors from
+// attributes (constant, shape, constant_of_shape, range). Semantics follow
+// ONNX opset 17, with ONNX's shape-like inputs as attributes.
+//
+// Kernels copy raw elements by dtype size, so every dtype works; reshape,
+// flatten, squeeze and unsqueeze return zero-copy views of their input.
+//
+// Note [Symbolic dims in data movement]
+// Inference keeps a symbolic dim only where it provably survives: a dim
+// copied unchanged (transpose, squeeze, a full slice, a zero pad), a product
+// whose other factors are 1 (flatten), or a reshape `-1` whose element count
+// cancels to exactly one input symbol (f32[N,28,28] -> [-1, 784] gives N).
+// Anything else that depends on a symbol becomes `?`; it is recomputed on
+// concrete types by the interpreter, which re-runs inference per node.
+//
+//===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace kiln {
+using namespace ops;
+
+namespace {
+
+using Types = std::vector<TensorType>;
+using Tensors = std::vector<Tensor>;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+/// Sizes above this are rejected by inference (they cannot be allocated,
+/// and products of them would overflow).
+constexpr double kMaxDimAsDouble = 4611686018427387904.0; // 2^62
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// A product of dims split into its static part and its symbolic factors.
+struct DimProduct {
+  int64_t staticPart = 1;
+  /// Named symbols, sorted (a multiset).
+  std::vector<std::string> symbols;
+  /// Count of anonymous `?` factors.
+  int numDynamic = 0;
+  bool overflow = false;
+};
+
+DimProduct multiplyDims(std::span<const Dim> dims) {
+  DimProduct p;
+  for (const Dim &d : dims) {
+    if (d.isStatic()) {
+      if (__builtin_mul_overflow(p.staticPart, d.size(), &p.staticPart))
+        p.overflow = true;
+    } else if (d.symbol().empty()) {
+      ++p.numDynamic;
+    } else {
+      p.symbols.push_back(d.symbol());
+    }
+  }
+  std::sort(p.symbols.begin(), p.symbols.end());
+  return p;
+}
+
+/// The product as one dim: static, a lone symbol, 0 when a factor is 0, or `?`.
+Dim toDim(const DimProduct &p) {
+  if (p.staticPart == 0)
+    return Dim(0);
+  if (p.numDynamic == 0 && p.symbols.empty())
+    return Dim(p.staticPart);
+  if (p.numDynamic == 0 && p.symbols.size() == 1 && p.staticPart == 1)
+    return Dim::symbolic(p.symbols[0]);
+  return Dim::dynamic();
+}
+
+/// The product of `dims` as one dim; reports overflow.
+FailureOr<Dim> productDim(const OpContext &ctx, std::span<const Dim> dims) {
+  DimProduct p = multiplyDims(dims);
+  if (p.overflow)
+    return ctx.emitError() << "dims " << shapeStr(Shape(dims.begin(), dims.end()))
+                           << " have more elements than fit in int64";
+  return toDim(p);
+}
+
+/// A single result type.
+Types one(DType dtype, Shape shape) {
+  return Types{TensorType(dtype, std::move(shape))};
+}
+
+Tensor allocResult(std::span<const TensorType> resultTypes, size_t i = 0) {
+  return Tensor::zeros(resultTypes[i].dtype, staticSizes(resultTypes[i].shape));
+}
+
+char *bytesOf(const Tensor &t) {
+  return static_cast<char *>(t.mutableRawData());
+}
+const char *constBytesOf(const Tensor &t) {
+  return static_cast<const char *>(t.rawData());
+}
+
+/// Copies element `srcIndex` of `src` to element `dstIndex` of `dst`.
+void copyElement(const Tensor &dst, int64_t dstIndex, const Tensor &src, int64_t srcIndex) {
+  size_t es = dtypeSize(src.dtype());
+  std::memcpy(bytesOf(dst) + static_cast<size_t>(dstIndex) * es,
+              constBytesOf(src) + static_cast<size_t>(srcIndex) * es, es);
+}
+
+/// Calls fn(multiIndex, flatIndex) for every element of `sizes` in row-major
+/// order; nothing for an empty shape.
+template <typename Fn> void forEachIndex(const std::vector<int64_t> &sizes, Fn fn) {
+  if (numElements(sizes) == 0)
+    return;
+  std::vector<int64_t> idx(sizes.size(), 0);
+  int64_t flat = 0;
+  do
+    fn(idx, flat++);
+  while (nextIndex(idx, sizes));
+}
+
+int64_t productOf(const std::vector<int64_t> &sizes, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= sizes[i];
+  return n;
+}
+
+/// Normalizes a single axis or reports it.
+FailureOr<int64_t> resolveAxis(const OpContext &ctx, int64_t axis, int64_t rank) {
+  auto n = normalizeAxis(axis, rank);
+  if (!n)
+    return ctx.emitError() << "axis " << axis << " is out of range for rank " << rank;
+  return *n;
+}
+
+bool isOneOf(const std::string &s, std::initializer_list<const char *> options) {
+  for (const char *o : options)
+    if (s == o)
+      return true;
+  return false;
+}
+
+/// Reports unless `value` of attribute `name` is one of `options`.
+LogicalResult requireOneOf(const OpContext &ctx, const char *name, const std::string &value,
+                           std::initializer_list<const char *> options) {
+  if (isOneOf(value, options))
+    return success();
+  auto d = ctx.emitError();
+  d << name << " '" << value << "' is not one of";
+  const char *sep = " ";
+  for (const char *o : options) {
+    d << sep << "'" << o << "'";
+    sep = ", ";
+  }
+  return failure();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// reshape
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferReshape(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  const std::vector<int64_t> &shape = ReshapeOp(ctx).shape();
+  Shape out;
+  std::optional<size_t> inferred;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t v = shape[i];
+    if (v == -1) {
+      if (inferred)
+        return ctx.emitError() << "shape " << shape << " has more than one -1";
+      inferred = i;
+      out.push_back(Dim::dynamic());
+    } else if (v == 0) {
+      if (static_cast<int64_t>(i) >= in.rank())
+        return ctx.emitError() << "shape " << shape << " copies dim " << i
+                               << " with 0 but the input " << in.str() << " has rank " << in.rank();
+      out.push_back(in.shape[i]);
+    } else if (v < 0) {
+      return ctx.emitError() << "shape " << shape << " has invalid size " << v;
+    } else {
+      out.push_back(Dim(v));
+    }
+  }
+
+  // Compare element counts after cancelling the symbols both sides share.
+  DimProduct inCount = multiplyDims(in.shape);
+  Shape known;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (i != inferred)
+      known.push_back(out[i]);
+  DimProduct outCount = multiplyDims(known);
+  if (inCount.overflow || outCount.overflow)
+    return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
+                           << ": element count overflows int64";
+  std::vector<std::string> inOnly, outOnly;
+  std::set_difference(inCount.symbols.begin(), inCount.symbols.end(), outCount.symbols.begin(),
+                      outCount.symbols.end(), std::back_inserter(inOnly));
+  std::set_difference(outCount.symbols.begin(), outCount.symbols.end(), inCount.symbols.begin(),
+                      inCount.symbols.end(), std::back_inserter(outOnly));
+  bool comparable = inCount.numDynamic == 0 && outCount.numDynamic == 0 && outOnly.empty();
+
+  if (comparable && inOnly.empty()) {
+    if (!inferred) {
+      if (inCount.staticPart != outCount.staticPart)
+        return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
+                               << ": element counts differ";
+    } else {
+      if (outCount.staticPart == 0) {
+        if (inCount.staticPart != 0)
+          return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
+                                 << ": element counts differ";
+        return ctx.emitError() << "cannot infer the -1 in shape " << shape
+                               << " when the other dims have no elements";
+      }
+      if (inCount.staticPart % outCount.staticPart != 0)
+        return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape << ": "
+                               << inCount.staticPart << " elements are not divisible by "
+                               << outCount.staticPart;
+      out[*inferred] = Dim(inCount.staticPart / outCount.staticPart);
+    }
+  } else if (comparable && inferred && inOnly.size() == 1 &&
+             inCount.staticPart == outCount.staticPart && outCount.staticPart != 0) {
+    out[*inferred] = Dim::symbolic(inOnly[0]);
+  }
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceReshape(const OpContext &, std::span<const Tensor> inputs,
+                                    std::span<const TensorType> resultTypes) {
+  return Tensors{inputs[0].view(staticSizes(resultTypes[0].shape))};
+}
+
+//===----------------------------------------------------------------------===//
+// transpose
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The permutation of `transpose` (reversed dims when `perm` is empty).
+FailureOr<std::vector<int64_t>> resolvePerm(const OpContext &ctx, int64_t rank) {
+  std::vector<int64_t> perm = TransposeOp(ctx).perm();
+  if (perm.empty()) {
+    for (int64_t i = rank; i-- > 0;)
+      perm.push_back(i);
+    return perm;
+  }
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < rank && !seen[static_cast<size_t>(perm[i])];
+    if (ok)
+      seen[static_cast<size_t>(perm[i])] = true;
+  }
+  if (!ok)
+    return ctx.emitError() << "perm " << perm << " is not a permutation of rank " << rank;
+  return perm;
+}
+} // namespace
+
+FailureOr<Types> inferTranspose(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  auto perm = resolvePerm(ctx, in.rank());
+  if (failed(perm))
+    return failure();
+  Shape out;
+  for (int64_t p : *perm)
+    out.push_back(in.shape[static_cast<size_t>(p)]);
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceTranspose(const OpContext &ctx, std::span<const Tensor> inputs,
+                                      std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  auto perm = resolvePerm(ctx, in.rank());
+  if (failed(perm))
+    return failure();
+  Tensor out = allocResult(resultTypes);
+  std::vector<int64_t> inStrides = in.strides();
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    int64_t src = 0;
+    for (size_t i = 0; i < idx.size(); ++i)
+      src += idx[i] * inStrides[static_cast<size_t>((*perm)[i])];
+    copyElement(out, flat, in, src);
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// flatten
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferFlatten(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  int64_t axis = FlattenOp(ctx).axis();
+  int64_t rank = in.rank();
+  // Unlike most axes, flatten's may equal the rank (giving [numel, 1]).
+  if (axis < -rank || axis > rank)
+    return ctx.emitError() << "axis " << axis << " is out of range for rank " << rank;
+  if (axis < 0)
+    axis += rank;
+  std::span<const Dim> dims(in.shape);
+  auto outer = productDim(ctx, dims.first(static_cast<size_t>(axis)));
+  if (failed(outer))
+    return failure();
+  auto inner = productDim(ctx, dims.subspan(static_cast<size_t>(axis)));
+  if (failed(inner))
+    return failure();
+  return one(in.dtype, Shape{*outer, *inner});
+}
+
+FailureOr<Tensors> referenceFlatten(const OpContext &, std::span<const Tensor> inputs,
+                                    std::span<const TensorType> resultTypes) {
+  return Tensors{inputs[0].view(staticSizes(resultTypes[0].shape))};
+}
+
+//===----------------------------------------------------------------------===//
+// squeeze / unsqueeze
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferSqueeze(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  std::vector<int64_t> axes = SqueezeOp(ctx).axes();
+  std::vector<bool> drop(in.shape.size(), false);
+  if (axes.empty()) {
+    // Only dims known to be 1 are removed; a symbolic dim stays.
+    for (size_t i = 0; i < in.shape.size(); ++i)
+      drop[i] = in.shape[i].isStatic() && in.shape[i].size() == 1;
+  } else {
+    std::vector<int64_t> given = axes;
+    if (failed(normalizeAxes(ctx, axes, in.rank())))
+      return failure();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const Dim &d = in.shape[static_cast<size_t>(axes[i])];
+      // A symbolic dim is assumed to be 1; the interpreter checks it.
+      if (d.isStatic() && d.size() != 1)
+        return ctx.emitError() << "cannot squeeze axis " << given[i] << " of " << in.str()
+                               << ": its size is " << d.size() << ", not 1";
+      drop[static_cast<size_t>(axes[i])] = true;
+    }
+  }
+  Shape out;
+  for (size_t i = 0; i < in.shape.size(); ++i)
+    if (!drop[i])
+      out.push_back(in.shape[i]);
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceSqueeze(const OpContext &, std::span<const Tensor> inputs,
+                                    std::span<const TensorType> resultTypes) {
+  return Tensors{inputs[0].view(staticSizes(resultTypes[0].shape))};
+}
+
+FailureOr<Types> inferUnsqueeze(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  std::vector<int64_t> axes = UnsqueezeOp(ctx).axes();
+  int64_t outRank = in.rank() + static_cast<int64_t>(axes.size());
+  if (failed(normalizeAxes(ctx, axes, outRank)))
+    return failure();
+  std::vector<bool> inserted(static_cast<size_t>(outRank), false);
+  for (int64_t a : axes)
+    inserted[static_cast<size_t>(a)] = true;
+  Shape out;
+  size_t next = 0;
+  for (size_t i = 0; i < inserted.size(); ++i)
+    out.push_back(inserted[i] ? Dim(1) : in.shape[next++]);
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceUnsqueeze(const OpContext &, std::span<const Tensor> inputs,
+                                      std::span<const TensorType> resultTypes) {
+  return Tensors{inputs[0].view(staticSizes(resultTypes[0].shape))};
+}
+
+//===----------------------------------------------------------------------===//
+// concat / split
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferConcat(const OpContext &ctx) {
+  if (failed(requireSameDType(ctx)))
+    return failure();
+  const TensorType &first = ctx.operandType(0);
+  int64_t rank = first.rank();
+  auto axis = resolveAxis(ctx, ConcatOp(ctx).axis(), rank);
+  if (failed(axis))
+    return failure();
+  Shape out = first.shape;
+  size_t ax = static_cast<size_t>(*axis);
+  Shape axisDims{first.shape[ax]};
+  for (unsigned i = 1; i < ctx.numOperands(); ++i) {
+    const TensorType &t = ctx.operandType(i);
+    if (t.rank() != rank)
+      return ctx.emitError() << "operand " << i << " has type " << t.str() << " but operand 0 has "
+                             << first.str() << ": ranks differ";
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (d == ax)
+        continue;
+      const Dim &a = out[d], &b = t.shape[d];
+      if (a == b || b.isSymbolic())
+        continue;
+      if (a.isStatic())
+        return ctx.emitError() << "operand " << i << " has type " << t.str()
+                               << " which does not match " << first.str() << " in dim " << d;
+      out[d] = b; // a symbol meets a static size: the size wins
+    }
+    axisDims.push_back(t.shape[ax]);
+  }
+  // The concatenated dim: a static sum, or the lone symbolic dim among zeros.
+  int64_t sum = 0;
+  std::optional<Dim> symbolic;
+  int numSymbolic = 0;
+  for (const Dim &d : axisDims) {
+    if (d.isStatic()) {
+      if (__builtin_add_overflow(sum, d.size(), &sum))
+        return ctx.emitError() << "concatenated dim " << *axis << " overflows int64";
+    } else {
+      ++numSymbolic;
+      symbolic = d;
+    }
+  }
+  if (numSymbolic == 0)
+    out[ax] = Dim(sum);
+  else if (numSymbolic == 1 && sum == 0)
+    out[ax] = *symbolic;
+  else
+    out[ax] = Dim::dynamic();
+  return one(first.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceConcat(const OpContext &ctx, std::span<const Tensor> inputs,
+                                   std::span<const TensorType> resultTypes) {
+  Tensor out = allocResult(resultTypes);
+  auto axis = resolveAxis(ctx, ConcatOp(ctx).axis(), out.rank());
+  if (failed(axis))
+    return failure();
+  size_t ax = static_cast<size_t>(*axis);
+  size_t es = dtypeSize(out.dtype());
+  int64_t outer = productOf(out.shape(), 0, ax);
+  int64_t inner = productOf(out.shape(), ax + 1, out.shape().size());
+  // Row-major: for each outer index, the operands' slabs follow each other.
+  char *dst = bytesOf(out);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Tensor &in : inputs) {
+      size_t slab = static_cast<size_t>(in.dim(*axis) * inner) * es;
+      std::memcpy(dst, constBytesOf(in) + static_cast<size_t>(o) * slab, slab);
+      dst += slab;
+    }
+  }
+  return Tensors{out};
+}
+
+FailureOr<Types> inferSplit(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  SplitOp op(ctx);
+  auto axis = resolveAxis(ctx, op.axis(), in.rank());
+  if (failed(axis))
+    return failure();
+  size_t ax = static_cast<size_t>(*axis);
+  const Dim &dim = in.shape[ax];
+  unsigned n = ctx.numResults;
+  const std::vector<int64_t> &sizes = op.sizes();
+  Types results(n, in);
+  if (sizes.empty()) {
+    Dim part = Dim::dynamic();
+    if (n == 1) {
+      part = dim;
+    } else if (dim.isStatic()) {
+      if (dim.size() % n != 0)
+        return ctx.emitError() << "dim " << *axis << " of " << in.str() << " cannot be split into "
+                               << n << " equal parts";
+      part = Dim(dim.size() / n);
+    }
+    for (TensorType &t : results)
+      t.shape[ax] = part;
+    return results;
+  }
+  if (sizes.size() != n)
+    return ctx.emitError() << "sizes " << sizes << " has " << sizes.size()
+                           << " entries but the op has " << n << " results";
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (sizes[i] < 0)
+      return ctx.emitError() << "sizes " << sizes << " has a negative size " << sizes[i];
+    if (__builtin_add_overflow(sum, sizes[i], &sum))
+      return ctx.emitError() << "sizes " << sizes << " overflow int64";
+    results[i].shape[ax] = Dim(sizes[i]);
+  }
+  if (dim.isStatic() && sum != dim.size())
+    return ctx.emitError() << "sizes " << sizes << " sum to " << sum << " but dim " << *axis
+                           << " of " << in.str() << " has size " << dim.size();
+  return results;
+}
+
+FailureOr<Tensors> referenceSplit(const OpContext &ctx, std::span<const Tensor> inputs,
+                                  std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  auto axis = resolveAxis(ctx, SplitOp(ctx).axis(), in.rank());
+  if (failed(axis))
+    return failure();
+  size_t ax = static_cast<size_t>(*axis);
+  size_t es = dtypeSize(in.dtype());
+  int64_t outer = productOf(in.shape(), 0, ax);
+  int64_t inner = productOf(in.shape(), ax + 1, in.shape().size());
+  Tensors outs;
+  for (size_t i = 0; i < resultTypes.size(); ++i)
+    outs.push_back(allocResult(resultTypes, i));
+  const char *src = constBytesOf(in);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Tensor &out : outs) {
+      size_t slab = static_cast<size_t>(out.dim(*axis) * inner) * es;
+      std::memcpy(bytesOf(out) + static_cast<size_t>(o) * slab, src, slab);
+      src += slab;
+    }
+  }
+  return outs;
+}
+
+//===----------------------------------------------------------------------===//
+// slice
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The normalized attributes of a slice: one entry per sliced axis.
+struct SliceSpec {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+FailureOr<SliceSpec> resolveSlice(const OpContext &ctx, int64_t rank) {
+  SliceOp op(ctx);
+  SliceSpec s{op.starts(), op.ends(), op.axes(), op.steps()};
+  size_t n = s.starts.size();
+  if (s.ends.size() != n)
+    return ctx.emitError() << "starts " << s.starts << " and ends " << s.ends
+                           << " have different lengths";
+  if (s.axes.empty())
+    for (size_t i = 0; i < n; ++i)
+      s.axes.push_back(static_cast<int64_t>(i));
+  else if (s.axes.size() != n)
+    return ctx.emitError() << "axes " << s.axes << " and starts " << s.starts
+                           << " have different lengths";
+  if (s.steps.empty())
+    s.steps.assign(n, 1);
+  else if (s.steps.size() != n)
+    return ctx.emitError() << "steps " << s.steps << " and starts " << s.starts
+                           << " have different lengths";
+  for (int64_t step : s.steps)
+    if (step == 0)
+      return ctx.emitError() << "steps " << s.steps << " has a zero step";
+  if (failed(normalizeAxes(ctx, s.axes, rank)))
+    return failure();
+  return s;
+}
+
+/// Where one axis of a slice starts, its step, and how many elements it takes,
+/// with ONNX's clamping of start and end to the dim.
+struct SliceRange {
+  int64_t start = 0, step = 1, count = 0;
+};
+
+SliceRange clampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  SliceRange r;
+  r.step = step;
+  if (dim == 0)
+    return r;
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    if (end > start)
+      r.count = (end - start - 1) / step + 1;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    if (start > end) // -step may not fit in int64 (step == INT64_MIN)
+      r.count = static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) /
+                                     (0 - static_cast<uint64_t>(step))) +
+                1;
+  }
+  r.start = start;
+  return r;
+}
+
+/// True when the slice provably takes a whole dim of unknown size in order
+/// (start 0, end INT64_MAX, step 1) or reversed (start -1, end INT64_MIN,
+/// step -1): the result keeps the dim's symbol.
+bool takesWholeDim(int64_t start, int64_t end, int64_t step) {
+  if (step == 1)
+    return start == 0 && end == kInt64Max;
+  if (step == -1)
+    return (start == -1 || start == kInt64Max) && end == kInt64Min;
+  return false;
+}
+} // namespace
+
+FailureOr<Types> inferSlice(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  auto spec = resolveSlice(ctx, in.rank());
+  if (failed(spec))
+    return failure();
+  Shape out = in.shape;
+  for (size_t i = 0; i < spec->axes.size(); ++i) {
+    Dim &d = out[static_cast<size_t>(spec->axes[i])];
+    if (d.isStatic())
+      d = Dim(clampSlice(spec->starts[i], spec->ends[i], spec->steps[i], d.size()).count);
+    else if (!takesWholeDim(spec->starts[i], spec->ends[i], spec->steps[i]))
+      d = Dim::dynamic();
+  }
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceSlice(const OpContext &ctx, std::span<const Tensor> inputs,
+                                  std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  auto spec = resolveSlice(ctx, in.rank());
+  if (failed(spec))
+    return failure();
+  std::vector<int64_t> starts(static_cast<size_t>(in.rank()), 0);
+  std::vector<int64_t> steps(static_cast<size_t>(in.rank()), 1);
+  for (size_t i = 0; i < spec->axes.size(); ++i) {
+    size_t a = static_cast<size_t>(spec->axes[i]);
+    SliceRange r =
+        clampSlice(spec->starts[i], spec->ends[i], spec->steps[i], in.dim(spec->axes[i]));
+    starts[a] = r.start;
+    steps[a] = r.step;
+  }
+  Tensor out = allocResult(resultTypes);
+  std::vector<int64_t> inStrides = in.strides();
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    int64_t src = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      src += (starts[d] + idx[d] * steps[d]) * inStrides[d];
+    copyElement(out, flat, in, src);
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// gather
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferGather(const OpContext &ctx) {
+  const TensorType &data = ctx.operandType(0);
+  const TensorType &indices = ctx.operandType(1);
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return ctx.emitError() << "indices must be i32 or i64, got " << indices.str();
+  auto axis = resolveAxis(ctx, GatherOp(ctx).axis(), data.rank());
+  if (failed(axis))
+    return failure();
+  size_t ax = static_cast<size_t>(*axis);
+  Shape out(data.shape.begin(), data.shape.begin() + static_cast<std::ptrdiff_t>(ax));
+  out.insert(out.end(), indices.shape.begin(), indices.shape.end());
+  out.insert(out.end(), data.shape.begin() + static_cast<std::ptrdiff_t>(ax) + 1, data.shape.end());
+  return one(data.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceGather(const OpContext &ctx, std::span<const Tensor> inputs,
+                                   std::span<const TensorType> resultTypes) {
+  const Tensor &data = inputs[0], &indices = inputs[1];
+  auto axis = resolveAxis(ctx, GatherOp(ctx).axis(), data.rank());
+  if (failed(axis))
+    return failure();
+  size_t ax = static_cast<size_t>(*axis);
+  int64_t axisSize = data.dim(*axis);
+  std::vector<int64_t> picks(static_cast<size_t>(indices.numel()));
+  for (int64_t j = 0; j < indices.numel(); ++j) {
+    int64_t k = indices.getInt(j);
+    if (k < -axisSize || k >= axisSize)
+      return ctx.emitError() << "index " << k << " is out of range for axis " << *axis
+                             << " of size " << axisSize;
+    picks[static_cast<size_t>(j)] = k < 0 ? k + axisSize : k;
+  }
+  Tensor out = allocResult(resultTypes);
+  size_t es = dtypeSize(data.dtype());
+  int64_t outer = productOf(data.shape(), 0, ax);
+  size_t slab = static_cast<size_t>(productOf(data.shape(), ax + 1, data.shape().size())) * es;
+  char *dst = bytesOf(out);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k : picks) {
+      std::memcpy(dst, constBytesOf(data) + static_cast<size_t>(o * axisSize + k) * slab, slab);
+      dst += slab;
+    }
+  }
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// expand
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferExpand(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  const std::vector<int64_t> &shape = ExpandOp(ctx).shape();
+  for (int64_t s : shape)
+    if (s < 0)
+      return ctx.emitError() << "shape " << shape << " has a negative size " << s;
+  // Numpy broadcasting of the input's shape against `shape`, in both
+  // directions (a 1 in `shape` keeps the input's dim).
+  size_t rank = std::max(in.shape.size(), shape.size());
+  Shape out(rank, Dim(1));
+  size_t inOff = rank - in.shape.size(), shapeOff = rank - shape.size();
+  for (size_t i = 0; i < rank; ++i) {
+    std::optional<Dim> a, b;
+    if (i >= inOff)
+      a = in.shape[i - inOff];
+    if (i >= shapeOff)
+      b = Dim(shape[i - shapeOff]);
+    if (!a || !b) {
+      out[i] = a ? *a : *b;
+    } else if (b->size() == 1 || *a == *b) {
+      out[i] = *a;
+    } else if (a->isSymbolic() || a->size() == 1) {
+      out[i] = *b; // a symbol must be 1 or equal to the static size
+    } else {
+      return ctx.emitError() << "cannot expand " << in.str() << " to shape " << shape << " (dim "
+                             << i << ": " << a->size() << " vs " << b->size() << ")";
+    }
+  }
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referenceExpand(const OpContext &, std::span<const Tensor> inputs,
+                                   std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  Tensor out = allocResult(resultTypes);
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    copyElement(out, flat, in, broadcastOffset(idx, in.shape()));
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// pad
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Maps a coordinate `i` outside [0, n) back into it by reflecting about the
+/// edges without repeating them (numpy "reflect"), periodically for pads
+/// wider than the dim. `n` >= 1.
+int64_t reflectIndex(int64_t i, int64_t n) {
+  if (n == 1)
+    return 0;
+  int64_t period = 2 * (n - 1);
+  i %= period;
+  if (i < 0)
+    i += period;
+  return i < n ? i : period - i;
+}
+} // namespace
+
+FailureOr<Types> inferPad(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  PadOp op(ctx);
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"constant", "reflect", "edge"})))
+    return failure();
+  const std::vector<int64_t> &pads = op.pads();
+  int64_t rank = in.rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return ctx.emitError() << "pads " << pads << " has " << pads.size() << " entries but the input "
+                           << in.str() << " needs " << 2 * rank;
+  Shape out = in.shape;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t before = pads[i], after = pads[i + static_cast<size_t>(rank)];
+    int64_t total;
+    if (__builtin_add_overflow(before, after, &total))
+      return ctx.emitError() << "pads " << pads << " overflow int64";
+    const Dim &d = in.shape[i];
+    if (d.isSymbolic()) {
+      if (total != 0)
+        out[i] = Dim::dynamic();
+      continue;
+    }
+    int64_t size;
+    if (__builtin_add_overflow(d.size(), total, &size))
+      return ctx.emitError() << "pads " << pads << " overflow int64";
+    if (size < 0)
+      return ctx.emitError() << "pads " << pads << " crop dim " << i << " of " << in.str()
+                             << " below size 0";
+    if (op.mode() != "constant" && d.size() == 0 && size > 0)
+      return ctx.emitError() << "cannot " << op.mode() << "-pad dim " << i << " of " << in.str()
+                             << ": it is empty";
+    out[i] = Dim(size);
+  }
+  return one(in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> inputs,
+                                std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  PadOp op(ctx);
+  const std::vector<int64_t> &pads = op.pads();
+  const std::string &mode = op.mode();
+  Tensor out = allocResult(resultTypes);
+  std::vector<int64_t> inStrides = in.strides();
+  size_t rank = static_cast<size_t>(in.rank());
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t n = in.dim(static_cast<int64_t>(d));
+      int64_t i = idx[d] - pads[d]; // a negative pad crops: the coordinate moves right
+      if (i < 0 || i >= n) {
+        if (mode == "constant") {
+          out.setDouble(flat, op.value());
+          return;
+        }
+        i = mode == "edge" ? std::clamp<int64_t>(i, 0, n - 1) : reflectIndex(i, n);
+      }
+      src += i * inStrides[d];
+    }
+    copyElement(out, flat, in, src);
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// resize
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferResize(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  ResizeOp op(ctx);
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"nearest", "linear"})) ||
+      failed(requireOneOf(ctx, "coordinate_transformation_mode",
+                          op.coordinate_transformation_mode(),
+                          {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"})) ||
+      failed(requireOneOf(ctx, "nearest_mode", op.nearest_mode(),
+                          {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
+    return failure();
+  if (op.mode() == "linear" && failed(requireFloat(ctx, 0)))
+    return failure();
+  const std::vector<double> &scales = op.scales();
+  const std::vector<int64_t> &sizes = op.sizes();
+  if (scales.empty() == sizes.empty())
+    return ctx.emitError() << "exactly one of scales and sizes must be given";
+  size_t count = scales.empty() ? sizes.size() : scales.size();
+  if (static_cast<int64_t>(count) != in.rank())
+    return ctx.emitError() << (scales.empty() ? "sizes" : "scales") << " has " << count
+                           << " entries but the input " << in.str() << " has rank " << in.rank();
+  Shape out = in.shape;
+  for (size_t i = 0; i < count; ++i) {
+    const Dim &d = in.shape[i];
+    if (!scales.empty()) {
+      double s = scales[i];
+      if (!(s > 0.0) || !std::isfinite(s))
+        return ctx.emitError() << "scale " << formatDouble(s) << " of dim " << i
+                               << " is not a positive number";
+      if (d.isSymbolic()) {
+        if (s != 1.0)
+          out[i] = Dim::dynamic();
+        continue;
+      }
+      double size = std::floor(static_cast<double>(d.size()) * s);
+      if (size >= kMaxDimAsDouble)
+        return ctx.emitError() << "scale " << formatDouble(s) << " makes dim " << i << " of "
+                               << in.str() << " too large";
+      out[i] = Dim(static_cast<int64_t>(size));
+    } else {
+      if (sizes[i] < 0)
+        return ctx.emitError() << "sizes " << sizes << " has a negative size " << sizes[i];
+      out[i] = Dim(sizes[i]);
+    }
+    if (d.isStatic() && d.size() == 0 && out[i].size() > 0)
+      return ctx.emitError() << "cannot resize empty dim " << i << " of " << in.str() << " to "
+                             << out[i].size();
+  }
+  return one(in.dtype, std::move(out));
+}
+
+namespace {
+/// The input coordinate that output coordinate `x` of a resized dim maps to.
+double originalCoordinate(const std::string &mode, int64_t x, double scale, int64_t inLen,
+                          int64_t outLen) {
+  double xf = static_cast<double>(x);
+  if (mode == "asymmetric")
+    return xf / scale;
+  if (mode == "align_corners")
+    return outLen == 1 ? 0.0
+                       : xf * static_cast<double>(inLen - 1) / static_cast<double>(outLen - 1);
+  if (mode == "pytorch_half_pixel" && outLen == 1)
+    return 0.0;
+  return (xf + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
+}
+
+double roundNearest(const std::string &mode, double x) {
+  if (mode == "floor")
+    return std::floor(x);
+  if (mode == "ceil")
+    return std::ceil(x);
+  if (x - std::floor(x) == 0.5)
+    return mode == "round_prefer_ceil" ? std::ceil(x) : std::floor(x);
+  return std::floor(x + 0.5);
+}
+
+/// An input index and its weight.
+struct Tap {
+  int64_t index;
+  double weight;
+};
+} // namespace
+
+FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor> inputs,
+                                   std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  ResizeOp op(ctx);
+  Tensor out = allocResult(resultTypes);
+  if (out.numel() == 0)
+    return Tensors{out};
+  bool linear = op.mode() == "linear";
+  size_t rank = static_cast<size_t>(in.rank());
+  // taps[d][x]: the input indices (and weights) output coordinate x of dim d
+  // reads. Out-of-range coordinates clamp to the edge, as in ONNX.
+  std::vector<std::vector<std::vector<Tap>>> taps(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t inLen = in.shape()[d], outLen = out.shape()[d];
+    double scale = op.scales().empty() ? static_cast<double>(outLen) / static_cast<double>(inLen)
+                                       : op.scales()[d];
+    double maxIndex = static_cast<double>(inLen - 1);
+    for (int64_t x = 0; x < outLen; ++x) {
+      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, outLen);
+      std::vector<Tap> t;
+      if (!linear) {
+        double r = std::clamp(roundNearest(op.nearest_mode(), c), 0.0, maxIndex);
+        t.push_back({static_cast<int64_t>(r), 1.0});
+      } else {
+        c = std::clamp(c, 0.0, maxIndex);
+        double lo = std::floor(c);
+        double w = c - lo;
+        t.push_back({static_cast<int64_t>(lo), 1.0 - w});
+        if (w > 0.0)
+          t.push_back({static_cast<int64_t>(lo) + 1, w});
+      }
+      taps[d].push_back(std::move(t));
+    }
+  }
+  std::vector<int64_t> inStrides = in.strides();
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    if (!linear) {
+      int64_t src = 0;
+      for (size_t d = 0; d < rank; ++d)
+        src += taps[d][static_cast<size_t>(idx[d])][0].index * inStrides[d];
+      copyElement(out, flat, in, src);
+      return;
+    }
+    // Sum over the corners of the cell: one tap per dim, every combination.
+    std::vector<int64_t> numTaps(rank), pick(rank, 0);
+    for (size_t d = 0; d < rank; ++d)
+      numTaps[d] = static_cast<int64_t>(taps[d][static_cast<size_t>(idx[d])].size());
+    double acc = 0.0;
+    do {
+      int64_t src = 0;
+      double weight = 1.0;
+      for (size_t d = 0; d < rank; ++d) {
+        const Tap &t = taps[d][static_cast<size_t>(idx[d])][static_cast<size_t>(pick[d])];
+        src += t.index * inStrides[d];
+        weight *= t.weight;
+      }
+      acc += weight * in.getDouble(src);
+    } while (nextIndex(pick, numTaps));
+    out.setDouble(flat, acc);
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// constant / shape / constant_of_shape / range
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferConstant(const OpContext &ctx) {
+  const Tensor &value = ConstantOp(ctx).value();
+  if (value.isNull())
+    return ctx.emitError() << "has no value";
+  return Types{value.type()};
+}
+
+FailureOr<Tensors> referenceConstant(const OpContext &ctx, std::span<const Tensor>,
+                                     std::span<const TensorType>) {
+  return Tensors{ConstantOp(ctx).value()};
+}
+
+namespace {
+/// The [begin, end) dims `shape` returns, clamped like ONNX Shape-15.
+std::pair<int64_t, int64_t> shapeRange(const OpContext &ctx, int64_t rank) {
+  ShapeOfOp op(ctx);
+  auto clampToRank = [rank](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::clamp<int64_t>(i, 0, rank);
+  };
+  int64_t begin = clampToRank(op.start()), end = clampToRank(op.end());
+  return {begin, std::max(begin, end)};
+}
+} // namespace
+
+FailureOr<Types> inferShapeOf(const OpContext &ctx) {
+  auto [begin, end] = shapeRange(ctx, ctx.operandType(0).rank());
+  return one(DType::I64, Shape{Dim(end - begin)});
+}
+
+FailureOr<Tensors> referenceShapeOf(const OpContext &ctx, std::span<const Tensor> inputs,
+                                    std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  auto [begin, end] = shapeRange(ctx, in.rank());
+  Tensor out = allocResult(resultTypes);
+  for (int64_t i = begin; i < end; ++i)
+    out.setInt(i - begin, in.dim(i));
+  return Tensors{out};
+}
+
+FailureOr<Types> inferConstantOfShape(const OpContext &ctx) {
+  ConstantOfShapeOp op(ctx);
+  const std::vector<int64_t> &shape = op.shape();
+  for (int64_t s : shape)
+    if (s < 0)
+      return ctx.emitError() << "shape " << shape << " has a negative size " << s;
+  return Types{TensorType(op.dtype(), shape)};
+}
+
+FailureOr<Tensors> referenceConstantOfShape(const OpContext &ctx, std::span<const Tensor>,
+                                            std::span<const TensorType> resultTypes) {
+  Tensor out = allocResult(resultTypes);
+  double value = ConstantOfShapeOp(ctx).value();
+  if (value != 0.0 || std::signbit(value))
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out.setDouble(i, value);
+  return Tensors{out};
+}
+
+FailureOr<Types> inferRange(const OpContext &ctx) {
+  RangeOp op(ctx);
+  double start = op.start(), limit = op.limit(), delta = op.delta();
+  if (op.dtype() == DType::Bool)
+    return ctx.emitError() << "dtype bool is not supported";
+  if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    return ctx.emitError() << "start " << formatDouble(start) << ", limit " << formatDouble(limit)
+                           << " and delta " << formatDouble(delta) << " must be finite";
+  if (delta == 0.0)
+    return ctx.emitError() << "delta must not be 0";
+  double length = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(length < kMaxDimAsDouble))
+    return ctx.emitError() << "range from " << formatDouble(start) << " to " << formatDouble(limit)
+                           << " by " << formatDouble(delta) << " has too many elements";
+  return one(op.dtype(), Shape{Dim(static_cast<int64_t>(length))});
+}
+
+FailureOr<Tensors> referenceRange(const OpContext &ctx, std::span<const Tensor>,
+                                  std::span<const TensorType> resultTypes) {
+  RangeOp op(ctx);
+  Tensor out = allocResult(resultTypes);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.setDouble(i, op.start() + static_cast<double>(i) * op.delta());
+  return Tensors{out};
+}
+
+} // namespace kiln
