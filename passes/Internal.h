@@ -1,0 +1,41 @@
+//===- Internal.h - Helpers shared by the passes ----------------*- C++ -*-===//
+//
+// Private to passes/: small queries and mutations that several passes use
+// (constant operands, cleanup of nodes a rewrite made dead, name transfer).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <functional>
+#include <vector>
+
+namespace kiln::passes {
+
+/// A DiagnosticEngine that drops everything: for trying an inference or a
+/// kernel whose failure only means "do not rewrite".
+class QuietDiagnostics : public DiagnosticEngine {
+public:
+  QuietDiagnostics() {
+    pushHandler([](const Diagnostic &) { return true; });
+  }
+};
+
+/// The tensor of `v` when a constant node defines it, else nullptr.
+const Tensor *constantValue(const Value *v);
+/// True when `v` is a constant with at least one element, all equal to `x`.
+bool isSplatConstant(const Value *v, double x);
+
+/// Erases the defining nodes of `values` that have no uses left (and are not
+/// graph outputs), then their producers in turn. Returns how many nodes it
+/// erased. `onErase` (optional) sees each node just before it goes. Only nodes that a rewrite just
+/// made dead should be passed: dead code the input already had is dce's job.
+unsigned eraseDeadProducers(const std::vector<Value *> &values,
+                            const std::function<void(Node *)> &onErase = nullptr);
+
+/// Moves `from`'s name hint to `to` when `to` has none, so that a value
+/// replaced by a new node keeps printing under its old name.
+void transferName(Value *from, Value *to);
+
+} // namespace kiln::passes
