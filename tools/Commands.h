@@ -17,6 +17,7 @@ using Args = std::vector<std::string>;
 
 int optCommand(const Args &args);
 int runCommand(const Args &args);
+int opsCommand(const Args &args);
 
 /// If `arg` is `--name=value` returns value; if it is `--name` and a value
 /// follows, consumes it from `args` at `i`. nullopt when `arg` is not --name.

@@ -2,6 +2,7 @@
 //
 //   kiln opt FILE.kir [--passes=a,b] ...     run passes, print the IR
 //   kiln run FILE.kir --input NAME=F.npy ... run on the interpreter
+//   kiln ops                                 print the op table
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
@@ -37,6 +38,7 @@ const char kUsage[] = "usage: kiln <command> [options]\n"
                       "commands:\n"
                       "  opt FILE.kir [--passes=P1,P2] [options]   run passes and print the IR\n"
                       "  run FILE.kir --input NAME=FILE.npy ...    run a graph on the interpreter\n"
+                      "  ops                                       print the op table (Markdown)\n"
                       "\n"
                       "`kiln <command> --help` describes each command's options.\n";
 } // namespace
@@ -52,6 +54,8 @@ int main(int argc, char **argv) {
     return kiln::tools::optCommand(args);
   if (cmd == "run")
     return kiln::tools::runCommand(args);
+  if (cmd == "ops")
+    return kiln::tools::opsCommand(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return 0;
