@@ -17,8 +17,9 @@
 //   7. cast-chain: cast(cast(x, T1), T2) -> cast(x, T2), or x when T2 is
 //      x's type, only when x -> T1 is exact. See Note [Cast chains].
 // Every rewrite keeps the replaced value's type exactly, and every rewrite
-// removes at least one node (a chain is merged only when the inner node has
-// no other user), which is why the driver terminates. Nodes that a rewrite
+// removes at least one node (a chain that does not cancel out is merged
+// only when the inner node has no other user), which is why the driver
+// terminates. Nodes that a rewrite
 // makes dead are erased; dead nodes already in the input are left to dce.
 //
 // Requires: a verified graph. Establishes: none of the patterns applies.
@@ -53,13 +54,10 @@ bool sameAttrs(const Node &a, const Node &b) {
   return true;
 }
 
-/// The single-use producer of `n`'s first operand when it is of a kind
-/// `accept` takes, else nullptr.
-template <typename Pred> Node *soleProducer(const Node *n, Pred accept) {
-  Node *p = n->operand(0)->definingNode();
-  if (!p || !p->result(0)->hasOneUse() || p->result(0)->isGraphOutput() || !accept(p))
-    return nullptr;
-  return p;
+/// True when `p`'s single result has exactly one user and is not returned:
+/// merging `p` into that user removes `p`.
+bool hasSoleUser(const Node *p) {
+  return p->numResults() == 1 && p->result(0)->hasOneUse() && !p->result(0)->isGraphOutput();
 }
 
 //===----------------------------------------------------------------------===//
@@ -196,8 +194,8 @@ bool foldIdempotent(Node *n, PatternRewriter &rw) {
 bool foldTransposeChain(Node *n, PatternRewriter &rw) {
   if (n->kind() != OpKind::Transpose)
     return false;
-  Node *p = soleProducer(n, [](Node *p) { return p->kind() == OpKind::Transpose; });
-  if (!p)
+  Node *p = n->operand(0)->definingNode();
+  if (!p || p->kind() != OpKind::Transpose)
     return false;
   std::vector<int64_t> inner = permOf(*p), outer = permOf(*n);
   size_t rank = static_cast<size_t>(p->operand(0)->type().rank());
@@ -211,8 +209,8 @@ bool foldTransposeChain(Node *n, PatternRewriter &rw) {
   const TensorType &type = n->result(0)->type();
   Value *replacement = nullptr;
   if (isIdentityPerm(perm))
-    replacement = x->type() == type ? x : nullptr;
-  else
+    replacement = x->type() == type ? x : nullptr; // removes n whatever p's users
+  else if (hasSoleUser(p))
     replacement = rw.createIfType(n, OpKind::Transpose, {x}, {{"perm", perm}}, type);
   if (!replacement)
     return false;
@@ -227,14 +225,16 @@ bool foldTransposeChain(Node *n, PatternRewriter &rw) {
 bool foldReshapeChain(Node *n, PatternRewriter &rw) {
   if (!isReshapeLike(n->kind()))
     return false;
-  Node *p = soleProducer(n, [](Node *p) { return isReshapeLike(p->kind()); });
-  if (!p)
+  Node *p = n->operand(0)->definingNode();
+  if (!p || !isReshapeLike(p->kind()))
     return false;
   Value *x = p->operand(0);
   const TensorType &type = n->result(0)->type();
   Value *replacement = nullptr;
   if (x->type() == type) {
-    replacement = x;
+    replacement = x; // removes n whatever p's users
+  } else if (!hasSoleUser(p)) {
+    return false;
   } else if (type.isStatic()) {
     // The result's sizes as the target shape need no knowledge of what
     // 0 or -1 mean in `n`'s own attribute.
@@ -343,7 +343,7 @@ bool foldCastChain(Node *n, PatternRewriter &rw) {
   Value *replacement = nullptr;
   if (x->type() == type)
     replacement = x; // removes n whatever p's other users are
-  else if (p->result(0)->hasOneUse() && !p->result(0)->isGraphOutput())
+  else if (hasSoleUser(p))
     replacement = rw.createIfType(n, OpKind::Cast, {x}, {{"to", type.dtype}}, type);
   if (!replacement)
     return false;
