@@ -137,7 +137,8 @@ struct PassManagerOptions {
   bool printIrAfterFailure = false;
   /// Pass names to print the IR before / after.
   std::vector<std::string> printIrBefore, printIrAfter;
-  /// Collect timing (reported by timingReport()).
+  /// The tool should print timingReport() at the end. Timing is always
+  /// collected (two clock reads per pass), so this only records the request.
   bool timePasses = false;
   /// How dumped IR is printed.
   PrintOptions printOptions;
