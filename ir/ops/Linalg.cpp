@@ -32,8 +32,10 @@ using namespace ops;
 // Note [Compute types]
 // Each kernel is a template over its compute type T: double for f64, float
 // for f32, f16 and bf16 (half types are widened to float, computed, and
-// rounded once on the way out), int64_t for the integer dtypes (matmul
-// only; results wrap to the dtype like numpy). When a tensor's dtype stores
+// rounded once on the way out), uint64_t for the integer dtypes (matmul
+// only): unsigned arithmetic wraps without undefined behaviour, and its low
+// bits are the two's complement result, so results wrap to the dtype like
+// numpy. When a tensor's dtype stores
 // exactly T, the kernel reads and writes its bytes directly; otherwise
 // InputBuffer / OutputBuffer convert through a temporary. f32 products are
 // accumulated in float, as every production backend does.
@@ -44,7 +46,7 @@ template <typename Fn> decltype(auto) withComputeType(DType dtype, Fn &&fn) {
     return fn(double{});
   if (isFloat(dtype))
     return fn(float{});
-  return fn(int64_t{});
+  return fn(uint64_t{});
 }
 
 /// Calls `fn(T{})` with the compute type of the float `dtype`.
@@ -61,7 +63,7 @@ template <typename T> bool storesAs(DType dtype) {
   else if constexpr (std::is_same_v<T, double>)
     return dtype == DType::F64;
   else
-    return dtype == DType::I64;
+    return dtype == DType::I64; // same-width signed and unsigned may alias
 }
 
 /// A tensor's elements as T: its own bytes when its dtype stores T, else a
@@ -76,7 +78,7 @@ public:
     copy_.resize(static_cast<size_t>(t.numel()));
     for (int64_t i = 0; i < t.numel(); ++i) {
       if constexpr (std::is_integral_v<T>)
-        copy_[static_cast<size_t>(i)] = t.getInt(i);
+        copy_[static_cast<size_t>(i)] = static_cast<T>(t.getInt(i));
       else
         copy_[static_cast<size_t>(i)] = static_cast<T>(t.getDouble(i));
     }
@@ -106,7 +108,7 @@ public:
   void finish() const {
     for (size_t i = 0; i < copy_.size(); ++i) {
       if constexpr (std::is_integral_v<T>)
-        tensor_.setInt(static_cast<int64_t>(i), copy_[i]);
+        tensor_.setInt(static_cast<int64_t>(i), static_cast<int64_t>(copy_[i]));
       else
         tensor_.setDouble(static_cast<int64_t>(i), static_cast<double>(copy_[i]));
     }
@@ -521,10 +523,15 @@ inferConvLike(const OpContext &ctx, bool isTranspose, const std::vector<int64_t>
       out.push_back(Dim::dynamic());
       continue;
     }
-    const __int128 size = __int128(s) * (in.size() - 1) + outPadding[i] +
-                          __int128(d) * (kernel.size() - 1) + 1 - params->padsBegin[i] -
-                          params->padsEnd[i];
-    if (size < 1 || size > std::numeric_limits<int64_t>::max())
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    const __int128 stretched = __int128(s) * (in.size() - 1);
+    const __int128 extent = __int128(d) * (kernel.size() - 1) + 1;
+    if (stretched > kMax || extent > kMax)
+      return ctx.emitError() << "output size of spatial dim " << i << " overflows (stride " << s
+                             << ", dilation " << d << ")";
+    const __int128 size =
+        stretched + outPadding[i] + extent - params->padsBegin[i] - params->padsEnd[i];
+    if (size < 1 || size > kMax)
       return ctx.emitError() << "output size " << static_cast<long long>(size) << " of spatial dim "
                              << i << " is not positive (input " << x.str() << ", weight " << w.str()
                              << ", pads " << pads << ")";

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 using namespace kiln;
@@ -98,7 +99,9 @@ void expectValues(const Tensor &t, const Sizes &shape, const Doubles &values, do
   Doubles got = t.toDoubles();
   ASSERT_EQ(got.size(), values.size());
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], values[i], tol) << "at flat index " << i;
+    if (got[i] != values[i]) { // exact first, so infinities compare
+      EXPECT_NEAR(got[i], values[i], tol) << "at flat index " << i;
+    }
 }
 
 void expectClose(const Tensor &got, const Tensor &want, double tol) {
@@ -231,6 +234,9 @@ TEST(LinalgTest, MatMulIntegerAndHalf) {
   y = run(OpKind::MatMul,
           {tensor({1, 2}, {-3, 2}, DType::I64), tensor({2, 1}, {4, 5}, DType::I64)});
   EXPECT_EQ(y.toInts(), (std::vector<int64_t>{-2}));
+  // Integer results wrap to the dtype.
+  y = run(OpKind::MatMul, {tensor({1, 2}, {100, 1}, DType::I8), tensor({2, 1}, {2, 0}, DType::I8)});
+  EXPECT_EQ(y.toInts(), (std::vector<int64_t>{-56}));
   y = run(OpKind::MatMul,
           {tensor({2, 2}, {1, 2, 3, 4}, DType::F16), tensor({2, 2}, {0.5, 1, 1, 0}, DType::F16)});
   EXPECT_EQ(y.dtype(), DType::F16);
@@ -606,6 +612,15 @@ TEST(LinalgTest, AvgPool2D) {
   expectValues(run(OpKind::AvgPool, {tensor({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})},
                    {{"kernel", Ints{2, 2}}}),
                {1, 1, 2, 2}, {3, 4, 6, 7});
+}
+
+TEST(LinalgTest, PoolWindowsOfOnlyPadding) {
+  // Pads as large as the kernel make windows with no input element: -inf
+  // for max_pool, 0 for avg_pool (see Note [Pool ceil_mode] in Linalg.cpp).
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<NamedAttr> attrs = {{"kernel", Ints{1}}, {"pads", Ints{1, 1}}};
+  expectValues(run(OpKind::MaxPool, {tensor({1, 1, 1}, {5})}, attrs), {1, 1, 3}, {-inf, 5, -inf});
+  expectValues(run(OpKind::AvgPool, {tensor({1, 1, 1}, {5})}, attrs), {1, 1, 3}, {0, 5, 0});
 }
 
 TEST(LinalgTest, GlobalAvgPool) {
