@@ -13,8 +13,10 @@
 //===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace kiln {
 namespace {
