@@ -82,12 +82,14 @@ bool Node::isUnused() const {
 //===----------------------------------------------------------------------===//
 
 Graph::~Graph() {
-  // Delete back to front so that no node outlives a user of its results.
+  // Drop every use first, so that deletion order does not matter even when a
+  // (not yet verified) graph is out of topological order.
   outputs_.clear();
-  while (tail_) {
-    Node *n = tail_;
+  for (Node *n : nodes())
     for (unsigned i = 0; i < n->operands_.size(); ++i)
       n->setOperand(i, nullptr);
+  while (tail_) {
+    Node *n = tail_;
     unlink(n);
     delete n;
   }

@@ -104,11 +104,11 @@ TEST(ParserTest, ConstantsOfEveryDType) {
   const char *text = R"(graph @g() -> (bool[3], i8[2], u8[1], i64[2], f16[2], bf16[1], f64[1]) {
   %b = constant dense<[true, false, true]> : bool[3]
   %i = constant dense<[-128, 127]> : i8[2]
-  %u = constant dense<255> : u8[1]
+  %u = constant dense<[255]> : u8[1]
   %l = constant dense<[-9223372036854775808, 9223372036854775807]> : i64[2]
   %h = constant dense<[0.5, -inf]> : f16[2]
-  %bf = constant dense<3.140625> : bf16[1]
-  %d = constant dense<0.1> : f64[1]
+  %bf = constant dense<[3.140625]> : bf16[1]
+  %d = constant dense<[0.1]> : f64[1]
   return %b, %i, %u, %l, %h, %bf, %d
 }
 )";
