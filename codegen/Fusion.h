@@ -1,0 +1,84 @@
+//===- Fusion.h - Grouping graph nodes into kernels -------------*- C++ -*-===//
+//
+// The fusion planner partitions a verified, statically shaped graph into
+// groups, in a valid execution order:
+//
+//   - Kernel groups: nodes lowered together into one codegen Kernel
+//     (codegen/KernelIR.h): chains of elementwise ops, data-movement ops
+//     folded into their consumers' index maps, elementwise producers fused
+//     into reductions and normalizations (softmax, log_softmax, layer_norm,
+//     reduce_* as one multi-stage row kernel);
+//   - Library groups: one anchor node that a library runs (conv,
+//     conv_transpose, matmul, gemm, max_pool, avg_pool, global_avg_pool)
+//     plus an epilogue of elementwise nodes applied to its result, which the
+//     library applies as post-ops (bias add, activation, residual add, clip);
+//   - Fallback groups: a single node run by its reference kernel (with a
+//     warning naming it) when nothing else handles it.
+//   - Constants and graph inputs are not groups.
+//
+// Every decision is recorded with its reason (FusionDecision) so that
+// `kiln compile --explain-fusion` can print why two nodes were or were not
+// fused. Legality and profitability rules are listed and numbered in
+// Fusion.cpp's header comment.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/KernelIR.h"
+#include "ir/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+/// Elementwise ops a library anchor can apply as post-ops, in epilogue
+/// order. Binary ones (add, sub, mul, max, min) take their other operand
+/// from outside the group, broadcastable to the anchor's result. The CPU
+/// library backend (codegen/cpu/) maps each to a oneDNN post-op.
+bool isLibraryEpilogueOp(OpKind kind);
+/// Ops a library runs as a group anchor.
+bool isLibraryAnchorOp(OpKind kind);
+
+struct FusionGroup {
+  enum class Kind { Kernel, Library, Fallback } kind = Kind::Kernel;
+  /// Nodes in topological order. For Library groups nodes[0] is the anchor
+  /// and the rest its epilogue chain, each consuming the previous result.
+  std::vector<const Node *> nodes;
+  /// Values computed inside the group and used outside it (or graph
+  /// outputs): the group's results, materialized in memory.
+  std::vector<const Value *> outputs;
+  /// Values from outside the group that it reads.
+  std::vector<const Value *> inputs;
+};
+
+/// One fusion decision between a producer and a consumer (or about one
+/// node), for --explain-fusion. `producer` and `consumer` are node names
+/// as printed (value names of their first results).
+struct FusionDecision {
+  std::string producer, consumer;
+  bool fused = false;
+  std::string rule;   ///< e.g. "F2 elementwise chain"
+  std::string reason; ///< human-readable
+};
+
+struct FusionPlan {
+  std::vector<FusionGroup> groups;
+  std::vector<FusionDecision> decisions;
+  /// The decisions as text, one per line, in graph order.
+  std::string explain() const;
+};
+
+struct FusionOptions {
+  /// Use library anchors (when false, conv/matmul/... become fallbacks).
+  bool useLibraries = true;
+};
+
+/// Partitions `g` (static shapes required; an error otherwise).
+FailureOr<FusionPlan> planFusion(const Graph &g, const FusionOptions &opts, DiagnosticEngine &diag);
+
+/// Lowers a Kernel group to a Kernel whose inputs are group.inputs and
+/// outputs are group.outputs, in that order.
+FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag);
+
+} // namespace kiln::codegen

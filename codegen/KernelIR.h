@@ -1,0 +1,113 @@
+//===- KernelIR.h - Target-neutral kernels ----------------------*- C++ -*-===//
+//
+// A fused group of graph nodes becomes one Kernel: what it computes, not how
+// it is scheduled (see Schedule below; Halide's algorithm/schedule split).
+//
+// A kernel reads `inputs` and writes `outputs`, dense row-major buffers with
+// static shapes. Its iteration space is a set of *outer* points (a row-major
+// multi-index over `outer`, flattened to [0, numOuter())) and, for each, an
+// *inner* loop of `inner` iterations. For each outer point the stages run in
+// order; each stage loops over the inner range:
+//
+//   - a Reduce stage folds `value` over the inner range with `reduce`
+//     (sum, max, min, prod) starting from its identity; its result is then
+//     available to later stages as ScalarOp::StageValue(slot = stage index);
+//   - a Map stage evaluates its stores at every inner point.
+//
+// Expressions live in one ScalarDag (ir/ScalarExpr.h). Leaves:
+//   Index(slot = d) for d < outer.size() is the index of outer dim d;
+//   Index(slot = outer.size()) is the inner index;
+//   Load(slot = input number, args[0] = i64 element offset);
+//   StageValue(slot = stage number), only in later stages.
+// Index maps (broadcast, transpose, slice, reshape, concat, pad) are i64
+// arithmetic on indices feeding Load offsets, not copies.
+//
+// Examples:
+//   relu(x + y) on f32[64,1024] with y: f32[1024]:
+//     outer = [64], inner = 1024, one Map stage storing
+//     max(load0(i0*1024+i1) + load1(i1), 0) at i0*1024+i1
+//   softmax over the last axis of f32[8,128]:
+//     outer = [8], inner = 128,
+//     stage 0 Reduce max of x;  stage 1 Reduce sum of exp(x - S0);
+//     stage 2 Map: store exp(x - S0) / S1
+//
+// Kernels print as text (str()) and hash stably (hash() of that text), so
+// they can be compared in golden tests and keyed in a cache.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/ScalarExpr.h"
+#include "ir/Type.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+struct KernelBuffer {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// A name for printing and debugging (the graph value it holds).
+  std::string name;
+  int64_t numElements() const { return kiln::numElements(shape); }
+};
+
+enum class ReduceKind : uint8_t { Sum, Max, Min, Prod };
+const char *reduceKindName(ReduceKind k);
+
+struct Store {
+  int32_t output;     ///< index into Kernel::outputs
+  ScalarRef offset;   ///< i64 element offset in that output
+  ScalarRef value;    ///< of the output's dtype
+};
+
+struct Stage {
+  enum class Kind : uint8_t { Reduce, Map } kind = Kind::Map;
+  // Reduce stages:
+  ReduceKind reduce = ReduceKind::Sum;
+  ScalarRef value; ///< the per-inner-point value folded (its dtype is the stage's dtype)
+  // Map stages:
+  std::vector<Store> stores;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<KernelBuffer> inputs;
+  std::vector<KernelBuffer> outputs;
+  std::vector<int64_t> outer;
+  int64_t inner = 1;
+  ScalarDag dag;
+  std::vector<Stage> stages;
+
+  int64_t numOuter() const { return kiln::numElements(outer); }
+  /// The Index slot of the inner loop.
+  int32_t innerSlot() const { return static_cast<int32_t>(outer.size()); }
+
+  /// Checks the invariants above (slots in range, stage values used only by
+  /// later stages, store dtypes, ...); on failure `why` says which.
+  bool verify(std::string *why = nullptr) const;
+  /// Deterministic text form (`kiln compile --emit=kernels`).
+  std::string str() const;
+  /// FNV-1a 64 of the text form without the name: equal kernels, equal hash.
+  uint64_t hash() const;
+};
+
+/// How a kernel is run; chosen by a heuristic now, by measurement later,
+/// without touching the Kernel.
+struct Schedule {
+  /// Split the outer range across threads.
+  bool parallel = true;
+  /// Minimum outer points per parallel task (keeps tiny kernels serial).
+  int64_t grain = 1;
+  /// Vector width hint for the inner loop (0: let the backend choose).
+  int vectorWidth = 0;
+};
+
+/// Runs a kernel on host buffers with evaluateScalars: slow, obviously
+/// correct; the oracle for backend tests. `buffers` holds the inputs then the
+/// outputs, as raw pointers to dense row-major data.
+void interpretKernel(const Kernel &k, const std::vector<void *> &buffers);
+
+} // namespace kiln::codegen

@@ -1,0 +1,53 @@
+//===- CpuJit.h - Kernels to machine code with LLVM 16 ----------*- C++ -*-===//
+//
+// Lowers codegen Kernels to LLVM IR with IRBuilder, optimizes with the O3
+// pipeline for the host TargetMachine (so AVX2/AVX-512 vectorization
+// happens, with transcendental calls mapped to vector math functions), and
+// JIT-compiles them in process with ORC LLJIT.
+//
+// Kernel ABI (runtime/KernelABI.h): every kernel is
+//   void name(void *const *buffers, int64_t begin, int64_t end)
+// with `buffers` = the kernel's inputs then outputs, running outer points
+// [begin, end), so the runtime can split the outer range across threads.
+//
+// Only this library includes LLVM headers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/KernelIR.h"
+#include "ir/Diagnostics.h"
+#include "runtime/KernelABI.h"
+
+#include <memory>
+#include <string>
+
+namespace kiln::codegen::cpu {
+
+struct CpuJitOptions {
+  /// LLVM optimization level (0-3).
+  int optLevel = 3;
+  /// Dump folder for per-kernel LLVM IR (before and after optimization); empty: none.
+  std::string dumpDir;
+};
+
+/// A JIT session. Compiled code lives as long as the CpuJit; executables
+/// hold a shared_ptr to it.
+class CpuJit {
+public:
+  static FailureOr<std::shared_ptr<CpuJit>> create(const CpuJitOptions &opts,
+                                                   DiagnosticEngine &diag);
+  virtual ~CpuJit();
+
+  /// Compiles `k` and returns its entry point. LLVM failures become
+  /// diagnostics naming the kernel.
+  virtual FailureOr<runtime::KernelFn> compile(const Kernel &k, const Schedule &s,
+                                               DiagnosticEngine &diag) = 0;
+  /// The LLVM IR of `k` after optimization (`kiln compile --emit=llvm`).
+  virtual FailureOr<std::string> emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
+                                          DiagnosticEngine &diag) = 0;
+  /// The host CPU name and features LLVM detected (for reports).
+  virtual std::string targetDescription() const = 0;
+};
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,166 @@
+//===- ScalarExpr.h - Scalar expressions: per-element semantics -*- C++ -*-===//
+//
+// A small SSA DAG of scalar operations. It is the one place where the
+// per-element meaning of an elementwise op is written for code generation:
+// each Elementwise op of the table has a `scalar<Class>` hook (in
+// ir/ops/Scalar.cpp) that expresses the op over its operands' scalars with
+// the primitives below, e.g.
+//
+//   sigmoid(x)  = recip(1 + exp(-x))
+//   gelu(x)     = 0.5 * x * (1 + erf(x * 0.70710678118654752))
+//
+// Kernels (codegen/KernelIR.h) embed these expressions and every backend
+// (LLVM for CPUs, CUDA C) lowers the primitives only. A DAG node is an index
+// into ScalarDag::nodes; operands refer to earlier nodes, so the list is in
+// topological order. Leaves that read memory or loop indices are defined by
+// the kernel IR; this file knows them only as opaque kinds.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Attribute.h"
+#include "ir/DType.h"
+#include "ir/Diagnostics.h"
+#include "ir/Support.h"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Primitive scalar operations. Every backend implements all of them.
+enum class ScalarOp : uint8_t {
+  // Leaves.
+  ConstFloat, ///< `fvalue` as `type` (a float type)
+  ConstInt,   ///< `ivalue` as `type` (an integer or bool type)
+  Index,      ///< i64 loop index number `slot` (meaning given by the kernel)
+  Load,       ///< element of buffer `slot` at i64 offset args[0]
+  StageValue, ///< result of reduction stage `slot` (see codegen/KernelIR.h)
+  // Unary, same type as the operand unless noted.
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Recip,
+  Tanh,
+  Erf,
+  Sin,
+  Cos,
+  Floor,
+  Ceil,
+  RoundEven,
+  Not,  ///< bool
+  Cast, ///< to `type`: float->int truncates toward zero, saturating; x->bool is x != 0
+  // Binary, operands of one type.
+  Add,
+  Sub,
+  Mul,
+  Div, ///< integer division truncates toward zero
+  Rem, ///< integer remainder (index arithmetic)
+  Max, ///< NaN-propagating for floats
+  Min, ///< NaN-propagating for floats
+  Pow,
+  And, ///< bool
+  Or,  ///< bool
+  // Comparisons: bool result.
+  Eq,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  // Ternary.
+  Select, ///< args[0] (bool) ? args[1] : args[2]
+};
+
+/// Number of operands of `op`.
+unsigned scalarArity(ScalarOp op);
+/// Text name (`exp`, `add`, ...), used by kernel printing.
+const char *scalarOpName(ScalarOp op);
+
+/// A reference to a node of a ScalarDag.
+struct ScalarRef {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+  bool operator==(const ScalarRef &o) const = default;
+};
+
+struct ScalarNode {
+  ScalarOp op;
+  DType type;
+  std::array<ScalarRef, 3> args{};
+  double fvalue = 0;
+  int64_t ivalue = 0;
+  int32_t slot = 0;
+  bool operator==(const ScalarNode &o) const = default;
+};
+
+/// An append-only scalar DAG with structural hashing (the same node is
+/// created once) and builder helpers that also check operand types.
+class ScalarDag {
+public:
+  const std::vector<ScalarNode> &nodes() const { return nodes_; }
+  const ScalarNode &node(ScalarRef r) const { return nodes_[static_cast<size_t>(r.id)]; }
+  DType type(ScalarRef r) const { return node(r).type; }
+
+  /// Adds (or finds) a node.
+  ScalarRef add(const ScalarNode &n);
+
+  ScalarRef constFloat(DType t, double v);
+  ScalarRef constInt(DType t, int64_t v);
+  /// A constant of `t` holding `v` (float types get v, others trunc(v)).
+  ScalarRef constant(DType t, double v);
+  ScalarRef index(int32_t slot);
+  ScalarRef load(DType t, int32_t buffer, ScalarRef offset);
+  ScalarRef stageValue(DType t, int32_t stage);
+  ScalarRef unary(ScalarOp op, ScalarRef a);
+  ScalarRef binary(ScalarOp op, ScalarRef a, ScalarRef b);
+  ScalarRef compare(ScalarOp op, ScalarRef a, ScalarRef b);
+  ScalarRef select(ScalarRef c, ScalarRef a, ScalarRef b);
+  ScalarRef cast(ScalarRef a, DType to);
+
+  // Shorthands.
+  ScalarRef add(ScalarRef a, ScalarRef b) { return binary(ScalarOp::Add, a, b); }
+  ScalarRef sub(ScalarRef a, ScalarRef b) { return binary(ScalarOp::Sub, a, b); }
+  ScalarRef mul(ScalarRef a, ScalarRef b) { return binary(ScalarOp::Mul, a, b); }
+  ScalarRef div(ScalarRef a, ScalarRef b) { return binary(ScalarOp::Div, a, b); }
+
+  /// `%3 = exp f32 %2` lines, one per node.
+  std::string str() const;
+
+private:
+  std::vector<ScalarNode> nodes_;
+};
+
+/// A scalar value during evaluation: floats in `f`, integers and bools in `i`.
+struct ScalarValue {
+  double f = 0;
+  int64_t i = 0;
+};
+
+/// Evaluates every node of `dag` in order (floats in double, integers in
+/// int64, with results rounded to each node's dtype) and returns the values.
+/// `leaf` supplies Index, Load and StageValue nodes given the values so far.
+/// This is the scalar semantics in executable form: tests compare it with
+/// the reference kernels, and the kernel interpreter runs on it.
+std::vector<ScalarValue>
+evaluateScalars(const ScalarDag &dag,
+                const std::function<ScalarValue(const ScalarNode &, const std::vector<ScalarValue> &)> &leaf);
+
+struct OpInfo;
+
+/// The scalar semantics of an Elementwise op (defined in ir/ops/Scalar.cpp,
+/// next to the reference kernels): builds the op's result from its
+/// operands' scalars (already of the operand dtypes) into `dag`. Fails, with
+/// a diagnostic at `loc`, for ops without the Elementwise trait.
+FailureOr<ScalarRef> lowerElementwise(const OpInfo &info, std::span<const Attribute> attrs,
+                                      std::span<const ScalarRef> operands, DType resultType,
+                                      ScalarDag &dag, const Location &loc,
+                                      DiagnosticEngine &diag);
+
+} // namespace kiln
