@@ -473,7 +473,7 @@ inferConvLike(const OpContext &ctx, bool isTranspose, const std::vector<int64_t>
   const Dim &weightIn = isTranspose ? w.shape[0] : w.shape[1];
   const Dim &weightOut = isTranspose ? w.shape[1] : w.shape[0];
   if (!isTranspose && inChannels.isStatic() && weightIn.isStatic() &&
-      inChannels.size() != weightIn.size() * group)
+      inChannels.size() != __int128(weightIn.size()) * group)
     return ctx.emitError() << "input channels " << inChannels.size()
                            << " do not match weight channels " << weightIn.size() << " * group "
                            << group;
@@ -488,6 +488,10 @@ inferConvLike(const OpContext &ctx, bool isTranspose, const std::vector<int64_t>
     return ctx.emitError() << "output channels " << weightOut.size()
                            << " are not divisible by group " << group;
   Dim outChannels = weightOut;
+  if (isTranspose && weightOut.isStatic() &&
+      __int128(weightOut.size()) * group > std::numeric_limits<int64_t>::max())
+    return ctx.emitError() << "output channels " << weightOut.size() << " * group " << group
+                           << " overflow";
   if (isTranspose && weightOut.isStatic())
     outChannels = Dim(weightOut.size() * group);
   else if (isTranspose)
@@ -552,6 +556,16 @@ referenceConvLike(const OpContext &ctx, bool isTranspose, std::span<const Tensor
   if (failed(params))
     return failure();
   Tensor y = Tensor::zeros(resultTypes[0].dtype, staticSizes(resultTypes[0].shape));
+  if (y.numel() == 0)
+    return std::vector<Tensor>{y};
+  if (x.numel() == 0) {
+    // No input element reaches the output, only the bias does.
+    const int64_t plane = y.numel() / (y.dim(0) * y.dim(1));
+    if (inputs.size() == 3)
+      for (int64_t i = 0; i < y.numel(); ++i)
+        y.setDouble(i, inputs[2].getDouble((i / plane) % y.dim(1)));
+    return std::vector<Tensor>{y};
+  }
   const std::vector<int64_t> kernel = spatialSizes(w.shape());
   // conv_transpose runs the window from its output back to its input, so its
   // geometry has the two swapped.
@@ -677,16 +691,25 @@ FailureOr<std::vector<TensorType>> inferPool(const OpContext &ctx,
   return std::vector<TensorType>{TensorType(x.dtype, std::move(out))};
 }
 
-/// Runs `fn(geometry, planes, x, y)`, a pool kernel, on raw buffers.
+/// Runs `fn(geometry, planes, x, y)`, a pool kernel, on raw buffers; an
+/// empty input gives `emptyValue` everywhere.
 template <typename Fn>
 FailureOr<std::vector<Tensor>>
 referencePool(const OpContext &ctx, const Tensor &x, const TensorType &resultType,
               const std::vector<int64_t> &kernel, const std::vector<int64_t> &strides,
-              const std::vector<int64_t> &pads, const std::vector<int64_t> *dilations, Fn &&fn) {
+              const std::vector<int64_t> &pads, const std::vector<int64_t> *dilations,
+              double emptyValue, Fn &&fn) {
   auto params = readWindowParams(ctx, static_cast<size_t>(x.rank() - 2), strides, pads, dilations);
   if (failed(params))
     return failure();
   Tensor y = Tensor::zeros(resultType.dtype, staticSizes(resultType.shape));
+  if (y.numel() == 0)
+    return std::vector<Tensor>{y};
+  if (x.numel() == 0) {
+    for (int64_t i = 0; i < y.numel(); ++i)
+      y.setDouble(i, emptyValue);
+    return std::vector<Tensor>{y};
+  }
   const Geometry3 g = makeGeometry(x.shape(), kernel, y.shape(), *params);
   const int64_t planes = x.dim(0) * x.dim(1);
   withFloatComputeType(x.dtype(), [&](auto tag) {
@@ -829,6 +852,8 @@ FailureOr<std::vector<Tensor>> referenceGemm(const OpContext &ctx, std::span<con
   const int64_t m = a.dim(transA ? 1 : 0), depth = a.dim(transA ? 0 : 1);
   const int64_t n = b.dim(transB ? 0 : 1);
   Tensor y = Tensor::zeros(resultTypes[0].dtype, staticSizes(resultTypes[0].shape));
+  if (y.numel() == 0)
+    return std::vector<Tensor>{y};
   withFloatComputeType(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     InputBuffer<T> ab(a), bb(b);
@@ -911,6 +936,7 @@ FailureOr<std::vector<Tensor>> referenceMaxPool(const OpContext &ctx,
   MaxPoolOp op(ctx);
   return referencePool(
       ctx, inputs[0], resultTypes[0], op.kernel(), op.strides(), op.pads(), &op.dilations(),
+      -std::numeric_limits<double>::infinity(),
       [](const Geometry3 &g, int64_t planes, auto x, auto y) { maxPoolForward(g, planes, x, y); });
 }
 
@@ -925,7 +951,7 @@ FailureOr<std::vector<Tensor>> referenceAvgPool(const OpContext &ctx,
   AvgPoolOp op(ctx);
   const bool countIncludePad = op.count_include_pad();
   return referencePool(ctx, inputs[0], resultTypes[0], op.kernel(), op.strides(), op.pads(),
-                       nullptr, [&](const Geometry3 &g, int64_t planes, auto x, auto y) {
+                       nullptr, 0.0, [&](const Geometry3 &g, int64_t planes, auto x, auto y) {
                          avgPoolForward(g, planes, countIncludePad, x, y);
                        });
 }

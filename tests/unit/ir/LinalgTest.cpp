@@ -379,6 +379,15 @@ TEST(LinalgTest, ConvOtherDTypes) {
   expectValues(y, {1, 1, 2}, {5, 8});
 }
 
+TEST(LinalgTest, ConvOfEmptyInputIsBias) {
+  // Zero-length spatial input with pads: every window is padding.
+  Tensor y = run(OpKind::Conv,
+                 {Tensor::zeros(DType::F32, {1, 2, 0}), tensor({3, 2, 1}, Doubles(6, 1)),
+                  tensor({3}, {1, 2, 3})},
+                 {{"pads", Ints{1, 1}}});
+  expectValues(y, {1, 3, 2}, {1, 1, 2, 2, 3, 3});
+}
+
 TEST(LinalgTest, ConvMatchesNaive) {
   struct Case {
     Sizes x, w;
@@ -621,6 +630,9 @@ TEST(LinalgTest, PoolWindowsOfOnlyPadding) {
   std::vector<NamedAttr> attrs = {{"kernel", Ints{1}}, {"pads", Ints{1, 1}}};
   expectValues(run(OpKind::MaxPool, {tensor({1, 1, 1}, {5})}, attrs), {1, 1, 3}, {-inf, 5, -inf});
   expectValues(run(OpKind::AvgPool, {tensor({1, 1, 1}, {5})}, attrs), {1, 1, 3}, {0, 5, 0});
+  Tensor empty = Tensor::zeros(DType::F32, {1, 1, 0});
+  expectValues(run(OpKind::MaxPool, {empty}, attrs), {1, 1, 2}, {-inf, -inf});
+  expectValues(run(OpKind::AvgPool, {empty}, attrs), {1, 1, 2}, {0, 0});
 }
 
 TEST(LinalgTest, GlobalAvgPool) {
