@@ -91,8 +91,13 @@ FailureOr<Dim> productDim(const OpContext &ctx, std::span<const Dim> dims) {
   return toDim(p);
 }
 
-/// A single result type.
-Types one(DType dtype, Shape shape) {
+/// A single result type; reports a static element count that overflows
+/// int64 (such a tensor could never be allocated, and the interpreter's
+/// element counts would wrap).
+FailureOr<Types> one(const OpContext &ctx, DType dtype, Shape shape) {
+  if (multiplyDims(shape).overflow)
+    return ctx.emitError() << "result type " << TensorType(dtype, shape).str()
+                           << " has more elements than fit in int64";
   return Types{TensorType(dtype, std::move(shape))};
 }
 
@@ -233,7 +238,7 @@ FailureOr<Types> inferReshape(const OpContext &ctx) {
              inCount.staticPart == outCount.staticPart && outCount.staticPart != 0) {
     out[*inferred] = Dim::symbolic(inOnly[0]);
   }
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceReshape(const OpContext &, std::span<const Tensor> inputs,
@@ -275,7 +280,7 @@ FailureOr<Types> inferTranspose(const OpContext &ctx) {
   Shape out;
   for (int64_t p : *perm)
     out.push_back(in.shape[static_cast<size_t>(p)]);
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceTranspose(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -315,7 +320,7 @@ FailureOr<Types> inferFlatten(const OpContext &ctx) {
   auto inner = productDim(ctx, dims.subspan(static_cast<size_t>(axis)));
   if (failed(inner))
     return failure();
-  return one(in.dtype, Shape{*outer, *inner});
+  return one(ctx, in.dtype, Shape{*outer, *inner});
 }
 
 FailureOr<Tensors> referenceFlatten(const OpContext &, std::span<const Tensor> inputs,
@@ -352,7 +357,7 @@ FailureOr<Types> inferSqueeze(const OpContext &ctx) {
   for (size_t i = 0; i < in.shape.size(); ++i)
     if (!drop[i])
       out.push_back(in.shape[i]);
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceSqueeze(const OpContext &, std::span<const Tensor> inputs,
@@ -373,7 +378,7 @@ FailureOr<Types> inferUnsqueeze(const OpContext &ctx) {
   size_t next = 0;
   for (size_t i = 0; i < inserted.size(); ++i)
     out.push_back(inserted[i] ? Dim(1) : in.shape[next++]);
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceUnsqueeze(const OpContext &, std::span<const Tensor> inputs,
@@ -433,7 +438,7 @@ FailureOr<Types> inferConcat(const OpContext &ctx) {
     out[ax] = *symbolic;
   else
     out[ax] = Dim::dynamic();
-  return one(first.dtype, std::move(out));
+  return one(ctx, first.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceConcat(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -617,7 +622,7 @@ FailureOr<Types> inferSlice(const OpContext &ctx) {
     else if (!takesWholeDim(spec->starts[i], spec->ends[i], spec->steps[i]))
       d = Dim::dynamic();
   }
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceSlice(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -662,7 +667,7 @@ FailureOr<Types> inferGather(const OpContext &ctx) {
   Shape out(data.shape.begin(), data.shape.begin() + static_cast<std::ptrdiff_t>(ax));
   out.insert(out.end(), indices.shape.begin(), indices.shape.end());
   out.insert(out.end(), data.shape.begin() + static_cast<std::ptrdiff_t>(ax) + 1, data.shape.end());
-  return one(data.dtype, std::move(out));
+  return one(ctx, data.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceGather(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -727,7 +732,7 @@ FailureOr<Types> inferExpand(const OpContext &ctx) {
                              << i << ": " << a->size() << " vs " << b->size() << ")";
     }
   }
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referenceExpand(const OpContext &, std::span<const Tensor> inputs,
@@ -792,7 +797,7 @@ FailureOr<Types> inferPad(const OpContext &ctx) {
                              << ": it is empty";
     out[i] = Dim(size);
   }
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -800,7 +805,8 @@ FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> in
   const Tensor &in = inputs[0];
   PadOp op(ctx);
   const std::vector<int64_t> &pads = op.pads();
-  const std::string &mode = op.mode();
+  bool isConstant = op.mode() == "constant", isEdge = op.mode() == "edge";
+  double value = op.value();
   Tensor out = allocResult(resultTypes);
   std::vector<int64_t> inStrides = in.strides();
   size_t rank = static_cast<size_t>(in.rank());
@@ -810,11 +816,11 @@ FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> in
       int64_t n = in.dim(static_cast<int64_t>(d));
       int64_t i = idx[d] - pads[d]; // a negative pad crops: the coordinate moves right
       if (i < 0 || i >= n) {
-        if (mode == "constant") {
-          out.setDouble(flat, op.value());
+        if (isConstant) {
+          out.setDouble(flat, value);
           return;
         }
-        i = mode == "edge" ? std::clamp<int64_t>(i, 0, n - 1) : reflectIndex(i, n);
+        i = isEdge ? std::clamp<int64_t>(i, 0, n - 1) : reflectIndex(i, n);
       }
       src += i * inStrides[d];
     }
@@ -874,7 +880,7 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
       return ctx.emitError() << "cannot resize empty dim " << i << " of " << in.str() << " to "
                              << out[i].size();
   }
-  return one(in.dtype, std::move(out));
+  return one(ctx, in.dtype, std::move(out));
 }
 
 namespace {
@@ -1004,7 +1010,7 @@ std::pair<int64_t, int64_t> shapeRange(const OpContext &ctx, int64_t rank) {
 
 FailureOr<Types> inferShapeOf(const OpContext &ctx) {
   auto [begin, end] = shapeRange(ctx, ctx.operandType(0).rank());
-  return one(DType::I64, Shape{Dim(end - begin)});
+  return one(ctx, DType::I64, Shape{Dim(end - begin)});
 }
 
 FailureOr<Tensors> referenceShapeOf(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -1023,7 +1029,7 @@ FailureOr<Types> inferConstantOfShape(const OpContext &ctx) {
   for (int64_t s : shape)
     if (s < 0)
       return ctx.emitError() << "shape " << shape << " has a negative size " << s;
-  return Types{TensorType(op.dtype(), shape)};
+  return one(ctx, op.dtype(), makeShape(shape));
 }
 
 FailureOr<Tensors> referenceConstantOfShape(const OpContext &ctx, std::span<const Tensor>,
@@ -1050,7 +1056,7 @@ FailureOr<Types> inferRange(const OpContext &ctx) {
   if (!(length < kMaxDimAsDouble))
     return ctx.emitError() << "range from " << formatDouble(start) << " to " << formatDouble(limit)
                            << " by " << formatDouble(delta) << " has too many elements";
-  return one(op.dtype(), Shape{Dim(static_cast<int64_t>(length))});
+  return one(ctx, op.dtype(), Shape{Dim(static_cast<int64_t>(length))});
 }
 
 FailureOr<Tensors> referenceRange(const OpContext &ctx, std::span<const Tensor>,
