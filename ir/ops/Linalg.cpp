@@ -595,6 +595,8 @@ referenceConvLike(const OpContext &ctx, bool isTranspose, std::span<const Tensor
 // Pool kernels
 //===----------------------------------------------------------------------===//
 
+/// max_pool over `planes` [in...] planes of x into [out...] planes of y;
+/// padding never wins (an all-padding window gives -inf).
 template <typename T> void maxPoolForward(const Geometry3 &g, int64_t planes, const T *x, T *y) {
   for (int64_t p = 0; p < planes; ++p, x += g.inVolume())
     for (int64_t od = 0; od < g.out[0]; ++od)
@@ -615,11 +617,9 @@ template <typename T> void maxPoolForward(const Geometry3 &g, int64_t planes, co
                 if (iw < 0 || iw >= g.in[2])
                   continue;
                 const T v = row[iw];
-                // NaN wins and then stays.
+                // A NaN wins and then stays: nothing compares greater.
                 if (v > best || std::isnan(v))
                   best = v;
-                if (std::isnan(best))
-                  break;
               }
             }
           }
@@ -627,6 +627,8 @@ template <typename T> void maxPoolForward(const Geometry3 &g, int64_t planes, co
         }
 }
 
+/// avg_pool over `planes` [in...] planes of x into [out...] planes of y,
+/// summing in double.
 template <typename T>
 void avgPoolForward(const Geometry3 &g, int64_t planes, bool countIncludePad, const T *x, T *y) {
   // Per dim and output index: the window clipped to the input, and the count
