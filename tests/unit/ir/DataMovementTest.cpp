@@ -451,6 +451,10 @@ TEST(DataMovementTest, Expand) {
                "'expand' op cannot expand f32[2,3] to shape [2, 4] (dim 1: 3 vs 4)");
   EXPECT_ERROR(infer(OpKind::Expand, {"f32[2]"}, {{"shape", Ints{-1}}}),
                "shape [-1] has a negative size -1");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_ERROR(infer(OpKind::Expand, {"f32[1,1]"}, {{"shape", Ints{kMax, 2}}}),
+               "'expand' op result type f32[9223372036854775807,2] has more elements than fit "
+               "in int64");
 }
 
 //===----------------------------------------------------------------------===//
