@@ -12,6 +12,7 @@ packages=(
   protobuf-compiler libprotobuf-dev libonnx-dev
   libdnnl-dev
   python3 python3-numpy
+  python3-torch python3-torchvision python3-onnx
 )
 
 missing=()
