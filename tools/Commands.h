@@ -15,6 +15,7 @@ namespace kiln::tools {
 
 using Args = std::vector<std::string>;
 
+int importCommand(const Args &args);
 int optCommand(const Args &args);
 int runCommand(const Args &args);
 int opsCommand(const Args &args);

@@ -3,6 +3,7 @@
 //   kiln opt FILE.kir [--passes=a,b] ...     run passes, print the IR
 //   kiln run FILE.kir --input NAME=F.npy ... run on the interpreter
 //   kiln ops                                 print the op table
+//   kiln import MODEL.onnx -o OUT.kir        import an ONNX model
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
@@ -39,6 +40,7 @@ const char kUsage[] = "usage: kiln <command> [options]\n"
                       "  opt FILE.kir [--passes=P1,P2] [options]   run passes and print the IR\n"
                       "  run FILE.kir --input NAME=FILE.npy ...    run a graph on the interpreter\n"
                       "  ops                                       print the op table (Markdown)\n"
+                      "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
                       "\n"
                       "`kiln <command> --help` describes each command's options.\n";
 } // namespace
@@ -56,6 +58,8 @@ int main(int argc, char **argv) {
     return kiln::tools::runCommand(args);
   if (cmd == "ops")
     return kiln::tools::opsCommand(args);
+  if (cmd == "import")
+    return kiln::tools::importCommand(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return 0;

@@ -1,0 +1,229 @@
+//===- Internal.h - Shared parts of the ONNX importer -----------*- C++ -*-===//
+//
+// Private to frontend/onnx/. The importer (OnnxImporter.cpp) walks the ONNX
+// nodes in topological order and calls one converter per node, found in a
+// table by op type and opset. A converter reads its node through a
+// NodeContext (inputs, type-checked attributes, constant inputs) and creates
+// Kiln nodes through it; NodeContext::create evaluates nodes whose operands
+// are all constants right away (see Note [Import-time folding]).
+//
+// Note [Poisoned values]
+// NodeContext::create returns nullptr after reporting an error, and treats a
+// nullptr operand as "already failed": it creates nothing and reports
+// nothing. Converters therefore chain creates without checking each one;
+// the importer checks the node's results (and NodeContext::failed()) once.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "frontend/onnx/OnnxImporter.h"
+#include "ir/Builder.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::onnximport {
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+/// The Kiln dtype of an ONNX TensorProto data type, or nullopt.
+std::optional<DType> dtypeFromOnnx(int32_t elemType);
+/// `FLOAT`, `INT64`, ... for messages (`type 42` when unknown).
+std::string onnxTypeName(int32_t elemType);
+
+/// Decodes a TensorProto (raw_data, typed fields or external data) into a
+/// Tensor. `what` names it in messages (`initializer 'w'`); external paths
+/// resolve against `baseDir`.
+FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::string &baseDir,
+                                  const std::string &what, const Location &loc,
+                                  DiagnosticEngine &diag);
+
+//===----------------------------------------------------------------------===//
+// Attributes of a NodeProto (for checks that run before conversion)
+//===----------------------------------------------------------------------===//
+
+/// The attribute `name` of `node`, or nullptr.
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, std::string_view name);
+/// Its int value, or `dflt` when absent or not an int.
+int64_t attrIntOr(const onnx::NodeProto &node, std::string_view name, int64_t dflt);
+/// Its string value, or `dflt` when absent or not a string.
+std::string attrStringOr(const onnx::NodeProto &node, std::string_view name, std::string dflt);
+
+//===----------------------------------------------------------------------===//
+// Import state and node context
+//===----------------------------------------------------------------------===//
+
+/// One entry of a shape-like integer vector known at import time: a value,
+/// or only a symbolic dim (`batch`), or nothing (`symbol` empty). See Note
+/// [Shape values].
+struct SymInt {
+  std::optional<int64_t> value;
+  std::string symbol;
+
+  static SymInt of(int64_t v) { return SymInt{v, ""}; }
+  /// The entry a dim of a shape gives.
+  static SymInt ofDim(const Dim &d) {
+    return d.isStatic() ? of(d.size()) : SymInt{std::nullopt, d.symbol()};
+  }
+  bool isKnown() const { return value.has_value(); }
+};
+using SymInts = std::vector<SymInt>;
+
+// Note [Shape values]
+// Exporters compute shapes at run time: Shape -> Gather -> Unsqueeze ->
+// Concat -> Reshape. When the input shape is static every step folds to a
+// constant. When it has a symbolic dim (`batch`), the Shape node stays in the
+// graph, and the importer also records what each entry of the small integer
+// vectors derived from it is (ImportState::shapeValues): a number or a
+// symbol. Reshape and Expand then turn a symbolic entry into `0` / `-1` (a
+// dim copied from their input), so `x.view(x.size(0), -1)` imports with a
+// symbolic batch. The Shape / Gather / ... nodes become dead and are removed.
+
+/// State shared by all nodes of one import.
+struct ImportState {
+  ImportState(Graph &g, DiagnosticEngine &diag, const OnnxImportOptions &opts)
+      : graph(g), builder(g, diag), diag(diag), opts(opts) {}
+
+  Graph &graph;
+  Builder builder;
+  DiagnosticEngine &diag;
+  const OnnxImportOptions &opts;
+  std::string modelName;
+  std::string baseDir;
+  /// ONNX value name -> Kiln value (graph inputs, converted node outputs,
+  /// initializers once used).
+  std::unordered_map<std::string, Value *> values;
+  /// Initializers not yet turned into constants (created on first use).
+  std::unordered_map<std::string, const onnx::TensorProto *> initializers;
+  /// Names used by some node input or graph output.
+  std::unordered_map<std::string, int> useCounts;
+  /// See Note [Shape values].
+  std::unordered_map<const Value *, SymInts> shapeValues;
+
+  /// The value of ONNX name `name`, creating an initializer's constant on
+  /// first use; nullptr (with an error at `loc`) when the name is unknown.
+  Value *lookup(const std::string &name, const Location &loc);
+  /// Creates a node at the end of the graph and folds it when it can. See
+  /// Note [Import-time folding]. nullptr after an error.
+  FailureOr<std::vector<Value *>> create(OpKind kind, std::vector<Value *> operands,
+                                         std::vector<NamedAttr> attrs, unsigned numResults);
+};
+
+/// The constant tensor a value holds, or nullptr when it is not a constant.
+const Tensor *constantOf(const Value *v);
+
+/// One ONNX node being converted.
+class NodeContext {
+public:
+  NodeContext(ImportState &state, const onnx::NodeProto &node, int64_t opset, Location loc)
+      : state_(state), node_(node), opset_(opset), loc_(std::move(loc)) {}
+
+  const onnx::NodeProto &proto() const { return node_; }
+  const std::string &opType() const { return node_.op_type(); }
+  int64_t opset() const { return opset_; }
+  const Location &loc() const { return loc_; }
+  ImportState &state() { return state_; }
+  const OnnxImportOptions &options() const { return state_.opts; }
+  /// True once an error was reported for this node.
+  bool failed() const { return failed_; }
+
+  /// An error at the node (marks the node failed).
+  InFlightDiagnostic emitError();
+
+  // Inputs. An empty ONNX input name means "optional input not given".
+  size_t numInputs() const { return static_cast<size_t>(node_.input_size()); }
+  bool hasInput(size_t i) const;
+  /// Input `i`, or an error naming `what` when it is absent.
+  Value *input(size_t i, const char *what = "");
+  /// Input `i` when present, else nullptr (no error).
+  Value *optionalInput(size_t i);
+  /// The constant tensor of input `i`; an error (naming `what`) when the
+  /// input is absent or not computable at import time.
+  const Tensor *constantInput(size_t i, const char *what);
+  /// A constant integer input as a list (any integer dtype, rank <= 1).
+  std::optional<Ints> intsInput(size_t i, const char *what);
+  /// A constant input holding one number.
+  std::optional<double> scalarInput(size_t i, const char *what);
+  /// The entries of a shape-like integer input (rank <= 1): a constant's
+  /// values, or what Note [Shape values] knows about a computed one.
+  /// nullopt (with an error) when the input is neither.
+  std::optional<SymInts> shapeInput(size_t i, const char *what);
+  /// The shape entries of a value (constant or recorded), or nullopt.
+  std::optional<SymInts> shapeValueOf(const Value *v) const;
+  /// Records what the entries of `v` are (no-op for nullptr).
+  void setShapeValue(const Value *v, SymInts entries);
+
+  // Outputs.
+  size_t numOutputs() const { return static_cast<size_t>(node_.output_size()); }
+  /// True when output `i` exists and a node or the graph uses it.
+  bool isOutputUsed(size_t i) const;
+
+  // Attributes; a wrong attribute type is an error (and the default is used).
+  bool hasAttr(std::string_view name) const { return findAttr(node_, name) != nullptr; }
+  int64_t attrInt(std::string_view name, int64_t dflt);
+  double attrFloat(std::string_view name, double dflt);
+  std::string attrString(std::string_view name, std::string dflt);
+  Ints attrInts(std::string_view name, Ints dflt = {});
+  Floats attrFloats(std::string_view name, Floats dflt = {});
+  std::vector<std::string> attrStrings(std::string_view name);
+  /// The tensor attribute `name` decoded, or a null tensor when absent.
+  Tensor attrTensor(std::string_view name);
+
+  // Building. See Note [Poisoned values].
+  Value *create(OpKind kind, std::vector<Value *> operands, std::vector<NamedAttr> attrs = {});
+  std::vector<Value *> createMulti(OpKind kind, std::vector<Value *> operands,
+                                   std::vector<NamedAttr> attrs, unsigned numResults);
+  Value *constant(Tensor t);
+  /// A scalar constant with the dtype of `like`.
+  Value *scalarLike(const Value *like, double v);
+  /// `x` cast to `dtype` (x itself when it already has it).
+  Value *castTo(Value *x, DType dtype);
+
+private:
+  ImportState &state_;
+  const onnx::NodeProto &node_;
+  int64_t opset_;
+  Location loc_;
+  bool failed_ = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Converters
+//===----------------------------------------------------------------------===//
+
+/// Converts one node; returns one value per ONNX output (nullptr for an
+/// output that is not produced, which is an error if something uses it).
+using ConvertFn = std::vector<Value *> (*)(NodeContext &);
+/// Static support check run on every node before conversion: the reason
+/// the node is unsupported (`attribute 'clip' is not supported`) or "".
+using CheckFn = std::string (*)(const onnx::NodeProto &, int64_t opset);
+
+struct Converter {
+  const char *opType;
+  int minOpset, maxOpset;
+  ConvertFn convert;
+  CheckFn check = nullptr;
+};
+
+/// The converters of each family file.
+std::span<const Converter> elementwiseConverters();
+std::span<const Converter> nnConverters();
+std::span<const Converter> shapeConverters();
+std::span<const Converter> reduceConverters();
+std::span<const Converter> rnnConverters();
+
+/// The lowest and highest opset of the default domain the importer reads.
+constexpr int kMinOpset = 11;
+constexpr int kMaxOpset = 17;
+
+/// Helper for converters of one-to-one ops: `kind` applied to input 0.
+Value *unary(NodeContext &ctx, OpKind kind, std::vector<NamedAttr> attrs = {});
+
+} // namespace kiln::onnximport

@@ -1,0 +1,532 @@
+//===- OnnxImporter.cpp - The ONNX model importer ---------------*- C++ -*-===//
+//
+// Imports the main graph of a ModelProto:
+//   1. parse the bytes; check the IR version and the default-domain opset
+//      (11 to 17);
+//   2. index initializers and node outputs; create the graph inputs (those
+//      that are not initializers), applying dim bindings;
+//   3. check every node input and graph output names a defined value;
+//   4. sort the nodes topologically (ONNX allows any order), reporting a
+//      cycle if there is one;
+//   5. look every node up in the converter table and run its static check;
+//      every unsupported (op type, opset, node) goes into ONE error;
+//   6. convert the nodes in order (see Internal.h), then set the outputs and
+//      remove dead nodes.
+// Steps 1-5 report every problem they find before failing; step 6 stops at
+// the first node that fails.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/onnx/Internal.h"
+#include "ir/Verifier.h"
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <queue>
+#include <set>
+#include <sstream>
+
+namespace kiln {
+namespace onnximport {
+namespace {
+
+/// The converter table: op type -> converters for disjoint opset ranges.
+const std::unordered_map<std::string, std::vector<const Converter *>> &converterTable() {
+  static const auto table = [] {
+    std::unordered_map<std::string, std::vector<const Converter *>> t;
+    for (auto family : {elementwiseConverters(), nnConverters(), shapeConverters(),
+                        reduceConverters(), rnnConverters()})
+      for (const Converter &c : family)
+        t[c.opType].push_back(&c);
+    return t;
+  }();
+  return table;
+}
+
+const Converter *findConverter(const std::string &opType, int64_t opset) {
+  const auto &table = converterTable();
+  auto it = table.find(opType);
+  if (it == table.end())
+    return nullptr;
+  for (const Converter *c : it->second)
+    if (opset >= c->minOpset && opset <= c->maxOpset)
+      return c;
+  return nullptr;
+}
+
+bool isDefaultDomain(const std::string &domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+/// A symbol name the .kir grammar accepts: [A-Za-z_][A-Za-z0-9_.$]*.
+std::string symbolName(const std::string &param) {
+  std::string s;
+  for (char c : param)
+    s +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$') ? c : '_';
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    s = "_" + s;
+  return s;
+}
+
+class Importer {
+public:
+  Importer(DiagnosticEngine &diag, const OnnxImportOptions &opts)
+      : diag_(diag), opts_(opts), graph_(std::make_unique<Graph>("main")),
+        state_(*graph_, diag, opts) {
+    state_.modelName = opts.modelName.empty() ? "<memory>" : opts.modelName;
+    state_.baseDir = opts.externalDataDir;
+  }
+
+  FailureOr<std::unique_ptr<Module>> run(std::string_view bytes);
+
+private:
+  InFlightDiagnostic modelError() {
+    InFlightDiagnostic d = diag_.emitError(Location());
+    d << state_.modelName << ": ";
+    return d;
+  }
+  /// The location of node `i`: its name, or `<OpType #i>` when unnamed.
+  Location nodeLoc(int i) const {
+    const onnx::NodeProto &n = model_.graph().node(i);
+    std::string name =
+        n.name().empty() ? "<" + n.op_type() + " #" + std::to_string(i) + ">" : n.name();
+    return Location::name(name, state_.modelName);
+  }
+
+  LogicalResult parse(std::string_view bytes);
+  LogicalResult checkOpsets();
+  LogicalResult indexValues();
+  LogicalResult createInputs();
+  LogicalResult checkReferences();
+  LogicalResult sortNodes();
+  LogicalResult checkSupport();
+  LogicalResult convertNodes();
+  LogicalResult setOutputs();
+  void removeDeadNodes();
+
+  DiagnosticEngine &diag_;
+  const OnnxImportOptions &opts_;
+  onnx::ModelProto model_;
+  std::unique_ptr<Graph> graph_;
+  ImportState state_;
+  int64_t opset_ = 0;
+  std::map<std::string, int64_t> domainOpsets_;
+  /// Output name -> index of the producing node.
+  std::unordered_map<std::string, int> producers_;
+  std::vector<int> order_;
+  std::vector<const Converter *> converters_;
+};
+
+FailureOr<std::unique_ptr<Module>> Importer::run(std::string_view bytes) {
+  if (failed(parse(bytes)) || failed(checkOpsets()))
+    return failure();
+  // Structural checks report everything they find before giving up.
+  bool ok = succeeded(indexValues());
+  ok &= succeeded(createInputs());
+  ok = ok && succeeded(checkReferences());
+  ok = ok && succeeded(sortNodes());
+  ok = ok && succeeded(checkSupport());
+  if (!ok || failed(convertNodes()) || failed(setOutputs()))
+    return failure();
+  if (opts_.removeDeadNodes)
+    removeDeadNodes();
+  if (failed(verify(*graph_, diag_)))
+    return modelError() << "internal error: the imported graph does not verify";
+  auto module = std::make_unique<Module>();
+  module->addGraph(std::move(graph_));
+  return module;
+}
+
+LogicalResult Importer::parse(std::string_view bytes) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return modelError() << "the model is " << bytes.size()
+                        << " bytes; protobuf reads at most 2 GiB (store the weights as external "
+                           "data)";
+  if (bytes.empty())
+    return modelError() << "the file is empty";
+  if (!model_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return modelError() << "not a valid ONNX model: the protobuf data is corrupt or truncated ("
+                        << bytes.size() << " bytes)";
+  if (!model_.has_ir_version() || model_.ir_version() <= 0)
+    return modelError() << "not an ONNX model: it has no ir_version";
+  if (!model_.has_graph())
+    return modelError() << "the model has no graph";
+  if (!model_.graph().name().empty())
+    graph_->setName(model_.graph().name());
+  return success();
+}
+
+LogicalResult Importer::checkOpsets() {
+  bool found = false;
+  for (const auto &op : model_.opset_import()) {
+    if (isDefaultDomain(op.domain())) {
+      opset_ = op.version();
+      found = true;
+    } else {
+      domainOpsets_[op.domain()] = op.version();
+    }
+  }
+  if (!found)
+    return modelError() << "the model imports no opset of the default ONNX domain";
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return modelError() << "the model uses opset " << opset_
+                        << " of the default ONNX domain; Kiln imports opsets " << kMinOpset
+                        << " to " << kMaxOpset
+                        << " (re-export with another opset_version, or convert the model with "
+                           "onnx.version_converter)";
+  return success();
+}
+
+LogicalResult Importer::indexValues() {
+  const onnx::GraphProto &g = model_.graph();
+  bool ok = true;
+  for (const auto &init : g.initializer()) {
+    if (init.name().empty()) {
+      modelError() << "an initializer has no name";
+      ok = false;
+    } else if (!state_.initializers.emplace(init.name(), &init).second) {
+      diag_.emitError(Location::name(init.name(), state_.modelName))
+          << "initializer '" << init.name() << "' is defined twice";
+      ok = false;
+    }
+  }
+  if (g.sparse_initializer_size() > 0) {
+    modelError() << "sparse initializers are not supported ('"
+                 << g.sparse_initializer(0).values().name() << "')";
+    ok = false;
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const std::string &out : g.node(i).output()) {
+      if (out.empty())
+        continue;
+      auto [it, inserted] = producers_.emplace(out, i);
+      if (!inserted) {
+        diag_.emitError(nodeLoc(i)) << "value '" << out << "' is also produced by node '"
+                                    << nodeLoc(it->second).nameStr() << "'";
+        ok = false;
+      } else if (state_.initializers.count(out)) {
+        diag_.emitError(nodeLoc(i)) << "value '" << out << "' is also an initializer";
+        ok = false;
+      }
+    }
+    for (const std::string &in : g.node(i).input())
+      if (!in.empty())
+        ++state_.useCounts[in];
+  }
+  for (const auto &out : g.output())
+    ++state_.useCounts[out.name()];
+  return ok ? success() : failure();
+}
+
+LogicalResult Importer::createInputs() {
+  const onnx::GraphProto &g = model_.graph();
+  bool ok = true;
+  std::set<std::string> params;
+  for (const auto &in : g.input()) {
+    // Old exporters list initializers as inputs too; they are constants.
+    if (state_.initializers.count(in.name()))
+      continue;
+    Location loc = Location::name(in.name(), state_.modelName);
+    if (in.name().empty() || state_.values.count(in.name()) || producers_.count(in.name())) {
+      diag_.emitError(loc) << "graph input '" << in.name()
+                           << "' has no name or is defined more than once";
+      ok = false;
+      continue;
+    }
+    if (!in.type().has_tensor_type()) {
+      diag_.emitError(loc) << "graph input '" << in.name()
+                           << "' is not a tensor; Kiln imports tensor inputs only";
+      ok = false;
+      continue;
+    }
+    const auto &tt = in.type().tensor_type();
+    std::optional<DType> dtype = dtypeFromOnnx(tt.elem_type());
+    if (!dtype) {
+      diag_.emitError(loc) << "graph input '" << in.name() << "' has element type "
+                           << onnxTypeName(tt.elem_type()) << ", which Kiln does not support";
+      ok = false;
+      continue;
+    }
+    if (!tt.has_shape()) {
+      diag_.emitError(loc) << "graph input '" << in.name()
+                           << "' has no shape; Kiln needs at least the rank of every input";
+      ok = false;
+      continue;
+    }
+    Shape shape;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() < 0) {
+          diag_.emitError(loc) << "graph input '" << in.name() << "' has a negative dim "
+                               << dim.dim_value();
+          ok = false;
+        }
+        shape.push_back(Dim(std::max<int64_t>(dim.dim_value(), 0)));
+        continue;
+      }
+      std::string param = dim.has_dim_param() ? dim.dim_param() : "";
+      params.insert(param);
+      auto bound = opts_.dimBindings.find(param);
+      if (!param.empty() && bound != opts_.dimBindings.end()) {
+        shape.push_back(Dim(bound->second));
+      } else if (opts_.dynamicDims == OnnxDynamicDims::Error) {
+        diag_.emitError(loc) << "graph input '" << in.name() << "' has dynamic dim " << d
+                             << (param.empty() ? "" : " ('" + param + "')")
+                             << "; bind it to a size (--dim " << (param.empty() ? "NAME" : param)
+                             << "=N)";
+        ok = false;
+      } else if (opts_.dynamicDims == OnnxDynamicDims::Symbolic && !param.empty()) {
+        shape.push_back(Dim::symbolic(symbolName(param)));
+      } else {
+        shape.push_back(Dim::dynamic());
+      }
+    }
+    state_.values[in.name()] = graph_->addInput(TensorType(*dtype, std::move(shape)), in.name());
+  }
+  for (const auto &[name, size] : opts_.dimBindings) {
+    if (size < 0) {
+      modelError() << "dim '" << name << "' is bound to a negative size " << size;
+      ok = false;
+    } else if (!params.count(name)) {
+      auto d = modelError();
+      d << "no graph input has a dim named '" << name << "' (named dims:";
+      bool any = false;
+      for (const std::string &p : params)
+        if (!p.empty()) {
+          d << " " << p;
+          any = true;
+        }
+      d << (any ? ")" : " none)");
+      ok = false;
+    }
+  }
+  return ok ? success() : failure();
+}
+
+LogicalResult Importer::checkReferences() {
+  const onnx::GraphProto &g = model_.graph();
+  bool ok = true;
+  auto defined = [&](const std::string &name) {
+    return state_.values.count(name) || state_.initializers.count(name) || producers_.count(name);
+  };
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &n = g.node(i);
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (n.input(k).empty() || defined(n.input(k)))
+        continue;
+      diag_.emitError(nodeLoc(i))
+          << n.op_type() << ": input " << k << " '" << n.input(k)
+          << "' is not defined by any node, graph input or initializer (a missing initializer?)";
+      ok = false;
+    }
+  }
+  for (const auto &out : g.output()) {
+    if (!defined(out.name())) {
+      modelError() << "graph output '" << out.name() << "' is not defined by any node";
+      ok = false;
+    }
+  }
+  if (g.output_size() == 0) {
+    modelError() << "the graph has no outputs";
+    ok = false;
+  }
+  return ok ? success() : failure();
+}
+
+LogicalResult Importer::sortNodes() {
+  // Kahn's algorithm; among ready nodes the lowest index goes first, so an
+  // already sorted graph keeps its order.
+  const onnx::GraphProto &g = model_.graph();
+  int n = g.node_size();
+  std::vector<int> pending(static_cast<size_t>(n), 0);
+  std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    std::set<int> deps;
+    for (const std::string &in : g.node(i).input()) {
+      auto it = producers_.find(in);
+      if (!in.empty() && it != producers_.end())
+        deps.insert(it->second);
+    }
+    for (int d : deps)
+      consumers[static_cast<size_t>(d)].push_back(i);
+    pending[static_cast<size_t>(i)] = static_cast<int>(deps.size());
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[static_cast<size_t>(i)] == 0)
+      ready.push(i);
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order_.push_back(i);
+    for (int c : consumers[static_cast<size_t>(i)])
+      if (--pending[static_cast<size_t>(c)] == 0)
+        ready.push(c);
+  }
+  if (static_cast<int>(order_.size()) == n)
+    return success();
+
+  // Walk producer edges among the unsorted nodes until one repeats.
+  int start = 0;
+  while (pending[static_cast<size_t>(start)] == 0)
+    ++start;
+  std::vector<int> path;
+  std::vector<int> seenAt(static_cast<size_t>(n), -1);
+  int cur = start;
+  while (seenAt[static_cast<size_t>(cur)] < 0) {
+    seenAt[static_cast<size_t>(cur)] = static_cast<int>(path.size());
+    path.push_back(cur);
+    for (const std::string &in : g.node(cur).input()) {
+      auto it = producers_.find(in);
+      if (!in.empty() && it != producers_.end() && pending[static_cast<size_t>(it->second)] > 0) {
+        cur = it->second;
+        break;
+      }
+    }
+  }
+  std::vector<int> cycle(path.begin() + seenAt[static_cast<size_t>(cur)], path.end());
+  std::reverse(cycle.begin(), cycle.end()); // producer -> consumer order
+  auto d = diag_.emitError(nodeLoc(cycle.front()));
+  d << "the graph has a cycle: ";
+  for (int c : cycle)
+    d << "'" << nodeLoc(c).nameStr() << "' -> ";
+  d << "'" << nodeLoc(cycle.front()).nameStr() << "' (" << n - static_cast<int>(order_.size())
+    << " nodes cannot be ordered)";
+  return failure();
+}
+
+LogicalResult Importer::checkSupport() {
+  const onnx::GraphProto &g = model_.graph();
+  struct Problem {
+    int node;
+    std::string what;
+  };
+  std::vector<Problem> problems;
+  std::set<std::string> opTypes;
+  converters_.assign(static_cast<size_t>(g.node_size()), nullptr);
+  for (int i : order_) {
+    const onnx::NodeProto &n = g.node(i);
+    std::string reason;
+    std::string qualified = n.op_type();
+    int64_t opset = opset_;
+    const Converter *c = nullptr;
+    if (!isDefaultDomain(n.domain())) {
+      qualified = n.domain() + "." + n.op_type();
+      auto it = domainOpsets_.find(n.domain());
+      opset = it == domainOpsets_.end() ? 0 : it->second;
+      reason = "is not supported (domain '" + n.domain() + "')";
+    } else if (!(c = findConverter(n.op_type(), opset_))) {
+      reason = converterTable().count(n.op_type()) ? "is not supported at this opset"
+                                                   : "is not supported";
+    } else if (c->check) {
+      reason = c->check(n, opset_);
+    }
+    if (!reason.empty()) {
+      problems.push_back(
+          {i, "'" + qualified + "' (opset " + std::to_string(opset) + ") " + reason});
+      opTypes.insert(qualified);
+    }
+    converters_[static_cast<size_t>(i)] = c;
+  }
+  if (problems.empty())
+    return success();
+  auto d = modelError();
+  d << problems.size() << (problems.size() == 1 ? " node uses" : " nodes use")
+    << " ONNX ops or attributes that Kiln does not support:";
+  const char *sep = " ";
+  for (const std::string &t : opTypes) {
+    d << sep << t;
+    sep = ", ";
+  }
+  for (const Problem &p : problems)
+    d.attachNote(nodeLoc(p.node), p.what);
+  return failure();
+}
+
+LogicalResult Importer::convertNodes() {
+  const onnx::GraphProto &g = model_.graph();
+  for (int i : order_) {
+    const onnx::NodeProto &n = g.node(i);
+    Location loc = nodeLoc(i);
+    state_.builder.setLoc(loc);
+    NodeContext ctx(state_, n, opset_, loc);
+    std::vector<Value *> outs = converters_[static_cast<size_t>(i)]->convert(ctx);
+    if (ctx.failed())
+      return failure();
+    for (int k = 0; k < n.output_size(); ++k) {
+      const std::string &name = n.output(k);
+      if (name.empty())
+        continue;
+      Value *v = static_cast<size_t>(k) < outs.size() ? outs[static_cast<size_t>(k)] : nullptr;
+      if (!v) {
+        if (ctx.isOutputUsed(static_cast<size_t>(k)))
+          return diag_.emitError(loc) << n.op_type() << ": output " << k << " ('" << name
+                                      << "') is used, but Kiln does not compute it";
+        continue;
+      }
+      if (v->name().empty())
+        v->setName(name);
+      state_.values[name] = v;
+    }
+  }
+  return success();
+}
+
+LogicalResult Importer::setOutputs() {
+  std::vector<Value *> outs;
+  for (const auto &out : model_.graph().output()) {
+    Value *v = state_.lookup(out.name(), Location::name(out.name(), state_.modelName));
+    if (!v)
+      return failure();
+    outs.push_back(v);
+  }
+  graph_->setOutputs(std::move(outs));
+  return success();
+}
+
+void Importer::removeDeadNodes() {
+  // Reverse order: a node's users come after it, so one sweep suffices.
+  std::vector<Node *> nodes = graph_->nodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if ((*it)->isUnused())
+      graph_->erase(*it);
+}
+
+} // namespace
+} // namespace onnximport
+
+FailureOr<std::unique_ptr<Module>> importOnnxBytes(std::string_view bytes, DiagnosticEngine &diag,
+                                                   const OnnxImportOptions &opts) {
+  onnximport::Importer importer(diag, opts);
+  return importer.run(bytes);
+}
+
+FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, DiagnosticEngine &diag,
+                                              const OnnxImportOptions &opts) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return diag.emitError(Location()) << "'" << path << "' is a folder, not an ONNX model";
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return diag.emitError(Location()) << "cannot open '" << path << "'";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  OnnxImportOptions o = opts;
+  if (o.modelName.empty())
+    o.modelName = path;
+  if (o.externalDataDir.empty()) {
+    o.externalDataDir = std::filesystem::path(path).parent_path().string();
+    if (o.externalDataDir.empty())
+      o.externalDataDir = ".";
+  }
+  return importOnnxBytes(ss.str(), diag, o);
+}
+
+bool isOnnxPath(std::string_view path) {
+  return path.size() >= 5 && path.substr(path.size() - 5) == ".onnx";
+}
+
+} // namespace kiln

@@ -1,0 +1,375 @@
+//===- OnnxNN.cpp - Converters of neural-network ONNX ops -------*- C++ -*-===//
+//
+// MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global pools,
+// BatchNormalization, InstanceNormalization, LayerNormalization, Softmax and
+// LogSoftmax.
+//
+//  - `auto_pad` (SAME_UPPER, SAME_LOWER, VALID) becomes explicit pads, which
+//    needs static spatial dims unless the stride is 1.
+//  - InstanceNormalization decomposes into reduce_mean / sub / mul / sqrt.
+//  - GlobalMaxPool is reduce_max over the spatial axes.
+//  - Softmax and LogSoftmax before opset 13 flatten the input to 2-D at
+//    `axis` (default 1) and normalize the second dim; that is a softmax over
+//    the last axis when `axis` is the last one, and flatten -> softmax ->
+//    reshape otherwise.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/onnx/Internal.h"
+
+namespace kiln::onnximport {
+namespace {
+
+using Values = std::vector<Value *>;
+
+Values convertMatMul(NodeContext &ctx) {
+  return {ctx.create(OpKind::MatMul, {ctx.input(0, "A"), ctx.input(1, "B")})};
+}
+
+Values convertGemm(NodeContext &ctx) {
+  std::vector<Value *> ins{ctx.input(0, "A"), ctx.input(1, "B")};
+  if (Value *c = ctx.optionalInput(2))
+    ins.push_back(c);
+  return {ctx.create(OpKind::Gemm, ins,
+                     {{"alpha", ctx.attrFloat("alpha", 1.0)},
+                      {"beta", ctx.attrFloat("beta", 1.0)},
+                      {"trans_a", ctx.attrInt("transA", 0) != 0},
+                      {"trans_b", ctx.attrInt("transB", 0) != 0}})};
+}
+
+//===----------------------------------------------------------------------===//
+// Window ops
+//===----------------------------------------------------------------------===//
+
+std::string checkAutoPad(const onnx::NodeProto &node, int64_t) {
+  std::string autoPad = attrStringOr(node, "auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER" &&
+      autoPad != "VALID")
+    return "auto_pad '" + autoPad + "' is not supported";
+  return "";
+}
+
+/// The explicit pads of a window op: `pads` for NOTSET, zeros for VALID, or
+/// the SAME_UPPER / SAME_LOWER padding that makes out = ceil(in / stride).
+std::optional<Ints> windowPads(NodeContext &ctx, Value *x, const Ints &kernel) {
+  size_t n = kernel.size();
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  Ints pads = ctx.attrInts("pads");
+  if (autoPad == "NOTSET")
+    return pads;
+  if (autoPad == "VALID")
+    return Ints(2 * n, 0);
+  Ints strides = ctx.attrInts("strides", Ints(n, 1));
+  Ints dilations = ctx.attrInts("dilations", Ints(n, 1));
+  if (strides.size() != n || dilations.size() != n ||
+      x->type().rank() != static_cast<int64_t>(n) + 2) {
+    ctx.emitError() << "strides " << strides << ", dilations " << dilations << " and input "
+                    << x->type().str() << " do not match kernel " << kernel;
+    return std::nullopt;
+  }
+  Ints out(2 * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Dim &in = x->type().shape[i + 2];
+    int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t total;
+    if (in.isStatic()) {
+      int64_t outSize = (in.size() + strides[i] - 1) / strides[i];
+      total = std::max<int64_t>(0, (outSize - 1) * strides[i] + extent - in.size());
+    } else if (strides[i] == 1) {
+      total = extent - 1;
+    } else {
+      ctx.emitError() << "auto_pad " << autoPad << " with stride " << strides[i]
+                      << " needs a static spatial dim, got " << x->type().str();
+      return std::nullopt;
+    }
+    bool upper = autoPad == "SAME_UPPER";
+    out[i] = upper ? total / 2 : total - total / 2;
+    out[i + n] = total - out[i];
+  }
+  return out;
+}
+
+/// The spatial kernel of a conv: from the weight's shape, checked against
+/// `kernel_shape` when given.
+std::optional<Ints> convKernel(NodeContext &ctx, Value *w) {
+  if (!w)
+    return std::nullopt;
+  Ints kernel;
+  for (size_t i = 2; i < w->type().shape.size(); ++i) {
+    const Dim &d = w->type().shape[i];
+    if (!d.isStatic()) {
+      ctx.emitError() << "needs a weight with a static kernel, got " << w->type().str();
+      return std::nullopt;
+    }
+    kernel.push_back(d.size());
+  }
+  if (ctx.hasAttr("kernel_shape") && ctx.attrInts("kernel_shape") != kernel) {
+    ctx.emitError() << "kernel_shape " << ctx.attrInts("kernel_shape")
+                    << " does not match the weight " << w->type().str();
+    return std::nullopt;
+  }
+  return kernel;
+}
+
+Values convertConv(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *w = ctx.input(1, "W");
+  auto kernel = convKernel(ctx, w);
+  if (!x || !kernel)
+    return {};
+  auto pads = windowPads(ctx, x, *kernel);
+  if (!pads)
+    return {};
+  std::vector<Value *> ins{x, w};
+  if (Value *b = ctx.optionalInput(2))
+    ins.push_back(b);
+  return {ctx.create(OpKind::Conv, ins,
+                     {{"strides", ctx.attrInts("strides")},
+                      {"pads", *pads},
+                      {"dilations", ctx.attrInts("dilations")},
+                      {"group", ctx.attrInt("group", 1)}})};
+}
+
+Values convertConvTranspose(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *w = ctx.input(1, "W");
+  auto kernel = convKernel(ctx, w);
+  if (!x || !kernel)
+    return {};
+  size_t n = kernel->size();
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  Ints strides = ctx.attrInts("strides", Ints(n, 1));
+  Ints dilations = ctx.attrInts("dilations", Ints(n, 1));
+  Ints outputPadding = ctx.attrInts("output_padding", Ints(n, 0));
+  Ints pads = ctx.attrInts("pads");
+  Ints outputShape = ctx.attrInts("output_shape");
+  if (autoPad == "VALID")
+    pads = Ints(2 * n, 0);
+  if (!outputShape.empty() || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // Pads that give the requested output size (ONNX's total_padding rule).
+    if (strides.size() != n || dilations.size() != n || outputPadding.size() != n ||
+        x->type().rank() != static_cast<int64_t>(n) + 2) {
+      ctx.emitError() << "strides, dilations or output_padding do not match kernel " << *kernel;
+      return {};
+    }
+    if (outputShape.size() > n)
+      outputShape.erase(outputShape.begin(), outputShape.end() - static_cast<ptrdiff_t>(n));
+    pads.assign(2 * n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const Dim &in = x->type().shape[i + 2];
+      if (!in.isStatic()) {
+        ctx.emitError() << "output_shape or auto_pad needs static spatial dims, got "
+                        << x->type().str();
+        return {};
+      }
+      int64_t want = outputShape.empty() ? in.size() * strides[i] : outputShape[i];
+      int64_t total = strides[i] * (in.size() - 1) + outputPadding[i] +
+                      ((*kernel)[i] - 1) * dilations[i] + 1 - want;
+      if (total < 0) {
+        ctx.emitError() << "output size " << want << " of spatial dim " << i
+                        << " is larger than the transposed convolution produces";
+        return {};
+      }
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + n] = total - pads[i];
+    }
+  }
+  std::vector<Value *> ins{x, w};
+  if (Value *b = ctx.optionalInput(2))
+    ins.push_back(b);
+  return {ctx.create(OpKind::ConvTranspose, ins,
+                     {{"strides", ctx.attrInts("strides")},
+                      {"pads", pads},
+                      {"dilations", ctx.attrInts("dilations")},
+                      {"group", ctx.attrInt("group", 1)},
+                      {"output_padding", ctx.attrInts("output_padding")}})};
+}
+
+std::optional<Ints> poolKernel(NodeContext &ctx) {
+  if (!ctx.hasAttr("kernel_shape")) {
+    ctx.emitError() << "missing attribute 'kernel_shape'";
+    return std::nullopt;
+  }
+  return ctx.attrInts("kernel_shape");
+}
+
+std::string checkMaxPool(const onnx::NodeProto &node, int64_t opset) {
+  std::string s = checkAutoPad(node, opset);
+  if (s.empty() && attrIntOr(node, "storage_order", 0) != 0)
+    s = "storage_order=1 is not supported";
+  return s;
+}
+
+Values convertMaxPool(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  auto kernel = poolKernel(ctx);
+  if (!x || !kernel)
+    return {};
+  if (ctx.isOutputUsed(1)) {
+    ctx.emitError() << "the Indices output is not supported";
+    return {};
+  }
+  auto pads = windowPads(ctx, x, *kernel);
+  if (!pads)
+    return {};
+  return {ctx.create(OpKind::MaxPool, {x},
+                     {{"kernel", *kernel},
+                      {"strides", ctx.attrInts("strides")},
+                      {"pads", *pads},
+                      {"dilations", ctx.attrInts("dilations")},
+                      {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0}})};
+}
+
+Values convertAveragePool(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  auto kernel = poolKernel(ctx);
+  if (!x || !kernel)
+    return {};
+  auto pads = windowPads(ctx, x, *kernel);
+  if (!pads)
+    return {};
+  return {ctx.create(OpKind::AvgPool, {x},
+                     {{"kernel", *kernel},
+                      {"strides", ctx.attrInts("strides")},
+                      {"pads", *pads},
+                      {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
+                      {"count_include_pad", ctx.attrInt("count_include_pad", 0) != 0}})};
+}
+
+Ints spatialAxes(const Value *x) {
+  Ints axes;
+  for (int64_t i = 2; x && i < x->type().rank(); ++i)
+    axes.push_back(i);
+  return axes;
+}
+
+Values convertGlobalAveragePool(NodeContext &ctx) {
+  return {unary(ctx, OpKind::GlobalAvgPool)};
+}
+
+Values convertGlobalMaxPool(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  return {ctx.create(OpKind::ReduceMax, {x}, {{"axes", spatialAxes(x)}, {"keepdims", true}})};
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------===//
+
+std::string checkBatchNorm(const onnx::NodeProto &node, int64_t opset) {
+  if (opset >= 14 && attrIntOr(node, "training_mode", 0) != 0)
+    return "training_mode=1 is not supported";
+  return "";
+}
+
+Values convertBatchNorm(NodeContext &ctx) {
+  for (size_t i = 1; i < ctx.numOutputs(); ++i)
+    if (ctx.isOutputUsed(i)) {
+      ctx.emitError() << "output " << i << " (training statistics) is not supported";
+      return {};
+    }
+  return {ctx.create(OpKind::BatchNorm,
+                     {ctx.input(0, "X"), ctx.input(1, "scale"), ctx.input(2, "B"),
+                      ctx.input(3, "input_mean"), ctx.input(4, "input_var")},
+                     {{"epsilon", ctx.attrFloat("epsilon", 1e-5)}})};
+}
+
+Values convertInstanceNorm(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *scale = ctx.input(1, "scale");
+  Value *bias = ctx.input(2, "B");
+  if (!x)
+    return {};
+  if (x->type().rank() < 3) {
+    ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
+    return {};
+  }
+  Ints axes = spatialAxes(x);
+  double epsilon = ctx.attrFloat("epsilon", 1e-5);
+  // [C] -> [C, 1, ..., 1] so it broadcasts against [N, C, spatial...].
+  Ints trailing;
+  for (int64_t i = 1; i <= static_cast<int64_t>(axes.size()); ++i)
+    trailing.push_back(i);
+  Value *mean = ctx.create(OpKind::ReduceMean, {x}, {{"axes", axes}, {"keepdims", true}});
+  Value *centered = ctx.create(OpKind::Sub, {x, mean});
+  Value *var = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {centered, centered})},
+                          {{"axes", axes}, {"keepdims", true}});
+  Value *denom =
+      ctx.create(OpKind::Sqrt, {ctx.create(OpKind::Add, {var, ctx.scalarLike(x, epsilon)})});
+  Value *normalized = ctx.create(OpKind::Div, {centered, denom});
+  Value *s = ctx.create(OpKind::Unsqueeze, {scale}, {{"axes", trailing}});
+  Value *b = ctx.create(OpKind::Unsqueeze, {bias}, {{"axes", trailing}});
+  return {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {normalized, s}), b})};
+}
+
+Values convertLayerNorm(NodeContext &ctx) {
+  for (size_t i = 1; i < ctx.numOutputs(); ++i)
+    if (ctx.isOutputUsed(i)) {
+      ctx.emitError() << "output " << i << " (Mean / InvStdDev) is not supported";
+      return {};
+    }
+  std::vector<Value *> ins{ctx.input(0, "X"), ctx.input(1, "Scale")};
+  if (Value *b = ctx.optionalInput(2))
+    ins.push_back(b);
+  return {
+      ctx.create(OpKind::LayerNorm, ins,
+                 {{"axis", ctx.attrInt("axis", -1)}, {"epsilon", ctx.attrFloat("epsilon", 1e-5)}})};
+}
+
+/// Softmax and LogSoftmax; see the file comment for opsets before 13.
+template <OpKind Kind> Values convertSoftmax(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  if (!x)
+    return {};
+  if (ctx.opset() >= 13)
+    return {ctx.create(Kind, {x}, {{"axis", ctx.attrInt("axis", -1)}})};
+  int64_t rank = x->type().rank();
+  int64_t axis = ctx.attrInt("axis", 1);
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+    ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
+    return {};
+  }
+  if (axis < 0)
+    axis += rank;
+  if (axis == rank - 1 || rank == 0)
+    return {ctx.create(Kind, {x}, {{"axis", int64_t(-1)}})};
+  // Flatten to [outer, inner], normalize the inner dim, restore the shape.
+  Ints back;
+  int unknown = 0;
+  for (const Dim &d : x->type().shape) {
+    back.push_back(d.isStatic() ? d.size() : -1);
+    unknown += !d.isStatic();
+  }
+  if (unknown > 1) {
+    ctx.emitError() << "opset " << ctx.opset() << " semantics (flatten at axis " << axis
+                    << ") need at most one dynamic dim, got " << x->type().str();
+    return {};
+  }
+  Value *flat = ctx.create(OpKind::Flatten, {x}, {{"axis", axis}});
+  Value *y = ctx.create(Kind, {flat}, {{"axis", int64_t(-1)}});
+  return {ctx.create(OpKind::Reshape, {y}, {{"shape", back}})};
+}
+
+const Converter kConverters[] = {
+    {"AveragePool", 11, 17, convertAveragePool, checkAutoPad},
+    {"BatchNormalization", 11, 17, convertBatchNorm, checkBatchNorm},
+    {"Conv", 11, 17, convertConv, checkAutoPad},
+    {"ConvTranspose", 11, 17, convertConvTranspose, checkAutoPad},
+    {"Gemm", 11, 17, convertGemm},
+    {"GlobalAveragePool", 11, 17, convertGlobalAveragePool},
+    {"GlobalMaxPool", 11, 17, convertGlobalMaxPool},
+    {"InstanceNormalization", 11, 17, convertInstanceNorm},
+    {"LayerNormalization", 17, 17, convertLayerNorm},
+    {"LogSoftmax", 11, 17, convertSoftmax<OpKind::LogSoftmax>},
+    {"MatMul", 11, 17, convertMatMul},
+    {"MaxPool", 11, 17, convertMaxPool, checkMaxPool},
+    {"Softmax", 11, 17, convertSoftmax<OpKind::Softmax>},
+};
+
+} // namespace
+
+std::span<const Converter> nnConverters() {
+  return kConverters;
+}
+
+} // namespace kiln::onnximport

@@ -1,0 +1,222 @@
+//===- OnnxTensor.cpp - ONNX TensorProto to Kiln tensors --------*- C++ -*-===//
+//
+// Decodes the three ways a TensorProto stores its elements: `raw_data`
+// (little-endian bytes), the typed repeated fields (`float_data`,
+// `int32_data` for every narrow type, `int64_data`, `double_data`), and
+// external data (`data_location: EXTERNAL`, whose `location`, `offset` and
+// `length` name a byte range of a file in the model's folder). Sizes are
+// checked before anything is allocated, so corrupt dims cannot make the
+// importer allocate absurd amounts of memory.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/onnx/Internal.h"
+
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace kiln::onnximport {
+
+std::optional<DType> dtypeFromOnnx(int32_t elemType) {
+  switch (elemType) {
+  case onnx::TensorProto::FLOAT:
+    return DType::F32;
+  case onnx::TensorProto::FLOAT16:
+    return DType::F16;
+  case onnx::TensorProto::BFLOAT16:
+    return DType::BF16;
+  case onnx::TensorProto::DOUBLE:
+    return DType::F64;
+  case onnx::TensorProto::INT8:
+    return DType::I8;
+  case onnx::TensorProto::UINT8:
+    return DType::U8;
+  case onnx::TensorProto::INT32:
+    return DType::I32;
+  case onnx::TensorProto::INT64:
+    return DType::I64;
+  case onnx::TensorProto::BOOL:
+    return DType::Bool;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::string onnxTypeName(int32_t elemType) {
+  if (onnx::TensorProto_DataType_IsValid(elemType))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elemType));
+  return "type " + std::to_string(elemType);
+}
+
+namespace {
+
+/// Parses a non-negative decimal integer; nullopt on anything else.
+std::optional<int64_t> parseSize(const std::string &s) {
+  int64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0)
+    return std::nullopt;
+  return v;
+}
+
+/// Reads the external bytes of `proto` into `out` (exactly `byteSize`).
+LogicalResult readExternal(const onnx::TensorProto &proto, const std::string &baseDir,
+                           const std::string &what, size_t byteSize, const Location &loc,
+                           DiagnosticEngine &diag, std::string &out) {
+  std::string location;
+  std::optional<int64_t> offset = 0, length;
+  for (const auto &kv : proto.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset") {
+      offset = parseSize(kv.value());
+      if (!offset)
+        return diag.emitError(loc)
+               << what << " has a bad external data offset '" << kv.value() << "'";
+    } else if (kv.key() == "length") {
+      length = parseSize(kv.value());
+      if (!length)
+        return diag.emitError(loc)
+               << what << " has a bad external data length '" << kv.value() << "'";
+    }
+  }
+  if (location.empty())
+    return diag.emitError(loc) << what << " has external data without a 'location'";
+  std::filesystem::path rel(location);
+  if (rel.is_absolute())
+    return diag.emitError(loc) << what << " has an absolute external data location '" << location
+                               << "'; ONNX requires a path relative to the model's folder";
+  for (const auto &part : rel)
+    if (part == "..")
+      return diag.emitError(loc) << what << " has external data location '" << location
+                                 << "' outside the model's folder";
+  std::filesystem::path full = std::filesystem::path(baseDir.empty() ? "." : baseDir) / rel;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(full, ec))
+    return diag.emitError(loc) << what << ": external data file '" << full.string()
+                               << "' does not exist";
+  uint64_t fileSize = std::filesystem::file_size(full, ec);
+  if (ec)
+    return diag.emitError(loc) << what << ": cannot read the size of external data file '"
+                               << full.string() << "': " << ec.message();
+  if (length && static_cast<uint64_t>(*length) != byteSize)
+    return diag.emitError(loc) << what << " needs " << byteSize
+                               << " bytes but its external data length is " << *length;
+  if (static_cast<uint64_t>(*offset) > fileSize ||
+      fileSize - static_cast<uint64_t>(*offset) < byteSize)
+    return diag.emitError(loc) << what << " needs " << byteSize << " bytes at offset " << *offset
+                               << " of external data file '" << full.string()
+                               << "', which is too short (" << fileSize << " bytes)";
+  std::ifstream in(full, std::ios::binary);
+  if (!in)
+    return diag.emitError(loc) << what << ": cannot open external data file '" << full.string()
+                               << "'";
+  out.resize(byteSize);
+  in.seekg(static_cast<std::streamoff>(*offset));
+  in.read(out.data(), static_cast<std::streamsize>(byteSize));
+  if (!in)
+    return diag.emitError(loc) << what << ": cannot read " << byteSize
+                               << " bytes from external data file '" << full.string() << "'";
+  return success();
+}
+
+/// Copies `count` values of a typed repeated field into `t`, converting.
+template <typename Field, typename Set> void copyField(const Field &field, int64_t count, Set set) {
+  for (int64_t i = 0; i < count; ++i)
+    set(i, field.Get(static_cast<int>(i)));
+}
+
+} // namespace
+
+FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::string &baseDir,
+                                  const std::string &what, const Location &loc,
+                                  DiagnosticEngine &diag) {
+  std::optional<DType> dtype = dtypeFromOnnx(proto.data_type());
+  if (!dtype)
+    return diag.emitError(loc) << what << " has data type " << onnxTypeName(proto.data_type())
+                               << ", which Kiln does not support";
+  if (proto.has_segment())
+    return diag.emitError(loc) << what << " is segmented, which Kiln does not support";
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+  for (int64_t d : proto.dims()) {
+    if (d < 0)
+      return diag.emitError(loc) << what << " has a negative dim " << d;
+    if (__builtin_mul_overflow(numel, d, &numel))
+      return diag.emitError(loc) << what << " has too many elements";
+    shape.push_back(d);
+  }
+  size_t esize = dtypeSize(*dtype);
+  uint64_t byteSize;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), esize, &byteSize) ||
+      byteSize > (uint64_t(1) << 40))
+    return diag.emitError(loc) << what << " of shape " << sizesStr(shape) << " is too large";
+
+  std::string external;
+  const std::string *raw = nullptr;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (failed(readExternal(proto, baseDir, what, byteSize, loc, diag, external)))
+      return failure();
+    raw = &external;
+  } else if (proto.has_raw_data()) {
+    raw = &proto.raw_data();
+    if (raw->size() != byteSize)
+      return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
+                                 << " needs " << byteSize << " bytes of raw data, got "
+                                 << raw->size();
+  }
+
+  Tensor t = Tensor::zeros(*dtype, shape);
+  if (raw) {
+    if (byteSize)
+      std::memcpy(t.mutableRawData(), raw->data(), byteSize);
+    if (*dtype == DType::Bool) // normalize to 0/1
+      for (int64_t i = 0; i < numel; ++i)
+        t.mutableData<uint8_t>()[i] = t.mutableData<uint8_t>()[i] != 0;
+    return t;
+  }
+
+  // Typed fields.
+  auto sizeError = [&](const char *field, int64_t got) -> LogicalResult {
+    return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
+                               << " needs " << numel << " values in " << field << ", got " << got;
+  };
+  switch (proto.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (proto.float_data_size() != numel)
+      return sizeError("float_data", proto.float_data_size());
+    copyField(proto.float_data(), numel,
+              [&](int64_t i, float v) { t.mutableData<float>()[i] = v; });
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (proto.double_data_size() != numel)
+      return sizeError("double_data", proto.double_data_size());
+    copyField(proto.double_data(), numel,
+              [&](int64_t i, double v) { t.mutableData<double>()[i] = v; });
+    break;
+  case onnx::TensorProto::INT64:
+    if (proto.int64_data_size() != numel)
+      return sizeError("int64_data", proto.int64_data_size());
+    copyField(proto.int64_data(), numel, [&](int64_t i, int64_t v) { t.setInt(i, v); });
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    // Stored as the 16-bit patterns, one per int32.
+    if (proto.int32_data_size() != numel)
+      return sizeError("int32_data", proto.int32_data_size());
+    copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) {
+      t.mutableData<uint16_t>()[i] = static_cast<uint16_t>(v);
+    });
+    break;
+  default: // INT32, INT8, UINT8, BOOL
+    if (proto.int32_data_size() != numel)
+      return sizeError("int32_data", proto.int32_data_size());
+    copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) { t.setInt(i, v); });
+    break;
+  }
+  return t;
+}
+
+} // namespace kiln::onnximport
