@@ -54,12 +54,14 @@ namespace nn {
 class Module;
 }
 
+/// Members have default initializers, so designated initializers may name
+/// any subset (in declaration order).
 struct TraceOptions {
   /// Names of the graph inputs, one per example input; empty gives input0,
   /// input1, ... Names must be distinct.
-  std::vector<std::string> inputNames;
+  std::vector<std::string> inputNames{};
   /// Names given to the graph outputs' values where they have none yet.
-  std::vector<std::string> outputNames;
+  std::vector<std::string> outputNames{};
   /// The graph's name.
   std::string graphName = "forward";
   /// Parameters become graph inputs (after the example inputs, in order of
@@ -68,7 +70,7 @@ struct TraceOptions {
   bool parametersAsInputs = false;
   /// Other input sets: each is run eagerly and through the traced graph on
   /// the reference interpreter; the outputs must agree within rtol/atol.
-  std::vector<std::vector<Tensor>> checkInputs;
+  std::vector<std::vector<Tensor>> checkInputs{};
   double rtol = 1e-5;
   double atol = 1e-6;
   /// Where warnings go (host reads of traced values); nullptr prints them to

@@ -1,0 +1,268 @@
+//===- TraceOpsTest.cpp - Every op: traced, interpreted, equal to eager ---===//
+//
+// Driven by the op table: each op of ir/Ops.def must have a case below (a
+// small valid input set and a function calling the op's eager function,
+// with each overload it has). For each case the function is run eagerly
+// and traced; the traced graph must verify, contain the op, and give on the
+// reference interpreter exactly the eager outputs. An op without a case
+// fails the test.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "kiln/Trace.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+namespace kiln {
+namespace {
+
+using Ins = std::vector<Tensor>;
+using Outs = std::vector<Tensor>;
+
+struct OpCase {
+  Ins inputs;
+  std::function<Outs(const Ins &)> fn;
+};
+
+Tensor normal(std::vector<int64_t> shape, uint64_t seed) {
+  return randn(std::move(shape), seed);
+}
+/// Values in [0.5, 2): safe for log, sqrt, division.
+Tensor positive(std::vector<int64_t> shape, uint64_t seed) {
+  return uniform(std::move(shape), 0.5, 2.0, seed);
+}
+Tensor boolean(std::vector<double> values) {
+  int64_t n = static_cast<int64_t>(values.size());
+  return tensor(values, {n}, DType::Bool);
+}
+
+std::map<std::string, OpCase> opCases() {
+  std::map<std::string, OpCase> c;
+  Ins x23{normal({2, 3}, 1)};
+  Ins xy23{normal({2, 3}, 1), normal({2, 3}, 2)};
+  Ins img{normal({1, 2, 5, 5}, 3)};
+  Ins bools{boolean({1, 0, 1, 0}), boolean({1, 1, 0, 0})};
+
+  // Elementwise, unary.
+  c["abs"] = {x23, [](const Ins &in) -> Outs { return {abs(in[0])}; }};
+  c["ceil"] = {x23, [](const Ins &in) -> Outs { return {ceil(in[0])}; }};
+  c["cos"] = {x23, [](const Ins &in) -> Outs { return {cos(in[0])}; }};
+  c["elu"] = {x23, [](const Ins &in) -> Outs { return {elu(in[0]), elu(in[0], {.alpha = 0.5})}; }};
+  c["erf"] = {x23, [](const Ins &in) -> Outs { return {erf(in[0])}; }};
+  c["exp"] = {x23, [](const Ins &in) -> Outs { return {exp(in[0])}; }};
+  c["floor"] = {x23, [](const Ins &in) -> Outs { return {floor(in[0])}; }};
+  c["gelu"] = {x23, [](const Ins &in) -> Outs {
+                 return {gelu(in[0]), gelu(in[0], {.approximate = "tanh"})};
+               }};
+  c["hard_sigmoid"] = {x23, [](const Ins &in) -> Outs {
+                         return {hard_sigmoid(in[0], {.alpha = 0.3, .beta = 0.4})};
+                       }};
+  c["hard_swish"] = {x23, [](const Ins &in) -> Outs { return {hard_swish(in[0])}; }};
+  c["leaky_relu"] = {x23,
+                     [](const Ins &in) -> Outs { return {leaky_relu(in[0], {.alpha = 0.2})}; }};
+  c["log"] = {{positive({2, 3}, 4)}, [](const Ins &in) -> Outs { return {log(in[0])}; }};
+  c["neg"] = {x23, [](const Ins &in) -> Outs { return {neg(in[0])}; }};
+  c["not"] = {bools, [](const Ins &in) -> Outs { return {logical_not(in[0])}; }};
+  c["reciprocal"] = {{positive({2, 3}, 5)},
+                     [](const Ins &in) -> Outs { return {reciprocal(in[0])}; }};
+  c["relu"] = {x23, [](const Ins &in) -> Outs { return {relu(in[0])}; }};
+  c["round"] = {x23, [](const Ins &in) -> Outs { return {round(in[0])}; }};
+  c["rsqrt"] = {{positive({2, 3}, 6)}, [](const Ins &in) -> Outs { return {rsqrt(in[0])}; }};
+  c["sigmoid"] = {x23, [](const Ins &in) -> Outs { return {sigmoid(in[0])}; }};
+  c["sign"] = {x23, [](const Ins &in) -> Outs { return {sign(in[0])}; }};
+  c["sin"] = {x23, [](const Ins &in) -> Outs { return {sin(in[0])}; }};
+  c["softplus"] = {x23, [](const Ins &in) -> Outs { return {softplus(in[0])}; }};
+  c["sqrt"] = {{positive({2, 3}, 7)}, [](const Ins &in) -> Outs { return {sqrt(in[0])}; }};
+  c["tanh"] = {x23, [](const Ins &in) -> Outs { return {tanh(in[0])}; }};
+  c["cast"] = {x23, [](const Ins &in) -> Outs {
+                 return {cast(in[0], {.to = DType::I32}), cast(in[0], {.to = DType::F16})};
+               }};
+  c["clip"] = {x23, [](const Ins &in) -> Outs {
+                 return {clip(in[0], {.min = -0.5, .max = 0.5}), clip(in[0], {.max = 0.1})};
+               }};
+
+  // Elementwise, binary and ternary (with broadcasting).
+  c["add"] = {{normal({2, 3}, 1), normal({3}, 2)},
+              [](const Ins &in) -> Outs { return {add(in[0], in[1])}; }};
+  c["and"] = {bools, [](const Ins &in) -> Outs { return {logical_and(in[0], in[1])}; }};
+  c["div"] = {{normal({2, 3}, 1), positive({2, 3}, 2)},
+              [](const Ins &in) -> Outs { return {div(in[0], in[1])}; }};
+  c["equal"] = {{tensorOfInts({1, 2, 3}, {3}), tensorOfInts({1, 0, 3}, {3})},
+                [](const Ins &in) -> Outs { return {equal(in[0], in[1])}; }};
+  c["greater"] = {xy23, [](const Ins &in) -> Outs { return {greater(in[0], in[1])}; }};
+  c["less"] = {xy23, [](const Ins &in) -> Outs { return {less(in[0], in[1])}; }};
+  c["max"] = {xy23, [](const Ins &in) -> Outs { return {max(in[0], in[1])}; }};
+  c["min"] = {xy23, [](const Ins &in) -> Outs { return {min(in[0], in[1])}; }};
+  c["mul"] = {xy23, [](const Ins &in) -> Outs { return {mul(in[0], in[1])}; }};
+  c["or"] = {bools, [](const Ins &in) -> Outs { return {logical_or(in[0], in[1])}; }};
+  c["pow"] = {{positive({2, 3}, 1), normal({2, 3}, 2)},
+              [](const Ins &in) -> Outs { return {pow(in[0], in[1])}; }};
+  c["sub"] = {xy23, [](const Ins &in) -> Outs { return {sub(in[0], in[1])}; }};
+  c["where"] = {{boolean({1, 0, 1}), normal({2, 3}, 1), normal({3}, 2)},
+                [](const Ins &in) -> Outs { return {where(in[0], in[1], in[2])}; }};
+
+  // Reductions and normalizations.
+  c["argmax"] = {x23, [](const Ins &in) -> Outs {
+                   return {argmax(in[0]), argmax(in[0], {.axis = 1, .keepdims = false})};
+                 }};
+  c["reduce_max"] = {x23, [](const Ins &in) -> Outs { return {reduce_max(in[0], {.axes = {1}})}; }};
+  c["reduce_mean"] = {x23, [](const Ins &in) -> Outs { return {reduce_mean(in[0])}; }};
+  c["reduce_min"] = {x23, [](const Ins &in) -> Outs {
+                       return {reduce_min(in[0], {.axes = {0}, .keepdims = false})};
+                     }};
+  c["reduce_prod"] = {x23,
+                      [](const Ins &in) -> Outs { return {reduce_prod(in[0], {.axes = {-1}})}; }};
+  c["reduce_sum"] = {
+      x23, [](const Ins &in) -> Outs {
+        return {reduce_sum(in[0]), reduce_sum(in[0], {.axes = {1}, .keepdims = false})};
+      }};
+  c["softmax"] = {x23, [](const Ins &in) -> Outs { return {softmax(in[0], {.axis = 0})}; }};
+  c["log_softmax"] = {x23, [](const Ins &in) -> Outs { return {log_softmax(in[0])}; }};
+  c["layer_norm"] = {
+      {normal({2, 4}, 1), normal({4}, 2), normal({4}, 3)}, [](const Ins &in) -> Outs {
+        return {layer_norm(in[0], in[1]), layer_norm(in[0], in[1], in[2], {.epsilon = 1e-3})};
+      }};
+  c["batch_norm"] = {
+      {normal({2, 3, 4}, 1), normal({3}, 2), normal({3}, 3), normal({3}, 4), positive({3}, 5)},
+      [](const Ins &in) -> Outs {
+        return {batch_norm(in[0], in[1], in[2], in[3], in[4], {.epsilon = 1e-3})};
+      }};
+
+  // Linear algebra and windows.
+  c["matmul"] = {{normal({2, 3, 4}, 1), normal({4, 5}, 2)},
+                 [](const Ins &in) -> Outs { return {matmul(in[0], in[1])}; }};
+  c["gemm"] = {{normal({2, 3}, 1), normal({4, 3}, 2), normal({4}, 3)}, [](const Ins &in) -> Outs {
+                 return {gemm(in[0], in[1], {.trans_b = true}),
+                         gemm(in[0], in[1], in[2], {.alpha = 0.5, .beta = 2.0, .trans_b = true})};
+               }};
+  c["conv"] = {{normal({1, 2, 5, 5}, 1), normal({4, 2, 3, 3}, 2), normal({4}, 3)},
+               [](const Ins &in) -> Outs {
+                 return {conv(in[0], in[1]),
+                         conv(in[0], in[1], in[2], {.strides = {2, 2}, .pads = {1, 1, 1, 1}})};
+               }};
+  c["conv_transpose"] = {{normal({1, 2, 3, 3}, 1), normal({2, 3, 2, 2}, 2), normal({3}, 3)},
+                         [](const Ins &in) -> Outs {
+                           return {conv_transpose(in[0], in[1]),
+                                   conv_transpose(in[0], in[1], in[2], {.strides = {2, 2}})};
+                         }};
+  c["avg_pool"] = {img, [](const Ins &in) -> Outs {
+                     return {avg_pool(in[0], {.kernel = {3, 3}, .strides = {2, 2}})};
+                   }};
+  c["max_pool"] = {img, [](const Ins &in) -> Outs {
+                     return {max_pool(in[0], {.kernel = {2, 2}, .strides = {2, 2}})};
+                   }};
+  c["global_avg_pool"] = {img, [](const Ins &in) -> Outs { return {global_avg_pool(in[0])}; }};
+
+  // Data movement.
+  c["concat"] = {{normal({2, 1}, 1), normal({2, 3}, 2), normal({2, 2}, 3)},
+                 [](const Ins &in) -> Outs {
+                   return {concat({in[0], in[1], in[2]}, {.axis = 1})};
+                 }};
+  c["expand"] = {{normal({3, 1}, 1)}, [](const Ins &in) -> Outs {
+                   return {expand(in[0], {.shape = {2, 3, 4}})};
+                 }};
+  c["flatten"] = {{normal({2, 3, 4}, 1)}, [](const Ins &in) -> Outs {
+                    return {flatten(in[0]), flatten(in[0], {.axis = 2})};
+                  }};
+  c["gather"] = {{normal({5, 3}, 1), tensorOfInts({4, 0, 2, 2}, {2, 2})},
+                 [](const Ins &in) -> Outs {
+                   return {gather(in[0], in[1]), gather(in[0], in[1], {.axis = 0})};
+                 }};
+  c["pad"] = {x23, [](const Ins &in) -> Outs {
+                return {pad(in[0], {.pads = {1, 0, 0, 2}, .value = 9.0}),
+                        pad(in[0], {.pads = {0, 1, 0, 1}, .mode = "edge"})};
+              }};
+  c["reshape"] = {x23, [](const Ins &in) -> Outs { return {reshape(in[0], {.shape = {3, 2}})}; }};
+  c["resize"] = {{normal({1, 1, 2, 2}, 1)}, [](const Ins &in) -> Outs {
+                   return {resize(in[0], {.scales = {1, 1, 2, 2}}),
+                           resize(in[0], {.mode = "linear", .sizes = {1, 1, 3, 3}})};
+                 }};
+  c["shape"] = {x23, [](const Ins &in) -> Outs { return {shape(in[0])}; }};
+  c["slice"] = {
+      {normal({4, 5}, 1)}, [](const Ins &in) -> Outs {
+        return {slice(in[0], {.starts = {1, 0}, .ends = {3, 5}, .axes = {0, 1}, .steps = {1, 2}})};
+      }};
+  c["split"] = {{normal({4, 6}, 1)}, [](const Ins &in) -> Outs {
+                  Outs out = split(in[0], {.axis = 1, .num_outputs = 3});
+                  for (const Tensor &t : split(in[0], {.axis = 0, .sizes = {1, 3}}))
+                    out.push_back(t);
+                  return out;
+                }};
+  c["squeeze"] = {{normal({1, 3, 1}, 1)}, [](const Ins &in) -> Outs {
+                    return {squeeze(in[0]), squeeze(in[0], {.axes = {0}})};
+                  }};
+  c["transpose"] = {x23, [](const Ins &in) -> Outs {
+                      return {transpose(in[0]), transpose(in[0], {.perm = {1, 0}})};
+                    }};
+  c["unsqueeze"] = {x23, [](const Ins &in) -> Outs {
+                      return {unsqueeze(in[0], {.axes = {0, 3}})};
+                    }};
+
+  // Ops without operands, combined with an input so the graph has one.
+  c["constant"] = {x23, [](const Ins &in) -> Outs {
+                     Tensor k = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+                     return {add(in[0], constant({.value = k}))};
+                   }};
+  c["constant_of_shape"] = {
+      x23, [](const Ins &in) -> Outs {
+        return {add(in[0], constant_of_shape({.shape = {2, 3}, .value = 1.5}))};
+      }};
+  c["range"] = {
+      {normal({4}, 1)}, [](const Ins &in) -> Outs {
+        return {add(in[0], range({.start = 0, .limit = 2, .delta = 0.5, .dtype = DType::F32}))};
+      }};
+  return c;
+}
+
+TEST(TraceOps, EveryOpOfTheTableHasACase) {
+  auto cases = opCases();
+  for (const OpInfo &info : allOps())
+    EXPECT_TRUE(cases.count(std::string(info.mnemonic)))
+        << "op '" << info.mnemonic << "' has no case in TraceOpsTest.cpp opCases()";
+  EXPECT_EQ(cases.size(), allOps().size()) << "a case names an op that is not in the table";
+}
+
+class TraceEachOp : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TraceEachOp, TracedGraphEqualsEager) {
+  auto cases = opCases();
+  auto it = cases.find(GetParam());
+  ASSERT_NE(it, cases.end()) << "no case for op '" << GetParam() << "'";
+  const OpCase &c = it->second;
+
+  Outs eager = c.fn(c.inputs);
+  auto graph = trace(c.fn, c.inputs);
+  ASSERT_TRUE(graph);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collected(diag);
+  ASSERT_TRUE(succeeded(verify(*graph, diag))) << collected.str();
+  std::string text = printGraph(*graph);
+  EXPECT_NE(text.find("= " + GetParam()), std::string::npos) << text;
+
+  auto traced = interpret(*graph, c.inputs, diag);
+  ASSERT_TRUE(traced.succeeded()) << collected.str();
+  ASSERT_EQ(traced->size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(eager[i].bitwiseEqual((*traced)[i]))
+        << GetParam() << " output " << i << ": eager " << eager[i].str() << ", traced "
+        << (*traced)[i].str() << "\n"
+        << text;
+}
+
+std::vector<std::string> allMnemonics() {
+  std::vector<std::string> names;
+  for (const OpInfo &info : allOps())
+    names.emplace_back(info.mnemonic);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, TraceEachOp, ::testing::ValuesIn(allMnemonics()),
+                         [](const ::testing::TestParamInfo<std::string> &p) { return p.param; });
+
+} // namespace
+} // namespace kiln
