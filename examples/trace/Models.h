@@ -49,6 +49,7 @@ struct EncoderBlock : kiln::nn::Module {
     registerModule("linear2", linear2);
     registerModule("norm1", norm1);
     registerModule("norm2", norm2);
+    registerModule("gelu", gelu);
   }
 
   kiln::Tensor forward(const kiln::Tensor &x, const std::source_location &) override {

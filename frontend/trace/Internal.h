@@ -33,6 +33,11 @@ void recordOp(TraceState &trace, const OpInfo &info, std::span<const Tensor> ope
 /// the accessor); a warning when `t` depends on the trace's inputs.
 void recordHostRead(TraceState &trace, const Tensor &t, const Location &loc, std::string_view what);
 
+/// Gives the value of `t` the name hint `name` when it is the result of an
+/// op (not a constant or input). Modules call this as they return, so the
+/// outermost module returning a value names it.
+void nameTracedValue(TraceState &trace, const Tensor &t, const std::string &name);
+
 /// The location of a C++ call site.
 Location toLocation(const std::source_location &loc);
 

@@ -72,6 +72,14 @@ Module::~Module() {
     forgetParameter(p.value);
 }
 
+Tensor Module::operator()(const Tensor &x, std::source_location loc) {
+  Tensor y = forward(x, loc);
+  if (!path_.empty())
+    if (detail::TraceState *trace = detail::activeTrace())
+      detail::nameTracedValue(*trace, y, path_);
+  return y;
+}
+
 const Tensor &Module::registerParameter(std::string name, Tensor init) {
   nameParameter(init, name);
   params_.push_back(Param{std::move(name), std::move(init)});
@@ -83,7 +91,8 @@ void Module::registerModule(std::string name, Module &child) {
   publishNames("");
 }
 
-void Module::publishNames(const std::string &prefix) const {
+void Module::publishNames(const std::string &prefix) {
+  path_ = prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1);
   for (const Param &p : params_)
     nameParameter(p.value, prefix + p.name);
   for (const auto &[name, child] : children_)
@@ -283,7 +292,7 @@ Tensor MultiheadAttention::forward(const Tensor &x, const std::source_location &
   Tensor attn = matmul(softmax(scores, {.axis = -1}, loc), v, {}, loc);
   Tensor merged =
       reshape(transpose(attn, {.perm = {0, 2, 1, 3}}, loc), {.shape = {b, s, embedDim_}}, loc);
-  return outProj_.forward(merged, loc);
+  return outProj_(merged, loc);
 }
 
 Tensor ReLU::forward(const Tensor &x, const std::source_location &loc) {
@@ -304,7 +313,7 @@ Module &Sequential::add(std::string name, std::unique_ptr<Module> child) {
 Tensor Sequential::forward(const Tensor &x, const std::source_location &loc) {
   Tensor y = x;
   for (const auto &child : owned_)
-    y = child->forward(y, loc);
+    y = (*child)(y, loc);
   return y;
 }
 

@@ -86,6 +86,16 @@ std::string parameterName(const Tensor &t) {
 
 namespace detail {
 
+namespace {
+Diagnostic makeNote(Location loc, std::string message) {
+  Diagnostic d;
+  d.severity = Severity::Note;
+  d.loc = std::move(loc);
+  d.message = std::move(message);
+  return d;
+}
+} // namespace
+
 class TraceState {
 public:
   TraceState(Graph &graph, const TraceOptions &options) : graph_(graph), options_(options) {}
@@ -102,8 +112,11 @@ public:
   void map(const Tensor &t, Value *v, bool dependsOnInputs) {
     values_[TensorKey(t)] = v;
     keepAlive_.push_back(t);
-    if (dependsOnInputs)
+    if (dependsOnInputs) {
       dependent_.insert(v);
+      const char *begin = static_cast<const char *>(t.rawData());
+      dependentBytes_[begin] = {begin + t.byteSize(), v};
+    }
   }
   bool dependsOnInputs(const Value *v) const { return dependent_.count(v) != 0; }
 
@@ -119,6 +132,8 @@ public:
       v = graph_.addInput(t.type(), uniqueName(param));
       parameterInputs_.push_back(t);
     } else {
+      if (param.empty())
+        warnIfAliasesTracedValue(t, loc);
       std::string name = param.empty() ? "" : uniqueName(param);
       DiagnosticEngine diag;
       ScopedDiagnosticCollector collected(diag);
@@ -133,8 +148,51 @@ public:
     return v;
   }
 
-  void warn(Diagnostic d) {
-    hostReads_.push_back(d);
+  /// Value-name hint `name` for the op result `t` (see nameTracedValue).
+  void nameResult(const Tensor &t, const std::string &name) {
+    auto it = values_.find(TensorKey(t));
+    if (it == values_.end())
+      return;
+    Value *v = it->second;
+    Node *def = v->definingNode();
+    if (def && def->kind() != OpKind::Constant && v->name() != name)
+      v->setName(uniqueName(name));
+  }
+
+  /// A tensor the eager API did not make, over the bytes of a value computed
+  /// from the inputs (Tensor::view, Tensor::borrow), would silently become a
+  /// constant holding this run's values: warn.
+  void warnIfAliasesTracedValue(const Tensor &t, const Location &loc) {
+    const char *p = static_cast<const char *>(t.rawData());
+    auto it = dependentBytes_.upper_bound(p);
+    if (it == dependentBytes_.begin())
+      return;
+    --it;
+    if (p >= it->second.first)
+      return;
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.loc = loc;
+    d.message = "a tensor sharing the bytes of a traced value, but not made by an eager op "
+                "(Tensor::view or borrow?), is recorded as a constant holding this run's "
+                "values; use the eager ops (kiln::reshape) so the trace follows the inputs";
+    Diagnostic note;
+    note.severity = Severity::Note;
+    const Value *v = it->second.second;
+    if (Node *def = v->definingNode()) {
+      note.loc = def->loc();
+      note.message = "the traced value was computed by this '" + std::string(def->mnemonic()) + "'";
+    } else {
+      note.message = "the traced value is graph input '%" + v->name() + "'";
+    }
+    d.notes.push_back(std::move(note));
+    warn(std::move(d), "a view of a traced value was recorded as a constant here");
+  }
+
+  /// Reports warning `d`; `why` is the note a failed trace check shows at
+  /// its location.
+  void warn(Diagnostic d, std::string why) {
+    warnings_.push_back(makeNote(d.loc, std::move(why)));
     if (options_.warningsAsErrors) {
       d.severity = Severity::Error;
       throw Error({d});
@@ -147,7 +205,8 @@ public:
 
   Graph &graph() { return graph_; }
   const std::vector<Tensor> &parameterInputs() const { return parameterInputs_; }
-  const std::vector<Diagnostic> &hostReads() const { return hostReads_; }
+  /// One note per warning, for a failed trace check to explain itself.
+  const std::vector<Diagnostic> &warnings() const { return warnings_; }
 
 private:
   Graph &graph_;
@@ -155,9 +214,11 @@ private:
   std::map<TensorKey, Value *> values_;
   std::vector<Tensor> keepAlive_;
   std::unordered_set<const Value *> dependent_;
+  /// Byte ranges [begin, end) of the tensors computed from the inputs.
+  std::map<const char *, std::pair<const char *, const Value *>> dependentBytes_;
   std::set<std::string> usedNames_;
   std::vector<Tensor> parameterInputs_;
-  std::vector<Diagnostic> hostReads_;
+  std::vector<Diagnostic> warnings_;
 };
 
 namespace {
@@ -198,6 +259,10 @@ void recordOp(TraceState &trace, const OpInfo &info, std::span<const Tensor> ope
   }
 }
 
+void nameTracedValue(TraceState &trace, const Tensor &t, const std::string &name) {
+  trace.nameResult(t, name);
+}
+
 void recordHostRead(TraceState &trace, const Tensor &t, const Location &loc,
                     std::string_view what) {
   if (!trace.isMapped(t))
@@ -221,7 +286,8 @@ void recordHostRead(TraceState &trace, const Tensor &t, const Location &loc,
     note.message = "the value is graph input '%" + v->name() + "'";
   }
   d.notes.push_back(std::move(note));
-  trace.warn(std::move(d));
+  trace.warn(std::move(d), "a traced value was read back to the host here ('" + std::string(what) +
+                               "'); the trace cannot follow a decision taken on it");
 }
 
 namespace {
@@ -300,14 +366,13 @@ void checkTrace(const TracedFunction &fn, const Graph &graph, TraceState &state,
       Location loc = out->definingNode() ? out->definingNode()->loc() : Location();
       Diagnostic d =
           makeDiag(Severity::Error, loc, which + "output " + std::to_string(j) + " " + why);
-      for (const Diagnostic &read : state.hostReads())
-        d.notes.push_back(makeDiag(Severity::Note, read.loc,
-                                   "a traced value was read back to the host here; the trace "
-                                   "cannot follow a decision taken on it"));
-      if (state.hostReads().empty())
+      for (const Diagnostic &note : state.warnings())
+        d.notes.push_back(note);
+      if (state.warnings().empty())
         d.notes.push_back(makeDiag(Severity::Note, Location(),
-                                   "no host read was seen: the function may depend on state "
-                                   "outside its inputs (globals, counters, randomness)"));
+                                   "nothing suspicious was seen while tracing: the function may "
+                                   "depend on state outside its inputs (globals, counters, "
+                                   "randomness) or read values through Tensor's own accessors"));
       throw Error({d});
     }
   }
@@ -352,9 +417,13 @@ std::unique_ptr<Graph> traceImpl(const TracedFunction &fn, std::vector<Tensor> i
     outs.push_back(state.valueOf(outputs[i], Location()));
   }
   graph->setOutputs(outs);
-  for (size_t i = 0; i < options.outputNames.size() && i < outs.size(); ++i)
-    if (outs[i]->name().empty())
+  // Requested output names replace the names modules gave; graph inputs
+  // and constants keep theirs.
+  for (size_t i = 0; i < options.outputNames.size() && i < outs.size(); ++i) {
+    Node *def = outs[i]->definingNode();
+    if (def && def->kind() != OpKind::Constant)
       outs[i]->setName(state.uniqueName(options.outputNames[i]));
+  }
 
   DiagnosticEngine diag;
   ScopedDiagnosticCollector collected(diag);

@@ -55,10 +55,10 @@ public:
   Module &operator=(const Module &) = delete;
   virtual ~Module();
 
-  /// Runs the module; its ops are located at the caller.
-  Tensor operator()(const Tensor &x, std::source_location loc = std::source_location::current()) {
-    return forward(x, loc);
-  }
+  /// Runs the module; its ops are located at the caller. While tracing,
+  /// the result is named after the module's path ("fc1", "self_attn") when
+  /// the module is a registered child (the outermost such module wins).
+  Tensor operator()(const Tensor &x, std::source_location loc = std::source_location::current());
   /// What the module computes; `loc` is the call site to give its ops.
   virtual Tensor forward(const Tensor &x, const std::source_location &loc) = 0;
 
@@ -94,13 +94,15 @@ private:
     Tensor value;
   };
   /// Renames every parameter of this subtree in the trace registry (see
-  /// nameParameter) under `prefix`.
-  void publishNames(const std::string &prefix) const;
+  /// nameParameter) under `prefix`, and records each module's path.
+  void publishNames(const std::string &prefix);
   void collect(const std::string &prefix, std::vector<std::pair<std::string, Tensor>> &out) const;
   Tensor *find(const std::string &name);
 
   std::deque<Param> params_;
   std::vector<std::pair<std::string, Module *>> children_;
+  /// The dotted path from the outermost module ("" for a root).
+  std::string path_;
 };
 
 /// y = x W^T + b, with W [out, in] and b [out]; x has the features last.

@@ -79,6 +79,9 @@ TEST(Trace, ParametersBecomeNamedConstants) {
   std::string text = printGraph(*graph);
   EXPECT_TRUE(contains(text, "%fc1.weight = constant @fc1.weight : f32[128,256]")) << text;
   EXPECT_TRUE(contains(text, "%fc3.bias = constant @fc3.bias : f32[10]")) << text;
+  // Module results are named after the module.
+  EXPECT_TRUE(contains(text, "%fc1 = gemm(%input0, %fc1.weight, %fc1.bias)")) << text;
+  EXPECT_TRUE(contains(text, "softmax(%fc3)")) << text;
   EXPECT_TRUE(run(*graph, {x})[0].bitwiseEqual(mlp(x)));
 }
 
@@ -198,6 +201,23 @@ TEST(Trace, WarningsAsErrors) {
   EXPECT_TRUE(contains(e.what(), "TraceTest.cpp:" + std::to_string(line) + ":")) << e.what();
   EXPECT_TRUE(contains(e.what(), "error: 'toVector' reads a traced value")) << e.what();
   EXPECT_FALSE(isTracing());
+}
+
+TEST(Trace, ViewsMadeOutsideTheEagerApiAreWarned) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collected(diag);
+  int line = __LINE__ + 1;
+  auto fn = [](const Tensor &x) { return neg(exp(x).view({4})); };
+  Tensor x = randn({2, 2}, 1);
+  Error e = errorOf([&] {
+    (void)trace(fn, {x}, {.checkInputs = {{randn({2, 2}, 2)}}, .diag = &diag});
+  });
+  ASSERT_EQ(collected.diagnostics().size(), 1u) << collected.str();
+  const Diagnostic &warning = collected.diagnostics()[0];
+  EXPECT_EQ(warning.loc.line(), static_cast<unsigned>(line));
+  EXPECT_TRUE(contains(warning.message, "sharing the bytes of a traced value")) << warning.message;
+  EXPECT_TRUE(contains(e.what(), "a view of a traced value was recorded as a constant here"))
+      << e.what();
 }
 
 TEST(Trace, ReadsOfValuesNotComputedFromInputsAreNotWarned) {
