@@ -389,6 +389,7 @@ LogicalResult Importer::sortNodes() {
   }
   std::vector<int> cycle(path.begin() + seenAt[static_cast<size_t>(cur)], path.end());
   std::reverse(cycle.begin(), cycle.end()); // producer -> consumer order
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
   auto d = diag_.emitError(nodeLoc(cycle.front()));
   d << "the graph has a cycle: ";
   for (int c : cycle)

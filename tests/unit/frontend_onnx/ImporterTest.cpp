@@ -1,0 +1,360 @@
+//===- ImporterTest.cpp - Model-level import and its errors -----*- C++ -*-===//
+//
+// Inputs, outputs, initializers, opsets, node order, dims and external data,
+// and the diagnostic for each kind of broken model.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+/// y = relu(x + b) with b an initializer.
+ModelBuilder addRelu(int64_t opset = 13) {
+  ModelBuilder b(opset);
+  b.input("x", {int64_t(2), int64_t(3)});
+  b.init("b", {3}, {1, 2, 3});
+  b.node("Add", {"x", "b"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+TEST(OnnxImporterTest, ImportsAGraphWithNamesAndWeights) {
+  auto r = importModel(addRelu());
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_EQ(r.text, "graph @g(%x: f32[2,3]) -> (f32[2,3]) {\n"
+                    "  %b = constant @b : f32[3]\n"
+                    "  %s = add(%x, %b) : f32[2,3]\n"
+                    "  %y = relu(%s) : f32[2,3]\n"
+                    "  return %y\n"
+                    "}\n"
+                    "\n"
+                    "blobs {\n"
+                    "  @b = elided\n"
+                    "}\n");
+}
+
+TEST(OnnxImporterTest, NodeLocationsNameTheOnnxNode) {
+  auto b = addRelu();
+  DiagnosticEngine diag;
+  OnnxImportOptions opts;
+  opts.modelName = "m.onnx";
+  auto m = importOnnxBytes(b.bytes(), diag, opts);
+  ASSERT_TRUE(m.succeeded());
+  PrintOptions p;
+  p.printLocs = true;
+  p.elideBlobs = true;
+  EXPECT_NE(printModule(**m, p).find("%y = relu(%s) : f32[2,3] loc(\"Relu_2\" in \"m.onnx\")"),
+            std::string::npos);
+}
+
+TEST(OnnxImporterTest, UnsortedNodesAreSorted) {
+  ModelBuilder b;
+  b.input("x", {int64_t(4)});
+  b.node("Relu", {"s"}, {"y"});
+  b.node("Neg", {"x"}, {"s"});
+  b.output("y");
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_NE(r.text.find("%s = neg(%x) : f32[4]\n  %y = relu(%s)"), std::string::npos) << r.text;
+}
+
+TEST(OnnxImporterTest, InitializerListedAsInputIsAConstant) {
+  auto b = addRelu();
+  b.input("b", {int64_t(3)}); // IR version 3 style
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_NE(r.text.find("graph @g(%x: f32[2,3]) ->"), std::string::npos) << r.text;
+}
+
+TEST(OnnxImporterTest, DynamicDims) {
+  ModelBuilder b;
+  b.input("x", {std::string("batch"), std::string(""), std::string("seq len")});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_NE(r.text.find("(%x: f32[batch,?,seq_len])"), std::string::npos) << r.text;
+
+  OnnxImportOptions bound;
+  bound.dimBindings["batch"] = 4;
+  r = importModel(b, bound);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_NE(r.text.find("(%x: f32[4,?,seq_len])"), std::string::npos) << r.text;
+
+  OnnxImportOptions anonymous;
+  anonymous.dynamicDims = OnnxDynamicDims::Anonymous;
+  r = importModel(b, anonymous);
+  EXPECT_NE(r.text.find("(%x: f32[?,?,?])"), std::string::npos) << r.text;
+
+  OnnxImportOptions strict;
+  strict.dynamicDims = OnnxDynamicDims::Error;
+  strict.dimBindings["batch"] = 1;
+  r = importModel(b, strict);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.errors, "m.onnx: node 'x': error: graph input 'x' has dynamic dim 1; bind it to a "
+                      "size (--dim NAME=N)\n"
+                      "m.onnx: node 'x': error: graph input 'x' has dynamic dim 2 ('seq len'); "
+                      "bind it to a size (--dim seq len=N)");
+
+  OnnxImportOptions typo;
+  typo.dimBindings["btch"] = 1;
+  r = importModel(b, typo);
+  EXPECT_EQ(r.errors,
+            "error: m.onnx: no graph input has a dim named 'btch' (named dims: batch seq len)");
+}
+
+TEST(OnnxImporterTest, CorruptAndTruncatedBytes) {
+  EXPECT_EQ(importBytes("").errors, "error: m.onnx: the file is empty");
+  EXPECT_EQ(importBytes("\xff\xff\xff\xff garbage").errors,
+            "error: m.onnx: not a valid ONNX model: the protobuf data is corrupt or truncated (12 "
+            "bytes)");
+  std::string bytes = addRelu().bytes();
+  // Every prefix of a valid model fails cleanly (or, at a field boundary,
+  // imports what it holds) and never crashes.
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    auto r = importBytes(bytes.substr(0, n));
+    EXPECT_TRUE(r.ok || !r.errors.empty()) << n;
+  }
+  EXPECT_NE(importBytes(bytes.substr(0, bytes.size() / 2)).errors, "");
+  // A valid protobuf that is not a model.
+  onnx::ModelProto notAModel;
+  notAModel.set_producer_name("x");
+  EXPECT_EQ(importBytes(notAModel.SerializeAsString()).errors,
+            "error: m.onnx: not an ONNX model: it has no ir_version");
+}
+
+TEST(OnnxImporterTest, UnsupportedOpsets) {
+  EXPECT_EQ(importModel(addRelu(9)).errors,
+            "error: m.onnx: the model uses opset 9 of the default ONNX domain; Kiln imports "
+            "opsets 11 to 17 (re-export with another opset_version, or convert the model with "
+            "onnx.version_converter)");
+  EXPECT_NE(importModel(addRelu(18)).errors.find("uses opset 18"), std::string::npos);
+  auto b = addRelu();
+  b.model.clear_opset_import();
+  EXPECT_EQ(importModel(b).errors,
+            "error: m.onnx: the model imports no opset of the default ONNX domain");
+}
+
+TEST(OnnxImporterTest, UnsupportedOpsAreListedInOneError) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(4), int64_t(4)});
+  b.node("TopK", {"x", "k"}, {"v", "i"}, "topk_1");
+  b.node("Relu", {"v"}, {"rl"});
+  b.node("NonZero", {"rl"}, {"nz"}, "nz_1");
+  b.node("TopK", {"x", "k"}, {"v2", "i2"}, "topk_2");
+  auto &lstm = b.node("LSTM", {"x", "w", "r"}, {"y"}, "lstm_1");
+  attrFloat(lstm, "clip", 1.0f);
+  attrStrings(lstm, "activations", {"Sigmoid", "Elu", "Tanh"});
+  b.node("FusedConv", {"x"}, {"fc"}, "fused").set_domain("com.microsoft");
+  auto *ms = b.model.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  b.initInts("k", {1}, {2});
+  b.init("w", {1, 4, 4}, std::vector<float>(16, 0.f));
+  b.init("r", {1, 4, 1}, std::vector<float>(4, 0.f));
+  b.output("nz");
+  b.output("v2");
+  b.output("y");
+  b.output("fc");
+  auto r = importModel(b);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.errors,
+            "error: m.onnx: 5 nodes use ONNX ops or attributes that Kiln does not support: "
+            "LSTM, NonZero, TopK, com.microsoft.FusedConv\n"
+            "m.onnx: node 'topk_1': note: 'TopK' (opset 13) is not supported\n"
+            "m.onnx: node 'nz_1': note: 'NonZero' (opset 13) is not supported\n"
+            "m.onnx: node 'topk_2': note: 'TopK' (opset 13) is not supported\n"
+            "m.onnx: node 'lstm_1': note: 'LSTM' (opset 13) activation 'Elu' is not supported\n"
+            "m.onnx: node 'fused': note: 'com.microsoft.FusedConv' (opset 1) is not supported "
+            "(domain 'com.microsoft')");
+}
+
+TEST(OnnxImporterTest, OpOutsideItsOpsetRange) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(2)});
+  b.node("LayerNormalization", {"x", "x"}, {"y"}, "ln");
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "error: m.onnx: 1 node uses ONNX ops or attributes that Kiln does not support: "
+            "LayerNormalization\n"
+            "m.onnx: node 'ln': note: 'LayerNormalization' (opset 13) is not supported at this "
+            "opset");
+}
+
+TEST(OnnxImporterTest, MissingInitializerAndDanglingInputs) {
+  ModelBuilder b;
+  b.input("x", {int64_t(3)});
+  b.node("Add", {"x", "bias"}, {"s"}, "add");
+  b.node("Mul", {"s", "scale"}, {"y"}, "mul");
+  b.output("y");
+  b.output("nowhere");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'add': error: Add: input 1 'bias' is not defined by any node, graph "
+            "input or initializer (a missing initializer?)\n"
+            "m.onnx: node 'mul': error: Mul: input 1 'scale' is not defined by any node, graph "
+            "input or initializer (a missing initializer?)\n"
+            "error: m.onnx: graph output 'nowhere' is not defined by any node");
+}
+
+TEST(OnnxImporterTest, CycleIsReported) {
+  ModelBuilder b;
+  b.input("x", {int64_t(3)});
+  b.node("Add", {"x", "c"}, {"a"}, "n_a");
+  b.node("Relu", {"a"}, {"b"}, "n_b");
+  b.node("Neg", {"b"}, {"c"}, "n_c");
+  b.node("Exp", {"x"}, {"e"}, "n_e");
+  b.output("e");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'n_a': error: the graph has a cycle: 'n_a' -> 'n_b' -> 'n_c' -> 'n_a' "
+            "(3 nodes cannot be ordered)");
+}
+
+TEST(OnnxImporterTest, DuplicateDefinitions) {
+  ModelBuilder b;
+  b.input("x", {int64_t(3)});
+  b.init("w", {3}, {1, 2, 3});
+  b.init("w", {3}, {1, 2, 3});
+  b.node("Relu", {"x"}, {"y"}, "r1");
+  b.node("Neg", {"x"}, {"y"}, "r2");
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'w': error: initializer 'w' is defined twice\n"
+            "m.onnx: node 'r2': error: value 'y' is also produced by node 'r1'");
+}
+
+TEST(OnnxImporterTest, BadInitializers) {
+  auto b = addRelu();
+  b.graph().mutable_initializer(0)->clear_float_data();
+  b.graph().mutable_initializer(0)->add_float_data(1.0f);
+  EXPECT_EQ(importModel(b).errors, "m.onnx: node 'b': error: initializer 'b' of type f32[3] "
+                                   "needs 3 values in float_data, got 1");
+  b.graph().mutable_initializer(0)->set_raw_data(std::string(5, '\0'));
+  EXPECT_EQ(importModel(b).errors, "m.onnx: node 'b': error: initializer 'b' of type f32[3] "
+                                   "needs 12 bytes of raw data, got 5");
+  b.graph().mutable_initializer(0)->set_data_type(onnx::TensorProto::STRING);
+  EXPECT_EQ(importModel(b).errors, "m.onnx: node 'b': error: initializer 'b' has data type "
+                                   "STRING, which Kiln does not support");
+  b.graph().mutable_initializer(0)->set_data_type(onnx::TensorProto::FLOAT);
+  b.graph().mutable_initializer(0)->set_dims(0, -3);
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'b': error: initializer 'b' has a negative dim -3");
+  b.graph().mutable_initializer(0)->set_dims(0, int64_t(1) << 40);
+  b.graph().mutable_initializer(0)->add_dims(int64_t(1) << 40);
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'b': error: initializer 'b' has too many elements");
+}
+
+TEST(OnnxImporterTest, BadInputs) {
+  ModelBuilder b;
+  b.input("x", {int64_t(2)}, onnx::TensorProto::STRING);
+  b.graph().add_input()->set_name("noshape");
+  b.graph().mutable_input(1)->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'x': error: graph input 'x' has element type STRING, which Kiln does "
+            "not support\n"
+            "m.onnx: node 'noshape': error: graph input 'noshape' has no shape; Kiln needs at "
+            "least the rank of every input");
+}
+
+TEST(OnnxImporterTest, BadAttributeNamesTheNode) {
+  ModelBuilder b;
+  b.input("x", {int64_t(2), int64_t(3)});
+  auto &t = b.node("Transpose", {"x"}, {"y"}, "tr");
+  attrInt(t, "perm", 1);
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'tr': error: Transpose: attribute 'perm' must be a list of ints, got an "
+            "int");
+  b.graph().mutable_node(0)->mutable_attribute(0)->set_type(onnx::AttributeProto::INTS);
+  b.graph().mutable_node(0)->mutable_attribute(0)->add_ints(0);
+  b.graph().mutable_node(0)->mutable_attribute(0)->add_ints(0);
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'tr': error: 'transpose' op perm [0, 0] is not a permutation of rank 2");
+}
+
+TEST(OnnxImporterTest, ExternalData) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_onnx_ext_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    float pad = 0, vals[3] = {1.5f, 2.5f, 3.5f};
+    f.write(reinterpret_cast<const char *>(&pad), 4);
+    f.write(reinterpret_cast<const char *>(vals), 12);
+  }
+  auto b = addRelu();
+  onnx::TensorProto &w = *b.graph().mutable_initializer(0);
+  w.clear_float_data();
+  w.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const char *k, const char *v) {
+    auto *e = w.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "4");
+  kv("length", "12");
+  OnnxImportOptions opts;
+  opts.externalDataDir = dir.string();
+  auto r = importModel(b, opts);
+  ASSERT_TRUE(r.ok) << r.errors;
+  auto outs = runGraph(*r.module, {Tensor::fromDoubles(DType::F32, {2, 3}, {0, 0, 0, -9, 0, 0})});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].toDoubles(), (std::vector<double>{1.5, 2.5, 3.5, 0, 2.5, 3.5}));
+
+  // The same through a file next to the weights.
+  {
+    std::ofstream f(dir / "m.onnx", std::ios::binary);
+    f << b.bytes();
+  }
+  DiagnosticEngine diag;
+  EXPECT_TRUE(importOnnx((dir / "m.onnx").string(), diag).succeeded());
+
+  w.mutable_external_data(1)->set_value("8");
+  EXPECT_EQ(importModel(b, opts).errors,
+            "m.onnx: node 'b': error: initializer 'b' needs 12 bytes at offset 8 of external "
+            "data file '" +
+                (dir / "weights.bin").string() + "', which is too short (16 bytes)");
+  w.mutable_external_data(0)->set_value("missing.bin");
+  EXPECT_EQ(importModel(b, opts).errors, "m.onnx: node 'b': error: initializer 'b': external data "
+                                         "file '" +
+                                             (dir / "missing.bin").string() + "' does not exist");
+  w.mutable_external_data(0)->set_value("../escape.bin");
+  EXPECT_EQ(importModel(b, opts).errors,
+            "m.onnx: node 'b': error: initializer 'b' has external data location "
+            "'../escape.bin' outside the model's folder");
+  fs::remove_all(dir);
+}
+
+TEST(OnnxImporterTest, FileErrors) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector c(diag);
+  EXPECT_TRUE(importOnnx("/nonexistent/model.onnx", diag).failed());
+  EXPECT_EQ(c.str(), "error: cannot open '/nonexistent/model.onnx'");
+}
+
+TEST(OnnxImporterTest, DeadNodesAreRemoved) {
+  ModelBuilder b;
+  b.input("x", {int64_t(2)});
+  b.node("Exp", {"x"}, {"unused"});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  auto r = importModel(b);
+  EXPECT_EQ(r.text.find("exp"), std::string::npos) << r.text;
+  OnnxImportOptions keep;
+  keep.removeDeadNodes = false;
+  EXPECT_NE(importModel(b, keep).text.find("%unused = exp(%x)"), std::string::npos);
+}
+
+} // namespace
