@@ -66,13 +66,25 @@ std::string attrStringOr(const onnx::NodeProto &node, std::string_view name, std
 struct SymInt {
   std::optional<int64_t> value;
   std::string symbol;
+  /// Where an unknown entry came from: dim `sourceDim` of `source` (so
+  /// that even an anonymous `?` dim is recognized in its own tensor).
+  const Value *source = nullptr;
+  int64_t sourceDim = -1;
 
-  static SymInt of(int64_t v) { return SymInt{v, ""}; }
-  /// The entry a dim of a shape gives.
-  static SymInt ofDim(const Dim &d) {
-    return d.isStatic() ? of(d.size()) : SymInt{std::nullopt, d.symbol()};
+  static SymInt of(int64_t v) { return SymInt{v, "", nullptr, -1}; }
+  /// The entry dim `i` of `v`'s shape gives.
+  static SymInt ofDim(const Value *v, int64_t i) {
+    const Dim &d = v->type().shape[static_cast<size_t>(i)];
+    return d.isStatic() ? of(d.size()) : SymInt{std::nullopt, d.symbol(), v, i};
   }
   bool isKnown() const { return value.has_value(); }
+  /// True when the entry is known to equal dim `i` of `v`.
+  bool isDimOf(const Value *v, int64_t i) const {
+    if (i < 0 || i >= v->type().rank() || isKnown())
+      return false;
+    return (source == v && sourceDim == i) ||
+           (!symbol.empty() && v->type().shape[static_cast<size_t>(i)] == Dim::symbolic(symbol));
+  }
 };
 using SymInts = std::vector<SymInt>;
 

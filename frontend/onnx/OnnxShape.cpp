@@ -83,7 +83,7 @@ Values convertShape(NodeContext &ctx) {
   int64_t b = clampDim(start), e = std::max(b, clampDim(end));
   SymInts entries;
   for (int64_t i = b; i < e; ++i)
-    entries.push_back(SymInt::ofDim(x->type().shape[static_cast<size_t>(i)]));
+    entries.push_back(SymInt::ofDim(x, i));
   if (x->type().isStatic()) {
     Ints sizes;
     for (const SymInt &s : entries)
@@ -159,8 +159,7 @@ Values convertReshape(NodeContext &ctx) {
       }
       shape.push_back(*e.value);
       unknown += *e.value == -1;
-    } else if (!e.symbol.empty() && static_cast<int64_t>(i) < x->type().rank() &&
-               x->type().shape[i] == Dim::symbolic(e.symbol)) {
+    } else if (e.isDimOf(x, static_cast<int64_t>(i))) {
       shape.push_back(0); // copy the input's dim
     } else {
       shape.push_back(-1);
@@ -341,8 +340,7 @@ Values convertExpand(NodeContext &ctx) {
     int64_t inDim = static_cast<int64_t>(i) - offset;
     if (e.isKnown()) {
       shape.push_back(*e.value);
-    } else if (!e.symbol.empty() && inDim >= 0 &&
-               x->type().shape[static_cast<size_t>(inDim)] == Dim::symbolic(e.symbol)) {
+    } else if (e.isDimOf(x, inDim)) {
       shape.push_back(1); // keeps the input's dim
     } else {
       ctx.emitError() << "entry " << i << " of the target shape is not known at import time";
