@@ -1,0 +1,300 @@
+//===- CpuJit.cpp - O3 pipeline and ORC LLJIT for kernels -----------------===//
+//
+// One LLJIT per CpuJit, one LLVM module per kernel:
+//   1. emitKernelModule (EmitLLVM.cpp) builds the IR;
+//   2. the module is verified, then optimized with the new pass manager's
+//      O3 pipeline for the host TargetMachine (detectHost, Aggressive), with
+//      a TargetLibraryInfo that carries our libmvec table (VectorMath.cpp,
+//      registered before the default function analyses so it is the one
+//      used);
+//   3. the optimized module is added to the main JITDylib and its entry
+//      point looked up (this is when machine code is generated).
+// Symbols resolve first from libmvec (DynamicLibrarySearchGenerator on
+// libmvec.so.1), then from the process (libm, when libmvec is missing),
+// plus our own helpers as absolute symbols.
+//
+// Every LLVM error becomes a diagnostic naming the kernel; nothing aborts.
+// The JIT is thread-safe: compile() and emitLLVM() lock one mutex.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/CpuJit.h"
+#include "codegen/cpu/Internal.h"
+
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/Orc/Core.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <cctype>
+#include <mutex>
+#include <set>
+
+/// Integer power with wrapping multiplication (ir/ops/Elementwise.cpp's
+/// intPow: a negative exponent gives 0 except for bases 1 and -1).
+extern "C" int64_t kiln_cpu_ipow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return exp % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (uint64_t e = static_cast<uint64_t>(exp); e > 0; e >>= 1) {
+    if (e & 1)
+      result *= b;
+    b *= b;
+  }
+  return static_cast<int64_t>(result);
+}
+
+namespace kiln::codegen::cpu {
+namespace {
+
+constexpr const char *kLibmvecPath = "/lib/x86_64-linux-gnu/libmvec.so.1";
+
+/// A valid, readable LLVM symbol name for a kernel name.
+std::string sanitize(const std::string &name) {
+  std::string out;
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0])))
+    out = "kernel_" + out;
+  return out;
+}
+
+class CpuJitImpl final : public CpuJit {
+public:
+  CpuJitImpl(const CpuJitOptions &opts, std::unique_ptr<llvm::orc::LLJIT> jit,
+             std::unique_ptr<llvm::TargetMachine> tm, VectorMathIsa isa)
+      : opts_(opts), jit_(std::move(jit)), tm_(std::move(tm)), isa_(isa) {}
+
+  FailureOr<runtime::KernelFn> compile(const Kernel &k, const Schedule &s,
+                                       DiagnosticEngine &diag) override;
+  FailureOr<std::string> emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
+                                  DiagnosticEngine &diag) override;
+  std::string targetDescription() const override;
+
+private:
+  /// Builds and (optionally) optimizes the module of `k`; null after a
+  /// diagnostic.
+  std::unique_ptr<llvm::Module> buildModule(const Kernel &k, const Schedule &s,
+                                            const std::string &symbol, llvm::LLVMContext &ctx,
+                                            bool optimize, std::string *unoptimizedText,
+                                            DiagnosticEngine &diag);
+  void optimize(llvm::Module &m);
+  void dump(const std::string &symbol, const std::string &suffix, const std::string &text);
+
+  CpuJitOptions opts_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  VectorMathIsa isa_;
+  std::mutex mutex_;
+  std::set<std::string> symbols_;
+};
+
+std::string moduleText(const llvm::Module &m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
+void CpuJitImpl::optimize(llvm::Module &m) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopInterleaving = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(tm_.get(), pto);
+
+  // Our TLI (with the libmvec table) must be registered before the default
+  // analyses, or the default TLI silently wins.
+  llvm::TargetLibraryInfoImpl tlii{llvm::Triple(m.getTargetTriple())};
+  addVectorMathMappings(tlii, isa_);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+
+  llvm::OptimizationLevel level = llvm::OptimizationLevel::O3;
+  if (opts_.optLevel <= 0) {
+    llvm::ModulePassManager mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
+    mpm.run(m, mam);
+    return;
+  }
+  if (opts_.optLevel == 1)
+    level = llvm::OptimizationLevel::O1;
+  else if (opts_.optLevel == 2)
+    level = llvm::OptimizationLevel::O2;
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(m, mam);
+}
+
+void CpuJitImpl::dump(const std::string &symbol, const std::string &suffix,
+                      const std::string &text) {
+  if (opts_.dumpDir.empty())
+    return;
+  llvm::sys::fs::create_directories(opts_.dumpDir);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(opts_.dumpDir + "/" + symbol + suffix, ec);
+  if (!ec)
+    os << text;
+}
+
+std::unique_ptr<llvm::Module> CpuJitImpl::buildModule(const Kernel &k, const Schedule &s,
+                                                      const std::string &symbol,
+                                                      llvm::LLVMContext &ctx, bool optimizeIt,
+                                                      std::string *unoptimizedText,
+                                                      DiagnosticEngine &diag) {
+  std::string error;
+  std::unique_ptr<llvm::Module> m = emitKernelModule(k, s, symbol, isa_, ctx, error);
+  if (!m) {
+    diag.emitError(Location()) << "cpu codegen of kernel '" << k.name << "' failed: " << error;
+    return nullptr;
+  }
+  m->setDataLayout(tm_->createDataLayout());
+  m->setTargetTriple(tm_->getTargetTriple().str());
+  std::string verifyMessage;
+  llvm::raw_string_ostream vos(verifyMessage);
+  if (llvm::verifyModule(*m, &vos)) {
+    diag.emitError(Location()) << "cpu codegen of kernel '" << k.name
+                               << "' produced invalid LLVM IR: " << vos.str();
+    return nullptr;
+  }
+  if (unoptimizedText)
+    *unoptimizedText = moduleText(*m);
+  if (optimizeIt)
+    optimize(*m);
+  return m;
+}
+
+FailureOr<runtime::KernelFn> CpuJitImpl::compile(const Kernel &k, const Schedule &s,
+                                                 DiagnosticEngine &diag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Kernel names need not be unique across compiles; symbols must be.
+  std::string base = sanitize(k.name), symbol = base;
+  for (unsigned n = 1; symbols_.count(symbol); ++n)
+    symbol = base + "." + std::to_string(n);
+  symbols_.insert(symbol);
+
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::string before;
+  std::unique_ptr<llvm::Module> m =
+      buildModule(k, s, symbol, *ctx, true, opts_.dumpDir.empty() ? nullptr : &before, diag);
+  if (!m)
+    return failure();
+  if (!opts_.dumpDir.empty()) {
+    dump(symbol, ".ll", before);
+    dump(symbol, ".opt.ll", moduleText(*m));
+  }
+  if (llvm::Error err =
+          jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+    return diag.emitError(Location())
+           << "cannot add kernel '" << k.name << "' to the JIT: " << llvm::toString(std::move(err));
+  llvm::Expected<llvm::orc::ExecutorAddr> addr = jit_->lookup(symbol);
+  if (!addr)
+    return diag.emitError(Location()) << "cannot generate machine code for kernel '" << k.name
+                                      << "': " << llvm::toString(addr.takeError());
+  return addr->toPtr<runtime::KernelFn>();
+}
+
+FailureOr<std::string> CpuJitImpl::emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
+                                            DiagnosticEngine &diag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m =
+      buildModule(k, s, sanitize(k.name), ctx, optimized, nullptr, diag);
+  if (!m)
+    return failure();
+  return moduleText(*m);
+}
+
+std::string CpuJitImpl::targetDescription() const {
+  return tm_->getTargetTriple().str() + ", cpu " + tm_->getTargetCPU().str() + ", vector math " +
+         isa_.name() + ", features " + tm_->getTargetFeatureString().str();
+}
+
+} // namespace
+
+CpuJit::~CpuJit() = default;
+
+FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
+                                                  DiagnosticEngine &diag) {
+  static std::once_flag initOnce;
+  std::call_once(initOnce, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    return diag.emitError(Location())
+           << "cannot detect the host CPU for the JIT: " << llvm::toString(jtmb.takeError());
+  jtmb->setCodeGenOptLevel(opts.optLevel >= 3   ? llvm::CodeGenOpt::Aggressive
+                           : opts.optLevel <= 0 ? llvm::CodeGenOpt::None
+                                                : llvm::CodeGenOpt::Default);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm)
+    return diag.emitError(Location())
+           << "cannot create the host target machine: " << llvm::toString(tm.takeError());
+
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+  if (!jit)
+    return diag.emitError(Location())
+           << "cannot create the LLVM JIT: " << llvm::toString(jit.takeError());
+
+  llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
+  char prefix = (*jit)->getDataLayout().getGlobalPrefix();
+  // libmvec first: it defines the vector math functions the table maps to.
+  bool haveLibmvec = false;
+  auto mvec = llvm::orc::DynamicLibrarySearchGenerator::Load(kLibmvecPath, prefix);
+  if (mvec) {
+    main.addGenerator(std::move(*mvec));
+    haveLibmvec = true;
+  } else {
+    diag.emitWarning(Location()) << "cannot load " << kLibmvecPath << " ("
+                                 << llvm::toString(mvec.takeError())
+                                 << "); transcendentals will not be vectorized";
+  }
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
+  if (!process)
+    return diag.emitError(Location())
+           << "cannot search the process for symbols: " << llvm::toString(process.takeError());
+  main.addGenerator(std::move(*process));
+
+  llvm::orc::SymbolMap helpers;
+  helpers[(*jit)->mangleAndIntern(kIntPowHelper)] = llvm::JITEvaluatedSymbol(
+      llvm::pointerToJITTargetAddress(&kiln_cpu_ipow), llvm::JITSymbolFlags::Exported);
+  if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(helpers))))
+    return diag.emitError(Location())
+           << "cannot define the JIT's helper symbols: " << llvm::toString(std::move(err));
+
+  VectorMathIsa isa = VectorMathIsa::fromFeatures((*tm)->getTargetFeatureString().str());
+  if (!haveLibmvec)
+    isa.abi = VectorMathIsa::Abi::None;
+  return std::shared_ptr<CpuJit>(
+      std::make_shared<CpuJitImpl>(opts, std::move(*jit), std::move(*tm), isa));
+}
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,823 @@
+//===- EmitLLVM.cpp - Kernel IR to LLVM IR --------------------------------===//
+//
+// Lowers one codegen::Kernel to an LLVM module with IRBuilder:
+//
+//   define void @name(ptr %buffers, i64 %begin, i64 %end)      ; the ABI
+//     loads each buffer pointer and calls
+//   define internal void @name.body(ptr noalias %in0, ..., ptr noalias %out0,
+//                                   i64 %begin, i64 %end)
+//     for o in [max(begin,0), min(end,numOuter)):
+//       i_0..i_{n-1} = row-major digits of o
+//       stage s (Reduce): acc = identity; for j in [0,inner): acc = acc op v(j)
+//       stage s (Map):    for j in [0,inner): stores
+//
+// The body's noalias arguments tell the vectorizer that buffers do not
+// overlap (after inlining they become alias scopes). Scalar DAG nodes are
+// emitted inside the loop of each stage that needs them; LICM hoists what
+// does not depend on the inner index.
+//
+// Types in registers: f32, f64 as themselves; f16 and bf16 as float, rounded
+// back to their dtype after every node (the semantics of evaluateScalars);
+// integers as iN of their width; bool as i1 (i8 in memory).
+//
+// Floating-point flags: arithmetic carries `contract` (FMA); reductions add
+// `reassoc nsz` so they vectorize. Nothing carries nnan/ninf, except the
+// maxnum of a max/min reduction, whose NaN case is tracked by a separate
+// or-reduced flag (LLVM 16 does not vectorize llvm.maximum reductions).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/Internal.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+#include <limits>
+#include <sstream>
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using llvm::Value;
+
+class KernelEmitter {
+public:
+  KernelEmitter(const Kernel &k, const Schedule &s, const VectorMathIsa &isa, llvm::Module &m)
+      : k_(k), s_(s), isa_(isa), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+  bool emit(const std::string &symbol);
+  const std::string &error() const { return error_; }
+
+private:
+  // Types.
+  llvm::Type *regType(DType t);
+  llvm::Type *memType(DType t);
+  llvm::Type *i64() { return b_.getInt64Ty(); }
+
+  // Values.
+  Value *roundTo(DType t, Value *v);
+  Value *loadElement(DType t, Value *ptr);
+  void storeElement(DType t, Value *v, Value *ptr);
+  Value *convert(Value *v, DType from, DType to);
+  Value *constantOf(DType t, double f, int64_t i);
+  Value *emitNode(const ScalarNode &n);
+  Value *emitUnary(const ScalarNode &n, Value *a, DType t);
+  Value *emitBinary(const ScalarNode &n, Value *a, Value *b, DType t);
+  Value *emitCompare(ScalarOp op, Value *a, Value *b, DType t);
+  Value *mathCall(MathFn fn, DType t, Value *a, Value *b = nullptr);
+  Value *get(ScalarRef r);
+
+  // Structure.
+  using LoopBody =
+      std::function<std::vector<Value *>(Value *iv, const std::vector<Value *> &carried)>;
+  std::vector<Value *> emitLoop(Value *lo, Value *hi, const std::string &name,
+                                const std::vector<Value *> &init, const LoopBody &body,
+                                bool innerLoop);
+  void emitReduceStage(size_t stageIndex, const Stage &st);
+  void emitMapStage(const Stage &st);
+  Value *reduceIdentity(ReduceKind kind, DType t);
+  Value *reduceCombine(ReduceKind kind, DType t, Value *acc, Value *v);
+
+  bool fail(const std::string &msg) {
+    if (error_.empty())
+      error_ = msg;
+    return false;
+  }
+  Value *failValue(const std::string &msg) {
+    fail(msg);
+    return nullptr;
+  }
+
+  const Kernel &k_;
+  const Schedule &s_;
+  VectorMathIsa isa_;
+  llvm::Module &m_;
+  llvm::LLVMContext &ctx_;
+  llvm::IRBuilder<> b_;
+  std::string error_;
+
+  std::vector<Value *> buffers_;    // inputs then outputs
+  std::vector<Value *> outerIndex_; // per outer dim
+  Value *innerIndex_ = nullptr;
+  std::vector<Value *> stageValues_;
+  std::vector<Value *> memo_; // per node, valid inside the current stage loop
+};
+
+llvm::Type *KernelEmitter::regType(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16:
+    return b_.getFloatTy();
+  case DType::F64:
+    return b_.getDoubleTy();
+  case DType::I8:
+  case DType::U8:
+    return b_.getInt8Ty();
+  case DType::I32:
+    return b_.getInt32Ty();
+  case DType::I64:
+    return b_.getInt64Ty();
+  case DType::Bool:
+    return b_.getInt1Ty();
+  }
+  return b_.getFloatTy();
+}
+
+llvm::Type *KernelEmitter::memType(DType t) {
+  switch (t) {
+  case DType::F16:
+  case DType::BF16:
+    return b_.getInt16Ty();
+  case DType::Bool:
+    return b_.getInt8Ty();
+  default:
+    return regType(t);
+  }
+}
+
+// Rounds a float register value to f16/bf16 precision (round to nearest
+// even, as floatToHalf/floatToBf16 do); other types pass through.
+Value *KernelEmitter::roundTo(DType t, Value *v) {
+  if (t == DType::F16)
+    return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());
+  if (t == DType::BF16) {
+    Value *bits = b_.CreateBitCast(v, b_.getInt32Ty());
+    Value *lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
+    Value *rounded = b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff)));
+    rounded = b_.CreateAnd(rounded, b_.getInt32(0xffff0000u));
+    Value *quiet = b_.CreateAnd(b_.CreateOr(bits, b_.getInt32(0x00400000)), 0xffff0000u);
+    Value *isNan = b_.CreateFCmpUNO(v, v);
+    return b_.CreateBitCast(b_.CreateSelect(isNan, quiet, rounded), b_.getFloatTy());
+  }
+  return v;
+}
+
+Value *KernelEmitter::loadElement(DType t, Value *ptr) {
+  llvm::Type *mt = memType(t);
+  Value *raw = b_.CreateLoad(mt, ptr);
+  switch (t) {
+  case DType::F16:
+    return b_.CreateFPExt(b_.CreateBitCast(raw, b_.getHalfTy()), b_.getFloatTy());
+  case DType::BF16:
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, b_.getInt32Ty()), 16), b_.getFloatTy());
+  case DType::Bool:
+    return b_.CreateICmpNE(raw, b_.getInt8(0));
+  default:
+    return raw;
+  }
+}
+
+void KernelEmitter::storeElement(DType t, Value *v, Value *ptr) {
+  switch (t) {
+  case DType::F16:
+    v = b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
+    break;
+  case DType::BF16:
+    v = b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(roundTo(t, v), b_.getInt32Ty()), 16),
+                       b_.getInt16Ty());
+    break;
+  case DType::Bool:
+    v = b_.CreateZExt(v, b_.getInt8Ty());
+    break;
+  default:
+    break;
+  }
+  b_.CreateStore(v, ptr);
+}
+
+Value *KernelEmitter::constantOf(DType t, double f, int64_t i) {
+  if (isFloat(t)) {
+    if (t == DType::F16)
+      f = halfToFloat(floatToHalf(static_cast<float>(f)));
+    else if (t == DType::BF16)
+      f = bf16ToFloat(floatToBf16(static_cast<float>(f)));
+    return llvm::ConstantFP::get(regType(t), f);
+  }
+  if (t == DType::Bool)
+    return b_.getInt1(i != 0);
+  return llvm::ConstantInt::get(regType(t), static_cast<uint64_t>(i), true);
+}
+
+// Cast semantics (ir/ScalarExpr.h): float->int truncates toward zero and
+// saturates (NaN gives 0), x->bool is x != 0 (NaN is true), bool->x is 0/1.
+Value *KernelEmitter::convert(Value *v, DType from, DType to) {
+  if (from == to)
+    return v;
+  llvm::Type *dst = regType(to);
+  if (to == DType::Bool) {
+    if (isFloat(from))
+      return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
+    return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  }
+  if (from == DType::Bool) {
+    if (isFloat(to))
+      return b_.CreateUIToFP(v, dst);
+    return b_.CreateZExt(v, dst);
+  }
+  if (isFloat(from) && isFloat(to)) {
+    if (v->getType() != dst)
+      v = v->getType()->isDoubleTy() ? b_.CreateFPTrunc(v, dst) : b_.CreateFPExt(v, dst);
+    return roundTo(to, v);
+  }
+  if (isFloat(from)) {
+    llvm::Intrinsic::ID id =
+        isSignedInt(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
+    return b_.CreateIntrinsic(id, {dst, v->getType()}, {v});
+  }
+  if (isFloat(to)) {
+    Value *r = isSignedInt(from) ? b_.CreateSIToFP(v, dst) : b_.CreateUIToFP(v, dst);
+    return roundTo(to, r);
+  }
+  return b_.CreateIntCast(v, dst, isSignedInt(from));
+}
+
+Value *KernelEmitter::mathCall(MathFn fn, DType t, Value *a, Value *bArg) {
+  if (isFloat(t)) {
+    llvm::FunctionCallee callee = getMathFunction(m_, fn, a->getType(), isa_);
+    Value *r = bArg ? b_.CreateCall(callee, {a, bArg}) : b_.CreateCall(callee, {a});
+    return roundTo(t, r);
+  }
+  // Integer operands: compute in double and convert back (saturating).
+  Value *da = convert(a, t, DType::F64);
+  Value *db = bArg ? convert(bArg, t, DType::F64) : nullptr;
+  llvm::FunctionCallee callee = getMathFunction(m_, fn, b_.getDoubleTy(), isa_);
+  Value *r = db ? b_.CreateCall(callee, {da, db}) : b_.CreateCall(callee, {da});
+  return convert(r, DType::F64, t);
+}
+
+Value *KernelEmitter::get(ScalarRef r) {
+  if (!r.valid() || static_cast<size_t>(r.id) >= k_.dag.nodes().size())
+    return failValue("invalid scalar reference %" + std::to_string(r.id));
+  Value *&slot = memo_[static_cast<size_t>(r.id)];
+  if (!slot)
+    slot = emitNode(k_.dag.node(r));
+  return slot;
+}
+
+Value *KernelEmitter::emitNode(const ScalarNode &n) {
+  switch (n.op) {
+  case ScalarOp::ConstFloat:
+  case ScalarOp::ConstInt:
+    return constantOf(n.type, n.fvalue,
+                      n.op == ScalarOp::ConstFloat ? static_cast<int64_t>(n.fvalue) : n.ivalue);
+  case ScalarOp::Index: {
+    if (n.slot == k_.innerSlot()) {
+      if (!innerIndex_)
+        return failValue("the inner index is used outside a stage");
+      return innerIndex_;
+    }
+    if (n.slot < 0 || static_cast<size_t>(n.slot) >= outerIndex_.size())
+      return failValue("index slot " + std::to_string(n.slot) + " out of range");
+    return outerIndex_[static_cast<size_t>(n.slot)];
+  }
+  case ScalarOp::Load: {
+    if (n.slot < 0 || static_cast<size_t>(n.slot) >= k_.inputs.size())
+      return failValue("load of input " + std::to_string(n.slot) + " out of range");
+    if (k_.inputs[static_cast<size_t>(n.slot)].dtype != n.type)
+      return failValue("load type differs from input " + std::to_string(n.slot) + "'s dtype");
+    Value *offset = get(n.args[0]);
+    if (!offset)
+      return nullptr;
+    Value *ptr =
+        b_.CreateInBoundsGEP(memType(n.type), buffers_[static_cast<size_t>(n.slot)], offset);
+    return loadElement(n.type, ptr);
+  }
+  case ScalarOp::StageValue:
+    if (n.slot < 0 || static_cast<size_t>(n.slot) >= stageValues_.size() ||
+        !stageValues_[static_cast<size_t>(n.slot)])
+      return failValue("stage value " + std::to_string(n.slot) + " used before it is computed");
+    return stageValues_[static_cast<size_t>(n.slot)];
+  default:
+    break;
+  }
+  unsigned arity = scalarArity(n.op);
+  Value *args[3] = {nullptr, nullptr, nullptr};
+  for (unsigned i = 0; i < arity; ++i)
+    if (!(args[i] = get(n.args[i])))
+      return nullptr;
+  DType argType = arity > 0 ? k_.dag.type(n.args[0]) : n.type;
+  switch (n.op) {
+  case ScalarOp::Cast:
+    return convert(args[0], argType, n.type);
+  case ScalarOp::Eq:
+  case ScalarOp::Lt:
+  case ScalarOp::Le:
+  case ScalarOp::Gt:
+  case ScalarOp::Ge:
+    return emitCompare(n.op, args[0], args[1], argType);
+  case ScalarOp::Select:
+    return b_.CreateSelect(args[0], args[1], args[2]);
+  default:
+    break;
+  }
+  if (arity == 1)
+    return emitUnary(n, args[0], n.type);
+  if (arity == 2)
+    return emitBinary(n, args[0], args[1], n.type);
+  return failValue(std::string("unsupported scalar op '") + scalarOpName(n.op) + "'");
+}
+
+Value *KernelEmitter::emitUnary(const ScalarNode &n, Value *a, DType t) {
+  bool fp = isFloat(t);
+  auto intrinsic = [&](llvm::Intrinsic::ID id) {
+    return roundTo(t, b_.CreateUnaryIntrinsic(id, a));
+  };
+  switch (n.op) {
+  case ScalarOp::Neg:
+    if (fp)
+      return b_.CreateFNeg(a);
+    if (t == DType::Bool)
+      return a;
+    return b_.CreateNeg(a);
+  case ScalarOp::Abs:
+    if (fp)
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+    if (!isSignedInt(t))
+      return a;
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, b_.getFalse());
+  case ScalarOp::Exp:
+    return mathCall(MathFn::Exp, t, a);
+  case ScalarOp::Log:
+    return mathCall(MathFn::Log, t, a);
+  case ScalarOp::Tanh:
+    return mathCall(MathFn::Tanh, t, a);
+  case ScalarOp::Erf:
+    return mathCall(MathFn::Erf, t, a);
+  case ScalarOp::Sin:
+    return mathCall(MathFn::Sin, t, a);
+  case ScalarOp::Cos:
+    return mathCall(MathFn::Cos, t, a);
+  case ScalarOp::Sqrt:
+  case ScalarOp::Rsqrt: {
+    if (!fp) {
+      Value *d = convert(a, t, DType::F64);
+      Value *r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, d);
+      if (n.op == ScalarOp::Rsqrt)
+        r = b_.CreateFDiv(llvm::ConstantFP::get(r->getType(), 1.0), r);
+      return convert(r, DType::F64, t);
+    }
+    Value *r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+    if (n.op == ScalarOp::Rsqrt)
+      r = b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), r);
+    return roundTo(t, r);
+  }
+  case ScalarOp::Recip:
+    if (fp)
+      return roundTo(t, b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a));
+    {
+      ScalarNode div = n;
+      div.op = ScalarOp::Div;
+      return emitBinary(div, constantOf(t, 1, 1), a, t);
+    }
+  case ScalarOp::Floor:
+    return fp ? intrinsic(llvm::Intrinsic::floor) : a;
+  case ScalarOp::Ceil:
+    return fp ? intrinsic(llvm::Intrinsic::ceil) : a;
+  case ScalarOp::RoundEven:
+    return fp ? intrinsic(llvm::Intrinsic::roundeven) : a;
+  case ScalarOp::Not:
+    if (fp)
+      return failValue("'not' of a float operand");
+    return b_.CreateNot(a);
+  default:
+    return failValue(std::string("unsupported unary op '") + scalarOpName(n.op) + "'");
+  }
+}
+
+Value *KernelEmitter::emitBinary(const ScalarNode &n, Value *a, Value *b, DType t) {
+  bool fp = isFloat(t);
+  bool isSigned = isSignedInt(t);
+  llvm::FastMathFlags contract;
+  contract.setAllowContract(true);
+  auto fpOp = [&](llvm::Instruction::BinaryOps op) {
+    Value *r = b_.CreateBinOp(op, a, b);
+    if (auto *inst = llvm::dyn_cast<llvm::Instruction>(r))
+      inst->setFastMathFlags(contract);
+    return roundTo(t, r);
+  };
+  if (t == DType::Bool) {
+    switch (n.op) {
+    case ScalarOp::Add:
+    case ScalarOp::Max:
+    case ScalarOp::Or:
+      return b_.CreateOr(a, b);
+    case ScalarOp::Mul:
+    case ScalarOp::Min:
+    case ScalarOp::And:
+    case ScalarOp::Pow:
+      return b_.CreateAnd(a, b);
+    case ScalarOp::Sub:
+      return b_.CreateXor(a, b);
+    case ScalarOp::Div:
+      return a;
+    case ScalarOp::Rem:
+      return b_.getFalse();
+    default:
+      return failValue(std::string("unsupported bool op '") + scalarOpName(n.op) + "'");
+    }
+  }
+  switch (n.op) {
+  case ScalarOp::Add:
+    return fp ? fpOp(llvm::Instruction::FAdd) : b_.CreateAdd(a, b);
+  case ScalarOp::Sub:
+    return fp ? fpOp(llvm::Instruction::FSub) : b_.CreateSub(a, b);
+  case ScalarOp::Mul:
+    return fp ? fpOp(llvm::Instruction::FMul) : b_.CreateMul(a, b);
+  case ScalarOp::Div:
+  case ScalarOp::Rem: {
+    bool div = n.op == ScalarOp::Div;
+    if (fp)
+      return div ? fpOp(llvm::Instruction::FDiv) : roundTo(t, b_.CreateFRem(a, b));
+    // Division by zero gives 0 and x / -1 wraps (the reference kernels'
+    // behaviour); never trap.
+    Value *zero = llvm::ConstantInt::get(a->getType(), 0);
+    Value *one = llvm::ConstantInt::get(a->getType(), 1);
+    Value *isZero = b_.CreateICmpEQ(b, zero);
+    if (!isSigned) {
+      Value *safe = b_.CreateSelect(isZero, one, b);
+      Value *r = div ? b_.CreateUDiv(a, safe) : b_.CreateURem(a, safe);
+      return b_.CreateSelect(isZero, zero, r);
+    }
+    Value *isMinusOne = b_.CreateICmpEQ(b, llvm::ConstantInt::get(a->getType(), -1, true));
+    Value *safe = b_.CreateSelect(b_.CreateOr(isZero, isMinusOne), one, b);
+    Value *r = div ? b_.CreateSDiv(a, safe) : b_.CreateSRem(a, safe);
+    Value *minusOneResult = div ? b_.CreateNeg(a) : zero;
+    return b_.CreateSelect(isZero, zero, b_.CreateSelect(isMinusOne, minusOneResult, r));
+  }
+  case ScalarOp::Max:
+  case ScalarOp::Min: {
+    bool max = n.op == ScalarOp::Max;
+    if (!fp) {
+      llvm::Intrinsic::ID id = max ? (isSigned ? llvm::Intrinsic::smax : llvm::Intrinsic::umax)
+                                   : (isSigned ? llvm::Intrinsic::smin : llvm::Intrinsic::umin);
+      return b_.CreateBinaryIntrinsic(id, a, b);
+    }
+    // NaN if either is NaN, else std::max / std::min (which keep `a` on ties,
+    // so max(+0, -0) = +0 and max(-0, +0) = -0, like the reference kernels).
+    Value *takeB = max ? b_.CreateFCmpOLT(a, b) : b_.CreateFCmpOLT(b, a);
+    Value *r = b_.CreateSelect(takeB, b, a);
+    Value *unordered = b_.CreateFCmpUNO(a, b);
+    return b_.CreateSelect(unordered, llvm::ConstantFP::getNaN(a->getType()), r);
+  }
+  case ScalarOp::Pow: {
+    if (fp)
+      return mathCall(MathFn::Pow, t, a, b);
+    llvm::FunctionCallee helper = m_.getOrInsertFunction(
+        kIntPowHelper, llvm::FunctionType::get(i64(), {i64(), i64()}, false));
+    if (auto *f = llvm::dyn_cast<llvm::Function>(helper.getCallee())) {
+      f->setDoesNotAccessMemory();
+      f->setDoesNotThrow();
+      f->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    Value *r = b_.CreateCall(
+        helper, {b_.CreateIntCast(a, i64(), isSigned), b_.CreateIntCast(b, i64(), isSigned)});
+    return b_.CreateTrunc(r, a->getType());
+  }
+  case ScalarOp::And:
+    if (fp)
+      return failValue("'and' of float operands");
+    return b_.CreateAnd(a, b);
+  case ScalarOp::Or:
+    if (fp)
+      return failValue("'or' of float operands");
+    return b_.CreateOr(a, b);
+  default:
+    return failValue(std::string("unsupported binary op '") + scalarOpName(n.op) + "'");
+  }
+}
+
+Value *KernelEmitter::emitCompare(ScalarOp op, Value *a, Value *b, DType t) {
+  if (isFloat(t)) {
+    switch (op) {
+    case ScalarOp::Eq:
+      return b_.CreateFCmpOEQ(a, b);
+    case ScalarOp::Lt:
+      return b_.CreateFCmpOLT(a, b);
+    case ScalarOp::Le:
+      return b_.CreateFCmpOLE(a, b);
+    case ScalarOp::Gt:
+      return b_.CreateFCmpOGT(a, b);
+    default:
+      return b_.CreateFCmpOGE(a, b);
+    }
+  }
+  bool s = isSignedInt(t);
+  switch (op) {
+  case ScalarOp::Eq:
+    return b_.CreateICmpEQ(a, b);
+  case ScalarOp::Lt:
+    return s ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
+  case ScalarOp::Le:
+    return s ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
+  case ScalarOp::Gt:
+    return s ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
+  default:
+    return s ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
+  }
+}
+
+// for (iv = lo; iv < hi; ++iv) with loop-carried values; returns the carried
+// values at exit. Inner loops get the schedule's vector width hint.
+std::vector<Value *> KernelEmitter::emitLoop(Value *lo, Value *hi, const std::string &name,
+                                             const std::vector<Value *> &init, const LoopBody &body,
+                                             bool innerLoop) {
+  llvm::Function *fn = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(ctx_, name + ".header", fn);
+  auto *bodyBlock = llvm::BasicBlock::Create(ctx_, name + ".body", fn);
+  auto *exit = llvm::BasicBlock::Create(ctx_, name + ".exit", fn);
+  b_.CreateBr(header);
+
+  b_.SetInsertPoint(header);
+  llvm::PHINode *iv = b_.CreatePHI(i64(), 2, name);
+  iv->addIncoming(lo, pre);
+  std::vector<llvm::PHINode *> phis;
+  std::vector<Value *> carried;
+  for (Value *v : init) {
+    llvm::PHINode *p = b_.CreatePHI(v->getType(), 2, name + ".acc");
+    p->addIncoming(v, pre);
+    phis.push_back(p);
+    carried.push_back(p);
+  }
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), bodyBlock, exit);
+
+  b_.SetInsertPoint(bodyBlock);
+  std::vector<Value *> next = body(iv, carried);
+  Value *ivNext = b_.CreateAdd(iv, b_.getInt64(1), name + ".next", true, true);
+  llvm::BranchInst *latch = b_.CreateBr(header);
+  llvm::BasicBlock *latchBlock = b_.GetInsertBlock();
+  iv->addIncoming(ivNext, latchBlock);
+  for (size_t i = 0; i < phis.size(); ++i)
+    phis[i]->addIncoming(next.size() == phis.size() ? next[i] : phis[i], latchBlock);
+
+  if (innerLoop && s_.vectorWidth > 0) {
+    llvm::SmallVector<llvm::Metadata *, 3> ops;
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, std::nullopt);
+    ops.push_back(self.get());
+    ops.push_back(llvm::MDNode::get(
+        ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+               llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(s_.vectorWidth)))}));
+    ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                           llvm::ConstantAsMetadata::get(b_.getTrue())}));
+    llvm::MDNode *loopId = llvm::MDNode::getDistinct(ctx_, ops);
+    loopId->replaceOperandWith(0, loopId);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, loopId);
+  }
+
+  b_.SetInsertPoint(exit);
+  return carried;
+}
+
+Value *KernelEmitter::reduceIdentity(ReduceKind kind, DType t) {
+  if (isFloat(t)) {
+    double inf = std::numeric_limits<double>::infinity();
+    switch (kind) {
+    case ReduceKind::Sum:
+      return llvm::ConstantFP::get(regType(t), 0.0);
+    case ReduceKind::Prod:
+      return llvm::ConstantFP::get(regType(t), 1.0);
+    case ReduceKind::Max:
+      return llvm::ConstantFP::get(regType(t), -inf);
+    case ReduceKind::Min:
+      return llvm::ConstantFP::get(regType(t), inf);
+    }
+  }
+  unsigned bits = regType(t)->getIntegerBitWidth();
+  bool s = isSignedInt(t);
+  switch (kind) {
+  case ReduceKind::Sum:
+    return b_.getIntN(bits, 0);
+  case ReduceKind::Prod:
+    return b_.getIntN(bits, 1);
+  case ReduceKind::Max:
+    return llvm::ConstantInt::get(ctx_, s ? llvm::APInt::getSignedMinValue(bits)
+                                          : llvm::APInt::getMinValue(bits));
+  case ReduceKind::Min:
+    return llvm::ConstantInt::get(ctx_, s ? llvm::APInt::getSignedMaxValue(bits)
+                                          : llvm::APInt::getMaxValue(bits));
+  }
+  return nullptr;
+}
+
+Value *KernelEmitter::reduceCombine(ReduceKind kind, DType t, Value *acc, Value *v) {
+  if (isFloat(t)) {
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc(true);
+    fmf.setNoSignedZeros(true);
+    fmf.setAllowContract(true);
+    llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
+    b_.setFastMathFlags(fmf);
+    switch (kind) {
+    case ReduceKind::Sum:
+      return b_.CreateFAdd(acc, v);
+    case ReduceKind::Prod:
+      return b_.CreateFMul(acc, v);
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      // maxnum/minnum with nnan (a reduction LLVM 16 vectorizes); NaN inputs
+      // are caught by the separate flag in emitReduceStage.
+      fmf.setNoNaNs(true);
+      b_.setFastMathFlags(fmf);
+      return b_.CreateBinaryIntrinsic(
+          kind == ReduceKind::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, acc, v);
+    }
+    }
+  }
+  if (t == DType::Bool)
+    return kind == ReduceKind::Sum || kind == ReduceKind::Max ? b_.CreateOr(acc, v)
+                                                              : b_.CreateAnd(acc, v);
+  bool s = isSignedInt(t);
+  switch (kind) {
+  case ReduceKind::Sum:
+    return b_.CreateAdd(acc, v);
+  case ReduceKind::Prod:
+    return b_.CreateMul(acc, v);
+  case ReduceKind::Max:
+    return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, acc, v);
+  case ReduceKind::Min:
+    return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, acc, v);
+  }
+  return nullptr;
+}
+
+void KernelEmitter::emitReduceStage(size_t stageIndex, const Stage &st) {
+  if (!st.value.valid() || static_cast<size_t>(st.value.id) >= k_.dag.nodes().size()) {
+    fail("reduce stage " + std::to_string(stageIndex) + " has no value");
+    return;
+  }
+  DType t = k_.dag.type(st.value);
+  bool trackNan = isFloat(t) && (st.reduce == ReduceKind::Max || st.reduce == ReduceKind::Min);
+  std::vector<Value *> init{reduceIdentity(st.reduce, t)};
+  if (trackNan)
+    init.push_back(b_.getFalse());
+  std::fill(memo_.begin(), memo_.end(), nullptr);
+  std::vector<Value *> result = emitLoop(
+      b_.getInt64(0), b_.getInt64(k_.inner), "reduce" + std::to_string(stageIndex), init,
+      [&](Value *j, const std::vector<Value *> &carried) -> std::vector<Value *> {
+        innerIndex_ = j;
+        Value *v = get(st.value);
+        if (!v)
+          return {};
+        std::vector<Value *> next{reduceCombine(st.reduce, t, carried[0], v)};
+        if (trackNan)
+          next.push_back(b_.CreateOr(carried[1], b_.CreateFCmpUNO(v, v)));
+        return next;
+      },
+      true);
+  innerIndex_ = nullptr;
+  std::fill(memo_.begin(), memo_.end(), nullptr);
+  Value *r = result[0];
+  if (trackNan)
+    r = b_.CreateSelect(result[1], llvm::ConstantFP::getNaN(r->getType()), r);
+  stageValues_[stageIndex] = roundTo(t, r);
+}
+
+void KernelEmitter::emitMapStage(const Stage &st) {
+  std::fill(memo_.begin(), memo_.end(), nullptr);
+  emitLoop(
+      b_.getInt64(0), b_.getInt64(k_.inner), "map", {},
+      [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
+        innerIndex_ = j;
+        for (const Store &store : st.stores) {
+          if (store.output < 0 || static_cast<size_t>(store.output) >= k_.outputs.size()) {
+            fail("store to output " + std::to_string(store.output) + " out of range");
+            return {};
+          }
+          DType t = k_.outputs[static_cast<size_t>(store.output)].dtype;
+          Value *offset = get(store.offset);
+          Value *value = get(store.value);
+          if (!offset || !value)
+            return {};
+          if (k_.dag.type(store.value) != t) {
+            fail("store of " + std::string(dtypeName(k_.dag.type(store.value))) + " to " +
+                 std::string(dtypeName(t)) + " output " + std::to_string(store.output));
+            return {};
+          }
+          Value *ptr = b_.CreateInBoundsGEP(
+              memType(t), buffers_[k_.inputs.size() + static_cast<size_t>(store.output)], offset);
+          storeElement(t, value, ptr);
+        }
+        return {};
+      },
+      true);
+  innerIndex_ = nullptr;
+  std::fill(memo_.begin(), memo_.end(), nullptr);
+}
+
+bool KernelEmitter::emit(const std::string &symbol) {
+  size_t numBuffers = k_.inputs.size() + k_.outputs.size();
+  llvm::Type *ptrTy = b_.getPtrTy();
+
+  // The body: noalias buffer arguments, then begin and end.
+  std::vector<llvm::Type *> bodyParams(numBuffers, ptrTy);
+  bodyParams.push_back(i64());
+  bodyParams.push_back(i64());
+  auto *bodyFn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), bodyParams, false),
+                                        llvm::GlobalValue::InternalLinkage, symbol + ".body", m_);
+  bodyFn->setDoesNotThrow();
+  for (size_t i = 0; i < numBuffers; ++i) {
+    unsigned a = static_cast<unsigned>(i);
+    bodyFn->addParamAttr(a, llvm::Attribute::NoAlias);
+    bodyFn->addParamAttr(a, llvm::Attribute::NoCapture);
+    bodyFn->addParamAttr(a, i < k_.inputs.size() ? llvm::Attribute::ReadOnly
+                                                 : llvm::Attribute::WriteOnly);
+    bodyFn->getArg(a)->setName(i < k_.inputs.size() ? "in" + std::to_string(i)
+                                                    : "out" + std::to_string(i - k_.inputs.size()));
+  }
+  Value *begin = bodyFn->getArg(static_cast<unsigned>(numBuffers));
+  Value *end = bodyFn->getArg(static_cast<unsigned>(numBuffers + 1));
+  begin->setName("begin");
+  end->setName("end");
+
+  // The ABI entry point.
+  auto *entryFn =
+      llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptrTy, i64(), i64()}, false),
+                             llvm::GlobalValue::ExternalLinkage, symbol, m_);
+  entryFn->setDoesNotThrow();
+  entryFn->getArg(0)->setName("buffers");
+  entryFn->getArg(1)->setName("begin");
+  entryFn->getArg(2)->setName("end");
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entryFn));
+  std::vector<Value *> callArgs;
+  for (size_t i = 0; i < numBuffers; ++i) {
+    Value *slot = b_.CreateConstInBoundsGEP1_64(ptrTy, entryFn->getArg(0), i);
+    callArgs.push_back(b_.CreateLoad(ptrTy, slot, "buf" + std::to_string(i)));
+  }
+  callArgs.push_back(entryFn->getArg(1));
+  callArgs.push_back(entryFn->getArg(2));
+  b_.CreateCall(bodyFn, callArgs);
+  b_.CreateRetVoid();
+
+  // The body: clamp the range, loop over outer points.
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", bodyFn));
+  for (size_t i = 0; i < numBuffers; ++i)
+    buffers_.push_back(bodyFn->getArg(static_cast<unsigned>(i)));
+  memo_.assign(k_.dag.nodes().size(), nullptr);
+  stageValues_.assign(k_.stages.size(), nullptr);
+  int64_t numOuter = k_.numOuter();
+  Value *lo = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, begin, b_.getInt64(0));
+  Value *hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.getInt64(numOuter));
+  emitLoop(
+      lo, hi, "outer", {},
+      [&](Value *o, const std::vector<Value *> &) -> std::vector<Value *> {
+        // Row-major digits of o (constant divisors: multiply-shift).
+        outerIndex_.assign(k_.outer.size(), nullptr);
+        Value *rest = o;
+        for (size_t d = k_.outer.size(); d-- > 0;) {
+          Value *extent = b_.getInt64(k_.outer[d]);
+          if (d == 0) {
+            outerIndex_[d] = rest;
+          } else {
+            outerIndex_[d] = b_.CreateURem(rest, extent, "i" + std::to_string(d));
+            rest = b_.CreateUDiv(rest, extent);
+          }
+        }
+        if (!outerIndex_.empty())
+          outerIndex_[0]->setName("i0");
+        stageValues_.assign(k_.stages.size(), nullptr);
+        for (size_t si = 0; si < k_.stages.size() && error_.empty(); ++si) {
+          const Stage &st = k_.stages[si];
+          if (st.kind == Stage::Kind::Reduce)
+            emitReduceStage(si, st);
+          else
+            emitMapStage(st);
+        }
+        return {};
+      },
+      false);
+  b_.CreateRetVoid();
+  return error_.empty();
+}
+
+} // namespace
+
+std::unique_ptr<llvm::Module> emitKernelModule(const Kernel &k, const Schedule &s,
+                                               const std::string &symbol, const VectorMathIsa &isa,
+                                               llvm::LLVMContext &ctx, std::string &error) {
+  for (int64_t d : k.outer)
+    if (d < 0) {
+      error = "negative outer extent " + std::to_string(d);
+      return nullptr;
+    }
+  if (k.inner < 0) {
+    error = "negative inner extent " + std::to_string(k.inner);
+    return nullptr;
+  }
+  auto m = std::make_unique<llvm::Module>(symbol, ctx);
+  KernelEmitter emitter(k, s, isa, *m);
+  if (!emitter.emit(symbol)) {
+    error = emitter.error();
+    return nullptr;
+  }
+  return m;
+}
+
+} // namespace kiln::codegen::cpu
