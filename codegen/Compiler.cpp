@@ -1,0 +1,431 @@
+//===- Compiler.cpp - Graph to runnable Executable (CPU) --------*- C++ -*-===//
+//
+// See Compiler.h for the phases. Buffers: one per graph input, one per
+// constant a step reads (sharing the constant's bytes), and one Temp per
+// other value a step writes; graph outputs are whatever buffers hold them.
+//
+// Note [Fallback steps]
+// A node no backend handles runs on its reference kernel (evaluateNode) as
+// an extern step of its own: operands are borrowed from the buffers as
+// Tensors (no copy), results are copied into the node's buffers. The step
+// keeps the compiled graph alive (the Executable owns it), and each one
+// is announced by a warning at the node's location that names it, its op
+// and the reason, so a slow path is never silent.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
+
+#include "codegen/Fusion.h"
+#include "codegen/cpu/CpuJit.h"
+#include "ir/Interpreter.h"
+#include "passes/PassManager.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+namespace kiln::codegen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// `%name` of a node's first result (names are assigned by nameValues).
+std::string nodeName(const Node *n) {
+  return n->numResults() ? "%" + n->result()->name() : "<" + std::string(n->mnemonic()) + ">";
+}
+
+/// Names every unnamed value the way the printer numbers them, so that
+/// reports, warnings and `kiln opt` output agree.
+void nameValues(Graph &g) {
+  std::set<std::string> taken;
+  std::vector<Value *> unnamed;
+  auto claim = [&](Value *v) {
+    if (v->name().empty() || !taken.insert(v->name()).second)
+      unnamed.push_back(v);
+  };
+  for (Value *v : g.inputs())
+    claim(v);
+  for (Node *n : g.nodes())
+    for (unsigned i = 0; i < n->numResults(); ++i)
+      claim(n->result(i));
+  unsigned counter = 0;
+  for (Value *v : unnamed) {
+    std::string name;
+    do
+      name = std::to_string(counter++);
+    while (taken.count(name));
+    taken.insert(name);
+    v->setName(name);
+  }
+}
+
+/// A non-owning shared pointer, for borrowing runtime buffers as Tensors.
+std::shared_ptr<const void> unowned(const void *p) {
+  return std::shared_ptr<const void>(p, [](const void *) {});
+}
+
+/// Runs one node on its reference kernel. See Note [Fallback steps].
+class ReferenceStep final : public runtime::ExternStep {
+public:
+  ReferenceStep(const Node *node, std::string reason) : node_(node), reason_(std::move(reason)) {}
+
+  std::string describe() const override {
+    return "reference " + std::string(node_->mnemonic()) + " " + nodeName(node_);
+  }
+
+  runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
+    std::vector<Tensor> operands;
+    for (unsigned i = 0; i < node_->numOperands(); ++i) {
+      const TensorType &t = node_->operand(i)->type();
+      operands.push_back(
+          Tensor::borrow(t.dtype, staticSizes(t.shape), unowned(buffers[i]), buffers[i]));
+    }
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    auto results = evaluateNode(*node_, operands, diag);
+    if (failed(results))
+      return runtime::Status::failure(collect.str());
+    for (unsigned r = 0; r < node_->numResults(); ++r) {
+      const Tensor &t = (*results)[r];
+      const TensorType &want = node_->result(r)->type();
+      if (t.dtype() != want.dtype || t.shape() != staticSizes(want.shape))
+        return runtime::Status::failure("reference kernel returned " + t.str() + ", expected " +
+                                        want.str());
+      std::memcpy(buffers[node_->numOperands() + r], t.rawData(), t.byteSize());
+    }
+    return runtime::Status::success();
+  }
+
+private:
+  const Node *node_;
+  std::string reason_;
+};
+
+/// Builds the Executable step by step.
+class ExecutableBuilder {
+public:
+  ExecutableBuilder(const CompileOptions &options, DiagnosticEngine &diag, CompileReport &report)
+      : options_(options), diag_(diag), report_(report),
+        exe_(std::make_unique<runtime::Executable>()) {}
+
+  runtime::Executable &exe() { return *exe_; }
+  std::unique_ptr<runtime::Executable> take() { return std::move(exe_); }
+
+  void addInputs(const Graph &g) {
+    for (const Value *v : g.inputs())
+      buffers_[v] = exe_->addInput(v->type().dtype, staticSizes(v->type().shape), v->name());
+  }
+
+  /// The buffer holding `v`, created on first use.
+  int32_t bufferOf(const Value *v) {
+    auto it = buffers_.find(v);
+    if (it != buffers_.end())
+      return it->second;
+    int32_t id;
+    const Node *def = v->definingNode();
+    if (def && def->kind() == OpKind::Constant) {
+      const Tensor &t = std::get<Tensor>(def->attr(ConstantOp::value_index));
+      id = exe_->addConstant(toHostTensor(t), v->name());
+    } else {
+      id = exe_->addTemp(v->type().dtype, staticSizes(v->type().shape), v->name());
+    }
+    buffers_[v] = id;
+    return id;
+  }
+
+  std::vector<int32_t> buffersOf(const std::vector<const Value *> &values) {
+    std::vector<int32_t> ids;
+    for (const Value *v : values)
+      ids.push_back(bufferOf(v));
+    return ids;
+  }
+
+  /// A reference step for `n`, with a warning naming it.
+  void addFallback(const Node *n, const std::string &reason) {
+    diag_.emitWarning(n->loc()) << "node " << nodeName(n) << " ('" << n->mnemonic()
+                                << "') runs on the reference kernel: " << reason;
+    report_.fallbacks.push_back(nodeName(n) + " (" + std::string(n->mnemonic()) + "): " + reason);
+    ++report_.numFallbacks;
+    std::vector<const Value *> args(n->operands().begin(), n->operands().end());
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      args.push_back(n->result(r));
+    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), buffersOf(args));
+  }
+
+  void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
+    if (!options_.useKernels || !jit) {
+      for (const Node *n : group.nodes)
+        addFallback(n, options_.useKernels ? "no JIT available" : "kernels are disabled");
+      return;
+    }
+    auto kernel = lowerGroup(group, diag_);
+    if (failed(kernel)) {
+      for (const Node *n : group.nodes)
+        addFallback(n, "its kernel group could not be lowered");
+      return;
+    }
+    Schedule schedule;
+    // About 16K inner iterations per thread chunk keeps tiny kernels serial
+    // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
+    schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kernel->inner));
+    schedule.parallel = kernel->numOuter() >= 2 * schedule.grain;
+    if (options_.emitKernels)
+      report_.kernels += kernel->str() + "\n";
+    if (options_.emitLLVM || options_.emitLLVMOptimized) {
+      auto ir = jit->emitLLVM(*kernel, schedule, options_.emitLLVMOptimized, diag_);
+      if (ir.succeeded())
+        report_.llvm += *ir + "\n";
+    }
+    auto fn = jit->compile(*kernel, schedule, diag_);
+    if (failed(fn)) {
+      for (const Node *n : group.nodes)
+        addFallback(n, "the JIT failed on its kernel '" + kernel->name + "'");
+      return;
+    }
+    std::vector<const Value *> args = group.inputs;
+    args.insert(args.end(), group.outputs.begin(), group.outputs.end());
+    exe_->addKernelStep(kernel->name, *fn, buffersOf(args), kernel->numOuter(), schedule.parallel,
+                        schedule.grain);
+    ++report_.numKernels;
+  }
+
+  void addLibraryGroup(const FusionGroup &group) {
+    if (!options_.useLibraries) {
+      for (const Node *n : group.nodes)
+        addFallback(n, "library ops are disabled");
+      return;
+    }
+    cpu::OneDnnOptions dnnl;
+    dnnl.layout = options_.dnnlLayout;
+    dnnl.threads = options_.threads;
+    std::string why;
+    auto call = cpu::buildOneDnnCall(group.nodes, dnnl, why);
+    if (failed(call)) {
+      for (const Node *n : group.nodes)
+        addFallback(n, n == group.nodes.front()
+                           ? why
+                           : "its library anchor " + nodeName(group.nodes.front()) +
+                                 " is not supported");
+      return;
+    }
+    std::vector<const Value *> args = call->operands;
+    args.push_back(call->result);
+    exe_->addExternStep(call->step, buffersOf(args));
+    std::string line = nodeName(group.nodes.front());
+    for (size_t i = 1; i < call->numNodes; ++i)
+      line += "+" + nodeName(group.nodes[i]);
+    line += ": " + call->detail;
+    if (!call->measurement.empty())
+      line += " (" + call->measurement + ")";
+    report_.libraryCalls.push_back(line);
+    ++report_.numLibraryCalls;
+    for (size_t i = call->numNodes; i < group.nodes.size(); ++i)
+      addFallback(group.nodes[i],
+                  "it has no oneDNN post-op after " + nodeName(group.nodes[call->numNodes - 1]));
+  }
+
+private:
+  const CompileOptions &options_;
+  DiagnosticEngine &diag_;
+  CompileReport &report_;
+  std::unique_ptr<runtime::Executable> exe_;
+  std::unordered_map<const Value *, int32_t> buffers_;
+};
+
+/// Replaces symbolic dims of the inputs by their bound sizes.
+LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
+  bool ok = true;
+  for (Value *v : g.inputs()) {
+    TensorType t = v->type();
+    for (Dim &d : t.shape) {
+      if (d.isStatic())
+        continue;
+      auto it = options.dims.find(d.symbol());
+      if (d.symbol().empty() || it == options.dims.end()) {
+        diag.emitError(Location())
+            << "input %" << v->name() << " : " << v->type().str() << " has a dynamic dim "
+            << (d.symbol().empty() ? std::string("?") : d.symbol()) << "; bind it with --dim "
+            << (d.symbol().empty() ? "N" : d.symbol())
+            << "=SIZE (compiled code needs static shapes)";
+        ok = false;
+        break;
+      }
+      if (it->second < 0) {
+        diag.emitError(Location())
+            << "dim " << d.symbol() << " = " << it->second << " must be non-negative";
+        ok = false;
+        break;
+      }
+      d = Dim(it->second);
+    }
+    v->setType(t);
+  }
+  return ok ? success() : failure();
+}
+
+LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
+  for (const Node *n : g.nodes())
+    for (unsigned i = 0; i < n->numResults(); ++i)
+      if (!n->result(i)->type().isStatic())
+        return diag.emitError(n->loc())
+               << "'" << n->mnemonic() << "' op result %" << n->result(i)->name() << " : "
+               << n->result(i)->type().str()
+               << " has a dynamic shape after shape inference; compiled code needs static shapes";
+  return success();
+}
+
+} // namespace
+
+std::string CompileReport::summary() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%d kernel%s, %d library call%s, %d fallback%s; compiled in %.1f ms", numKernels,
+                numKernels == 1 ? "" : "s", numLibraryCalls, numLibraryCalls == 1 ? "" : "s",
+                numFallbacks, numFallbacks == 1 ? "" : "s", totalSeconds * 1e3);
+  std::string s = buf;
+  if (!phases.empty()) {
+    s += " (";
+    for (size_t i = 0; i < phases.size(); ++i) {
+      std::snprintf(buf, sizeof(buf), "%s%s %.1f ms", i ? ", " : "", phases[i].first.c_str(),
+                    phases[i].second * 1e3);
+      s += buf;
+    }
+    s += ")";
+  }
+  return s;
+}
+
+runtime::HostTensor toHostTensor(const Tensor &t) {
+  runtime::HostTensor h;
+  h.dtype = t.dtype();
+  h.shape = t.shape();
+  auto owner = std::make_shared<Tensor>(t);
+  h.data = const_cast<void *>(t.rawData());
+  h.storage = std::shared_ptr<void>(owner, h.data);
+  return h;
+}
+
+Tensor fromHostTensor(const runtime::HostTensor &t) {
+  return Tensor::borrow(t.dtype, t.shape, t.storage, t.data);
+}
+
+FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
+                                                        const CompileOptions &options,
+                                                        DiagnosticEngine &diag,
+                                                        CompileReport *reportOut) {
+  CompileReport localReport;
+  CompileReport &report = reportOut ? *reportOut : localReport;
+  report = CompileReport();
+  const auto start = Clock::now();
+  auto phase = Clock::now();
+  auto endPhase = [&](const char *name) {
+    report.phases.emplace_back(name, secondsSince(phase));
+    phase = Clock::now();
+  };
+
+  // 1-2. Clone, bind dims, run the pipeline.
+  std::shared_ptr<Graph> g(source.clone().release());
+  if (failed(bindDims(*g, options, diag)))
+    return failure();
+  {
+    PassManager pm;
+    if (failed(parsePassPipeline(options.pipeline, pm, diag)) || failed(pm.run(*g, diag)))
+      return failure();
+  }
+  if (failed(requireStatic(*g, diag)))
+    return failure();
+  nameValues(*g);
+  endPhase("passes");
+
+  // 3. Fusion.
+  FusionOptions fusionOptions;
+  fusionOptions.useLibraries = options.useLibraries;
+  auto plan = planFusion(*g, fusionOptions, diag);
+  if (failed(plan))
+    return failure();
+  if (options.explain)
+    report.fusion = plan->explain();
+  endPhase("fusion");
+
+  // 4. Steps.
+  std::shared_ptr<cpu::CpuJit> jit;
+  const bool needsJit =
+      options.useKernels && std::any_of(plan->groups.begin(), plan->groups.end(), [](auto &grp) {
+        return grp.kind == FusionGroup::Kind::Kernel;
+      });
+  if (needsJit) {
+    cpu::CpuJitOptions jitOptions;
+    jitOptions.optLevel = options.optLevel;
+    jitOptions.dumpDir = options.dumpDir;
+    auto created = cpu::CpuJit::create(jitOptions, diag);
+    if (failed(created))
+      return failure();
+    jit = *created;
+  }
+  ExecutableBuilder builder(options, diag, report);
+  builder.addInputs(*g);
+  double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0;
+  for (const FusionGroup &group : plan->groups) {
+    const auto t0 = Clock::now();
+    switch (group.kind) {
+    case FusionGroup::Kind::Kernel:
+      builder.addKernelGroup(group, jit.get());
+      kernelSeconds += secondsSince(t0);
+      break;
+    case FusionGroup::Kind::Library:
+      builder.addLibraryGroup(group);
+      librarySeconds += secondsSince(t0);
+      break;
+    case FusionGroup::Kind::Fallback:
+      for (const Node *n : group.nodes)
+        builder.addFallback(n, "no kernel or library handles it");
+      fallbackSeconds += secondsSince(t0);
+      break;
+    }
+  }
+  report.phases.emplace_back("kernels", kernelSeconds);
+  report.phases.emplace_back("library", librarySeconds);
+  if (fallbackSeconds > 0)
+    report.phases.emplace_back("fallbacks", fallbackSeconds);
+  phase = Clock::now();
+
+  // 5. Outputs, owners.
+  std::vector<int32_t> outputs;
+  for (const Value *v : g->outputs())
+    outputs.push_back(builder.bufferOf(v));
+  runtime::Executable &exe = builder.exe();
+  exe.setOutputs(std::move(outputs));
+  exe.setDefaultThreads(options.threads);
+  exe.keepAlive(g);
+  if (jit)
+    exe.keepAlive(jit);
+  report.steps = exe.describe();
+  report.totalSeconds = secondsSince(start);
+  return builder.take();
+}
+
+FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,
+                                           std::span<const Tensor> inputs, DiagnosticEngine &diag,
+                                           const runtime::RunOptions &options,
+                                           runtime::RunProfile *profile) {
+  std::vector<runtime::HostTensor> in;
+  in.reserve(inputs.size());
+  for (const Tensor &t : inputs)
+    in.push_back(toHostTensor(t));
+  std::vector<runtime::HostTensor> out;
+  runtime::Status st = exe.run(in, out, options, profile);
+  if (!st.ok())
+    return diag.emitError(Location()) << st.error;
+  std::vector<Tensor> result;
+  result.reserve(out.size());
+  for (const runtime::HostTensor &t : out)
+    result.push_back(fromHostTensor(t));
+  return result;
+}
+
+} // namespace kiln::codegen

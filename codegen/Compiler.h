@@ -1,0 +1,114 @@
+//===- Compiler.h - Graph to runnable Executable (CPU) ----------*- C++ -*-===//
+//
+// The CPU compiler driver:
+//   1. clone the graph and bind symbolic dims of its inputs (options.dims);
+//   2. run the pipeline (kDefaultPipeline, through the pass registry);
+//   3. plan fusion (codegen/Fusion.h);
+//   4. lower each Kernel group to a codegen Kernel and JIT it (CpuJit);
+//      build each Library group as a oneDNN call with post-ops
+//      (codegen/cpu/dnnl/OneDnnSteps.h); run everything else, and whatever
+//      a backend refuses, on its reference kernel (a step of its own, with
+//      a warning naming the node: a model always runs);
+//   5. wire buffers and steps into a runtime::Executable.
+// A CompileReport records what happened: the fusion explanation, kernel
+// text, LLVM IR when asked, library calls, fallbacks and time per phase.
+//
+//   DiagnosticEngine diag;
+//   CompileOptions opts;
+//   opts.threads = 2;
+//   auto exe = compile(graph, opts, diag);              // FailureOr
+//   auto outs = runCompiled(**exe, inputs, diag);        // kiln::Tensor in/out
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
+#include "ir/Graph.h"
+#include "runtime/Executable.h"
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::codegen {
+
+/// The pipeline compile() runs before fusion.
+inline constexpr const char *kDefaultPipeline =
+    "infer-shapes,canonicalize,constant-fold,cse,dce,fold-batch-norm,canonicalize,constant-fold,"
+    "dce";
+
+struct CompileOptions {
+  /// Threads a run uses by default (0: OpenMP's default). Also the thread
+  /// count oneDNN layout choices are measured with.
+  int threads = 0;
+  /// Sizes of symbolic input dims, by symbol (`--dim N=1`).
+  std::map<std::string, int64_t> dims;
+  /// Fill CompileReport::fusion with the fusion decisions.
+  bool explain = false;
+  /// Fill CompileReport::kernels with each kernel's text.
+  bool emitKernels = false;
+  /// Fill CompileReport::llvm with each kernel's LLVM IR, before (false) or
+  /// after (true) optimization.
+  bool emitLLVM = false;
+  bool emitLLVMOptimized = false;
+  /// Passes before fusion.
+  std::string pipeline = kDefaultPipeline;
+  /// Run conv/matmul/gemm/pools through oneDNN (else: reference kernels).
+  bool useLibraries = true;
+  /// Compile kernel groups with the JIT (else: reference kernels, per node).
+  bool useKernels = true;
+  cpu::DnnlLayoutPolicy dnnlLayout = cpu::DnnlLayoutPolicy::Measure;
+  /// LLVM optimization level of kernels.
+  int optLevel = 3;
+  /// Per-kernel LLVM IR dumps (empty: none).
+  std::string dumpDir;
+};
+
+/// What compile() did.
+struct CompileReport {
+  /// FusionPlan::explain() (with options.explain).
+  std::string fusion;
+  /// Kernel texts (with options.emitKernels).
+  std::string kernels;
+  /// LLVM IR (with options.emitLLVM / emitLLVMOptimized).
+  std::string llvm;
+  /// Seconds per phase, in order ("passes", "fusion", "kernels", ...).
+  std::vector<std::pair<std::string, double>> phases;
+  double totalSeconds = 0;
+  int numKernels = 0, numLibraryCalls = 0, numFallbacks = 0;
+  /// One line per library call: node, implementation, layouts, post-ops.
+  std::vector<std::string> libraryCalls;
+  /// One line per node run on its reference kernel, with the reason.
+  std::vector<std::string> fallbacks;
+  /// The steps (runtime::Executable::describe()).
+  std::string steps;
+
+  /// "3 kernels, 2 library calls, 0 fallbacks; compiled in 41.2 ms (...)".
+  std::string summary() const;
+};
+
+/// Compiles `g` for this CPU. Errors (unbound symbolic dims, pass failures,
+/// graphs that are not static after the pipeline) are diagnostics; backend
+/// refusals are warnings and the node runs on its reference kernel.
+FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &g,
+                                                        const CompileOptions &options,
+                                                        DiagnosticEngine &diag,
+                                                        CompileReport *report = nullptr);
+
+/// Runs a compiled model on kiln::Tensor inputs (zero-copy both ways) and
+/// returns its outputs; input mismatches (count, dtype, shape) and step
+/// failures are errors. Safe to call from several threads at once.
+FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,
+                                           std::span<const Tensor> inputs, DiagnosticEngine &diag,
+                                           const runtime::RunOptions &options = {},
+                                           runtime::RunProfile *profile = nullptr);
+
+/// Conversions between kiln::Tensor and the runtime's HostTensor; both share
+/// the bytes.
+runtime::HostTensor toHostTensor(const Tensor &t);
+Tensor fromHostTensor(const runtime::HostTensor &t);
+
+} // namespace kiln::codegen

@@ -1,0 +1,88 @@
+//===- OneDnnSteps.h - Library ops through oneDNN 2.6 -----------*- C++ -*-===//
+//
+// Turns a library group (an anchor node that oneDNN runs, followed by an
+// epilogue chain of elementwise nodes, each consuming the previous result;
+// see codegen/Fusion.h) into one runtime ExternStep that runs the anchor
+// with the epilogue as oneDNN post-ops:
+//
+//   anchors:   conv (1-D/2-D/3-D, grouped, depthwise; strides, pads,
+//              dilations), conv_transpose, matmul (batched, broadcasting
+//              batch dims, 1-D operands), gemm (alpha, beta, transposes, C),
+//              max_pool (dilations), avg_pool (count_include_pad, ceil_mode
+//              through the right padding), global_avg_pool;
+//   epilogue:  add/sub/mul/max/min with a tensor broadcastable to the
+//              anchor's result (binary post-ops; a same-shape residual
+//              becomes a sum post-op when the destination is blocked),
+//              relu, leaky_relu, clip, sigmoid, tanh, gelu (erf and tanh),
+//              elu, hard_swish, hard_sigmoid, abs, sqrt, exp, log, neg,
+//              softplus (eltwise post-ops).
+//
+// Primitives are created once, here, with layout `any` where that helps;
+// constant weights are reordered once into the layout the primitive
+// prefers; activations are reordered from/to the plain row-major buffers of
+// the runtime only when the chosen layout differs. Whether a conv runs on
+// plain or blocked activations is measured when both are possible (see
+// Note [Conv layouts] in OneDnnSteps.cpp). Only f32 is supported.
+//
+// This file is compiled with exceptions: every dnnl::error is caught and
+// turned into a "not supported" answer (the caller falls back) or a runtime
+// Status.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+#include "runtime/Executable.h"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen::cpu {
+
+/// How library convolutions choose their activation layout.
+enum class DnnlLayoutPolicy {
+  /// Plain row-major (nchw) activations, no reorders.
+  Plain,
+  /// `any`: the layout oneDNN prefers (blocked on AVX2), with reorders.
+  Blocked,
+  /// Build both when they differ, time them, keep the faster.
+  Measure,
+};
+
+struct OneDnnOptions {
+  DnnlLayoutPolicy layout = DnnlLayoutPolicy::Measure;
+  /// Threads used when measuring (0: OpenMP's default).
+  int threads = 0;
+};
+
+/// A library call built for nodes[0, numNodes).
+struct OneDnnCall {
+  std::shared_ptr<const runtime::ExternStep> step;
+  /// The step's buffers: these runtime operands, then `result` last.
+  std::vector<const Value *> operands;
+  const Value *result = nullptr;
+  /// How many of the given nodes (anchor first) the step computes; the rest
+  /// of the epilogue did not map to post-ops and must run separately.
+  size_t numNodes = 0;
+  /// Implementation, layouts and post-ops, e.g.
+  /// "brgconv:avx2 src aBcd8b wei ABcd8b8a dst aBcd8b post-ops [sum, eltwise_relu]".
+  std::string detail;
+  /// Compile-time measurements of the layout choice (empty if none).
+  std::string measurement;
+};
+
+/// True for the ops buildOneDnnCall can anchor.
+bool isOneDnnAnchor(OpKind kind);
+
+/// Builds a oneDNN step for `nodes` (anchor, then its epilogue chain). On
+/// failure `why` says why the anchor is not supported (unsupported dtype or
+/// configuration, or oneDNN's own refusal); no diagnostic is emitted.
+FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
+                                      const OneDnnOptions &options, std::string &why);
+
+/// "oneDNN 2.6.3 (cpu runtime OpenMP)".
+std::string oneDnnVersion();
+
+} // namespace kiln::codegen::cpu

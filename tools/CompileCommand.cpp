@@ -1,0 +1,271 @@
+//===- CompileCommand.cpp - kiln compile: the CPU compiler -----*- C++ -*-===//
+//
+//   kiln compile FILE.kir [--explain-fusion] [--emit=kernels|llvm|llvm-opt]
+//                [--threads N] [--dim N=1] [--steps] [--profile N] [--check]
+//
+// Compiles a graph for this CPU (codegen/Compiler.h) and prints what was
+// asked: fusion decisions by node name, kernel text, LLVM IR, the steps,
+// then a summary (kernels, library calls, fallbacks, compile time per
+// phase). Warnings about fallbacks go to stderr. --profile runs the
+// compiled model N times on random inputs and prints each step's time next
+// to the interpreter's time for the whole graph; --check compares the
+// compiled outputs with the reference interpreter's.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
+#include "ir/Interpreter.h"
+#include "ir/Parser.h"
+#include "tools/Commands.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace kiln::tools {
+namespace {
+
+const char kCompileUsage[] =
+    "usage: kiln compile FILE.kir [options]\n"
+    "  --graph NAME            the graph to compile (default: the first)\n"
+    "  --explain-fusion        print every fusion decision with its rule and reason\n"
+    "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
+    "                          optimization) or llvm-opt (after O3); repeatable\n"
+    "  --threads N             threads of the compiled model (default: OpenMP's)\n"
+    "  --dim SYM=SIZE          bind symbolic input dim SYM (repeatable)\n"
+    "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
+    "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
+    "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
+    "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
+    "  --steps                 print the executable's steps\n"
+    "  --profile N             run N times on random inputs; print time per step\n"
+    "  --check                 compare outputs with the reference interpreter\n"
+    "  --rtol R, --atol A      tolerances for --check (default 1e-4 and 1e-4)\n";
+
+/// Random inputs: floats uniform in [-1, 1], integers in [0, 4), bools.
+std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
+                                 unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::vector<Tensor> inputs;
+  for (const Value *v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
+    Tensor t = Tensor::zeros(v->type().dtype, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (isFloat(t.dtype()))
+        t.setDouble(i, real(rng));
+      else
+        t.setInt(i, static_cast<int64_t>(rng() % (t.dtype() == DType::Bool ? 2 : 4)));
+    }
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
+double secondsOf(const std::function<bool()> &fn, bool &ok) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ok = fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace
+
+int compileCommand(const Args &args) {
+  std::string file, graphName;
+  codegen::CompileOptions options;
+  bool printSteps = false, check = false;
+  int profileRuns = 0;
+  double rtol = 1e-4, atol = 1e-4;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string v;
+    const std::string &a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kCompileUsage, stdout);
+      return 0;
+    } else if (a == "--explain-fusion") {
+      options.explain = true;
+    } else if (a == "--steps") {
+      printSteps = true;
+    } else if (a == "--check") {
+      check = true;
+    } else if (a == "--no-libraries") {
+      options.useLibraries = false;
+    } else if (a == "--no-kernels") {
+      options.useKernels = false;
+    } else if (matchFlag(args, i, "--emit", v)) {
+      if (v == "kernels")
+        options.emitKernels = true;
+      else if (v == "llvm")
+        options.emitLLVM = true;
+      else if (v == "llvm-opt")
+        options.emitLLVMOptimized = true;
+      else {
+        std::fprintf(stderr,
+                     "kiln compile: error: --emit expects kernels, llvm or llvm-opt, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+    } else if (matchFlag(args, i, "--threads", v)) {
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 4096) {
+        std::fprintf(stderr, "kiln compile: error: --threads expects a positive count, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      options.threads = static_cast<int>(n);
+    } else if (matchFlag(args, i, "--dim", v)) {
+      size_t eq = v.find('=');
+      char *end = nullptr;
+      long long n = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &end, 10);
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size() || *end || n < 0) {
+        std::fprintf(stderr, "kiln compile: error: --dim expects SYM=SIZE, got '%s'\n", v.c_str());
+        return 2;
+      }
+      options.dims[v.substr(0, eq)] = n;
+    } else if (matchFlag(args, i, "--passes", v)) {
+      options.pipeline = v;
+    } else if (matchFlag(args, i, "--dnnl-layout", v)) {
+      if (v == "plain")
+        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Plain;
+      else if (v == "blocked")
+        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Blocked;
+      else if (v == "measure")
+        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Measure;
+      else {
+        std::fprintf(stderr,
+                     "kiln compile: error: --dnnl-layout expects plain, blocked or "
+                     "measure, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+    } else if (matchFlag(args, i, "--profile", v)) {
+      profileRuns = std::atoi(v.c_str());
+      if (profileRuns < 1) {
+        std::fprintf(stderr, "kiln compile: error: --profile expects a positive count\n");
+        return 2;
+      }
+    } else if (matchFlag(args, i, "--rtol", v)) {
+      rtol = std::atof(v.c_str());
+    } else if (matchFlag(args, i, "--atol", v)) {
+      atol = std::atof(v.c_str());
+    } else if (matchFlag(args, i, "--graph", v)) {
+      graphName = v;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n%s", a.c_str(),
+                   kCompileUsage);
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "kiln compile: error: more than one model file\n");
+      return 2;
+    }
+  }
+  if (file.empty()) {
+    std::fputs(kCompileUsage, stderr);
+    return 2;
+  }
+
+  DiagnosticEngine diag;
+  installStderrHandler(diag);
+  auto module = parseFile(file, diag);
+  if (failed(module))
+    return 1;
+  if ((*module)->graphs().empty()) {
+    std::fprintf(stderr, "%s: error: the file has no graph\n", file.c_str());
+    return 1;
+  }
+  Graph *g = graphName.empty() ? (*module)->graphs().front().get() : (*module)->lookup(graphName);
+  if (!g) {
+    std::fprintf(stderr, "%s: error: no graph named '@%s'\n", file.c_str(), graphName.c_str());
+    return 1;
+  }
+
+  codegen::CompileReport report;
+  auto exe = codegen::compile(*g, options, diag, &report);
+  if (failed(exe))
+    return 1;
+  if (options.explain)
+    std::printf("// fusion decisions\n%s", report.fusion.c_str());
+  if (options.emitKernels)
+    std::printf("// kernels\n%s", report.kernels.c_str());
+  if (options.emitLLVM || options.emitLLVMOptimized)
+    std::printf("// llvm\n%s", report.llvm.c_str());
+  if (printSteps)
+    std::printf("// steps\n%s", report.steps.c_str());
+  for (const std::string &line : report.libraryCalls)
+    std::printf("library call %s\n", line.c_str());
+  for (const std::string &line : report.fallbacks)
+    std::printf("fallback %s\n", line.c_str());
+  std::printf("summary: %s\n", report.summary().c_str());
+
+  if (!check && profileRuns == 0)
+    return 0;
+  std::vector<Tensor> inputs = randomInputs(*g, options.dims, 1234);
+  bool ok = true;
+  std::vector<Tensor> compiled;
+  runtime::RunProfile profile;
+  runtime::RunOptions runOptions;
+  runOptions.profile = profileRuns > 0;
+  // One warm-up run, then the timed ones.
+  for (int r = 0; r <= profileRuns; ++r) {
+    auto outs = codegen::runCompiled(**exe, inputs, diag, runOptions, r > 0 ? &profile : nullptr);
+    if (failed(outs))
+      return 1;
+    compiled = outs.take();
+  }
+  if (profileRuns > 0) {
+    const auto &steps = (*exe)->steps();
+    double total = 0;
+    for (double s : profile.stepSeconds)
+      total += s;
+    std::printf("// profile: %d runs, %d threads\n", profileRuns,
+                (*exe)->resolveThreads(options.threads));
+    for (size_t i = 0; i < steps.size(); ++i)
+      std::printf("step %zu %-60s %10.1f us\n", i, steps[i].name.c_str(),
+                  profile.stepSeconds[i] * 1e6 / profileRuns);
+    std::printf("compiled: %.3f ms per run (sum of steps)\n", total * 1e3 / profileRuns);
+  }
+  // The interpreter runs the graph as given, with bound dims in the inputs.
+  std::vector<Tensor> reference;
+  double interpSeconds = secondsOf(
+      [&] {
+        auto outs = interpret(*g, inputs, diag);
+        if (failed(outs))
+          return false;
+        reference = outs.take();
+        return true;
+      },
+      ok);
+  if (!ok)
+    return 1;
+  if (profileRuns > 0)
+    std::printf("interpreter: %.3f ms per run\n", interpSeconds * 1e3);
+  if (!check)
+    return 0;
+  bool allOk = true;
+  for (size_t k = 0; k < reference.size(); ++k) {
+    const Tensor &got = compiled[k], &want = reference[k];
+    double maxAbs = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double a = got.getDouble(i), b = want.getDouble(i);
+      double diff = std::isnan(a) && std::isnan(b) ? 0 : std::fabs(a - b);
+      if (std::isnan(diff))
+        diff = INFINITY;
+      maxAbs = std::max(maxAbs, diff);
+      bad += diff > atol + rtol * std::fabs(b);
+    }
+    std::printf("check output %zu (%%%s): %s: max abs error %.3g, %lld of %lld elements beyond "
+                "tolerance\n",
+                k, g->outputs()[k]->name().c_str(), bad ? "FAIL" : "ok", maxAbs,
+                static_cast<long long>(bad), static_cast<long long>(want.numel()));
+    allOk &= bad == 0;
+  }
+  return allOk ? 0 : 1;
+}
+
+} // namespace kiln::tools
