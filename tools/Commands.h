@@ -15,6 +15,7 @@ namespace kiln::tools {
 
 using Args = std::vector<std::string>;
 
+int compileCommand(const Args &args);
 int importCommand(const Args &args);
 int optCommand(const Args &args);
 int runCommand(const Args &args);

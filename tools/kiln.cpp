@@ -4,6 +4,7 @@
 //   kiln run FILE.kir --input NAME=F.npy ... run on the interpreter
 //   kiln ops                                 print the op table
 //   kiln import MODEL.onnx -o OUT.kir        import an ONNX model
+//   kiln compile FILE.kir [--explain-fusion] compile for this CPU
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
@@ -41,6 +42,7 @@ const char kUsage[] = "usage: kiln <command> [options]\n"
                       "  run FILE.kir --input NAME=FILE.npy ...    run a graph on the interpreter\n"
                       "  ops                                       print the op table (Markdown)\n"
                       "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
+                      "  compile FILE.kir [--explain-fusion] ...   compile for this CPU (JIT, oneDNN)\n"
                       "\n"
                       "`kiln <command> --help` describes each command's options.\n";
 } // namespace
@@ -58,6 +60,10 @@ int main(int argc, char **argv) {
     return kiln::tools::runCommand(args);
   if (cmd == "ops")
     return kiln::tools::opsCommand(args);
+#ifdef KILN_HAVE_COMPILER
+  if (cmd == "compile")
+    return kiln::tools::compileCommand(args);
+#endif
   if (cmd == "import")
     return kiln::tools::importCommand(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
