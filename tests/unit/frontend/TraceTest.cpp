@@ -85,6 +85,14 @@ TEST(Trace, ParametersBecomeNamedConstants) {
   EXPECT_TRUE(run(*graph, {x})[0].bitwiseEqual(mlp(x)));
 }
 
+TEST(Trace, AModuleCanBeTracedDirectly) {
+  manualSeed(3);
+  example::MLP mlp;
+  Tensor x = randn({4, 256}, 1);
+  auto graph = trace(mlp, {x}, {.checkInputs = {{randn({4, 256}, 2)}}});
+  EXPECT_TRUE(run(*graph, {x})[0].bitwiseEqual(mlp(x)));
+}
+
 TEST(Trace, ParametersAsInputs) {
   manualSeed(3);
   example::MLP mlp;
