@@ -244,13 +244,12 @@ private:
     return success();
   }
 
-  /// A name for a folded constant: the old weight's constant name with a
-  /// suffix, so dumps still say where it came from.
+  /// A name for a folded constant: the old weight's parameter name (its
+  /// constant `name`) with a suffix, so dumps still say where it came from;
+  /// unnamed weights give unnamed (inline-printed when small) constants.
   static std::string weightName(const Value *weight, const char *suffix = "folded") {
     const Node *def = weight->definingNode();
-    std::string base = std::get<std::string>(def->attr(ConstantOp::name_index));
-    if (base.empty())
-      base = weight->name();
+    const std::string &base = std::get<std::string>(def->attr(ConstantOp::name_index));
     return base.empty() ? std::string() : base + "." + suffix;
   }
 
