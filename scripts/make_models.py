@@ -1,0 +1,535 @@
+#!/usr/bin/python3
+"""Export Kiln's model zoo from PyTorch to ONNX, with reference inputs and outputs.
+
+usage: make_models.py OUT_DIR [--only NAME,...] [--opsets 13,17] [--force] [--list]
+
+Every model is built with a fixed seed and random weights (nothing is
+downloaded), put in eval mode, run once in PyTorch on a seeded random input,
+and exported with torch.onnx.export at each of its opsets (13 and 17 unless
+the model's entry says otherwise). Each export is written as
+
+    OUT_DIR/<name>-op<N>/model.onnx
+    OUT_DIR/<name>-op<N>/test_data_set_0/input_K.pb     (onnx TensorProto)
+    OUT_DIR/<name>-op<N>/test_data_set_0/output_K.pb    (PyTorch's float32 outputs)
+    OUT_DIR/<name>-op<N>/info.json                      (shapes, fp32-vs-fp64 error, timings)
+
+Each folder is written under a temporary name and renamed when complete, so
+an existing folder is a finished export and is skipped (the cache). A stamp
+OUT_DIR/.generator holds a hash of this script and the library versions;
+when it differs, the cache is thrown away and everything is regenerated.
+--force regenerates the selected models regardless.
+
+With --fp64-error, info.json's "fp64_error" compares PyTorch's float32 output
+with the same model run in float64: the rounding error of PyTorch's own
+float32 arithmetic, the floor under any tolerance a float32 consumer can be
+checked at (tests/models/tolerances and docs/MODELS.md cite it). It doubles
+the PyTorch time, so it is off by default.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13, python3-torchvision,
+python3-onnx); OMP_NUM_THREADS=1 keeps it polite on shared machines.
+"""
+import argparse
+import contextlib
+import copy
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torchvision  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+SEED = 20240601
+DEFAULT_OPSETS = (13, 17)
+
+
+# --------------------------------------------------------------------------
+# Model definitions
+# --------------------------------------------------------------------------
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc0 = nn.Linear(784, 512)
+        self.fc1 = nn.Linear(512, 256)
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(F.relu(self.fc0(x)))))
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv0 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn0 = nn.BatchNorm2d(16)
+        self.conv1 = nn.Conv2d(16, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn0(self.conv0(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+class Pointwise(nn.Module):
+    """GELU, SiLU, tanh, sigmoid and add/mul chains: no weights, all elementwise."""
+
+    def forward(self, x, y):
+        a = F.gelu(x)
+        b = F.silu(y * 0.5 + a)
+        c = torch.tanh(b) * torch.sigmoid(a - y)
+        d = (c + x) * (b - 0.25) + a * y
+        e = torch.sigmoid(d) * F.gelu(c * 2.0) - torch.tanh(d + 1.0)
+        return e * x + d, c
+
+
+def transformer_encoder(d_model=256, heads=4, layers=4, ff=1024):
+    layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=ff, dropout=0.1,
+                                       batch_first=True)
+    return nn.TransformerEncoder(layer, layers)
+
+
+class ViTBlock(nn.Module):
+    """A hand-written ViT: conv patch embedding, cls token, learned position
+    embedding, pre-norm blocks with explicit q/k/v attention (reshape, permute,
+    matmul, softmax), GELU MLP, final LayerNorm, linear head on the cls token."""
+
+    def __init__(self, image=64, patch=8, dim=128, heads=4, depth=2, classes=10):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Conv2d(3, dim, patch, stride=patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.blocks = nn.ModuleList()
+        for _ in range(depth):
+            self.blocks.append(nn.ModuleDict(dict(
+                norm1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
+                norm2=nn.LayerNorm(dim), fc1=nn.Linear(dim, 4 * dim), fc2=nn.Linear(4 * dim, dim))))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)  # B, N, D
+        b, n, d = x.shape
+        x = torch.cat([self.cls.expand(b, -1, -1), x], dim=1) + self.pos
+        h = self.heads
+        for blk in self.blocks:
+            y = blk["norm1"](x)
+            qkv = blk["qkv"](y).reshape(b, n + 1, 3, h, d // h).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            att = torch.softmax(q @ k.transpose(-2, -1) * (d // h) ** -0.5, dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, n + 1, d)
+            x = x + blk["proj"](y)
+            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["norm2"](x))))
+        return self.head(self.norm(x)[:, 0])
+
+
+class TextClassifier(nn.Module):
+    """Token ids (int64) -> embedding (Gather) + position embedding -> transformer
+    encoder with a key padding mask built in the graph -> masked mean -> linear."""
+
+    def __init__(self, vocab=1000, dim=128, seq=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(1, seq, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, 4, dim_feedforward=256, dropout=0.0,
+                                           batch_first=True, activation="gelu", norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, 4)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos
+        x = self.enc(x)
+        keep = (ids != 0).unsqueeze(-1).to(x.dtype)
+        return self.head((x * keep).sum(1) / keep.sum(1).clamp(min=1.0))
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer (encoder-decoder) with a causal target mask."""
+
+    def __init__(self, dim=128, tgt_len=24):
+        super().__init__()
+        self.t = nn.Transformer(dim, 4, num_encoder_layers=2, num_decoder_layers=2,
+                                dim_feedforward=256, dropout=0.1, batch_first=True)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tgt_len))
+
+    def forward(self, src, tgt):
+        return self.t(src, tgt, tgt_mask=self.mask)
+
+
+class LSTMModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(32, 64, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(128, 8)
+
+    def forward(self, x):
+        out, (h, c) = self.rnn(x)
+        return self.fc(out), h, c
+
+
+class GRUModel(nn.Module):
+    """Two stacked GRU layers (unidirectional) with an explicit initial state."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(32, 48, num_layers=2, batch_first=True)
+
+    def forward(self, x, h0):
+        out, h = self.rnn(x, h0)
+        return out, h
+
+
+class RNNTanh(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(16, 32, num_layers=1, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        out, h = self.rnn(x)
+        return out, h
+
+
+class UNet(nn.Module):
+    """Small U-Net: conv blocks, max-pool downsampling, upsampling by
+    ConvTranspose2d, nearest and bilinear F.interpolate, skip concatenation."""
+
+    def __init__(self, c=16, classes=3):
+        super().__init__()
+
+        def block(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                                 nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+        self.d0, self.d1, self.d2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c), \
+            block(4 * c, 8 * c)
+        self.up2 = nn.ConvTranspose2d(8 * c, 4 * c, 2, stride=2)
+        self.u2 = block(8 * c, 4 * c)
+        self.red1 = nn.Conv2d(4 * c, 2 * c, 1)
+        self.u1 = block(4 * c, 2 * c)
+        self.red0 = nn.Conv2d(2 * c, c, 1)
+        self.u0 = block(2 * c, c)
+        self.out = nn.Conv2d(c, classes, 1)
+
+    def forward(self, x):
+        s0 = self.d0(x)
+        s1 = self.d1(F.max_pool2d(s0, 2))
+        s2 = self.d2(F.max_pool2d(s1, 2))
+        m = self.mid(F.max_pool2d(s2, 2))
+        y = self.u2(torch.cat([self.up2(m), s2], 1))
+        y = F.interpolate(self.red1(y), scale_factor=2, mode="nearest")
+        y = self.u1(torch.cat([y, s1], 1))
+        y = F.interpolate(self.red0(y), scale_factor=2, mode="bilinear", align_corners=False)
+        y = self.u0(torch.cat([y, s0], 1))
+        return self.out(y)
+
+
+def tv(name, **kw):
+    def build():
+        return getattr(torchvision.models, name)(weights=None, **kw)
+    return build
+
+
+def vit_tiny():
+    return torchvision.models.VisionTransformer(image_size=64, patch_size=8, num_layers=4,
+                                                num_heads=4, hidden_dim=128, mlp_dim=512,
+                                                num_classes=10)
+
+
+# --------------------------------------------------------------------------
+# The zoo. Each entry: builder, inputs (name, shape, kind), opsets, extras.
+# kind: "randn" (standard normal float32), "image" (uniform [0,1) normalized
+# like ImageNet), "ids" (int64 token ids in [0, 1000) with trailing zeros).
+# --------------------------------------------------------------------------
+
+IMG = [("input", (1, 3, 224, 224), "image")]
+
+MODELS = {
+    # The six named by issue 3.
+    "mlp": dict(build=MLP, inputs=[("x", (64, 784), "randn")]),
+    "small_cnn": dict(build=SmallCNN, inputs=[("x", (8, 3, 32, 32), "image")]),
+    "resnet18": dict(build=tv("resnet18"), inputs=IMG),
+    "mobilenet_v2": dict(build=tv("mobilenet_v2"), inputs=IMG),
+    "transformer_encoder": dict(build=transformer_encoder, inputs=[("src", (1, 128, 256), "randn")]),
+    "pointwise": dict(build=Pointwise, inputs=[("x", (1, 1024, 1024), "randn"),
+                                               ("y", (1, 1024, 1024), "randn")]),
+    # More of what PyTorch exports: torchvision classifiers.
+    "squeezenet1_1": dict(build=tv("squeezenet1_1"), inputs=IMG),
+    "shufflenet_v2_x0_5": dict(build=tv("shufflenet_v2_x0_5"), inputs=IMG),
+    "mnasnet0_5": dict(build=tv("mnasnet0_5"), inputs=IMG),
+    "mobilenet_v3_small": dict(build=tv("mobilenet_v3_small"), inputs=IMG),
+    "efficientnet_b0": dict(build=tv("efficientnet_b0"), inputs=IMG),
+    "regnet_y_400mf": dict(build=tv("regnet_y_400mf"), inputs=IMG),
+    "googlenet": dict(build=tv("googlenet", aux_logits=False, init_weights=True), inputs=IMG),
+    "densenet121": dict(build=tv("densenet121"), inputs=IMG, opsets=(17,)),
+    # init_weights=False: torchvision's own init (truncated normal, std 0.1) makes
+    # the random network's logits ~1e12.
+    "inception_v3": dict(build=tv("inception_v3", aux_logits=False, init_weights=False),
+                         inputs=[("input", (1, 3, 299, 299), "image")], opsets=(17,)),
+    "convnext_tiny": dict(build=tv("convnext_tiny"), inputs=IMG, opsets=(17,)),
+    "swin_t": dict(build=tv("swin_t"), inputs=IMG, opsets=(17,)),
+    # Transformers.
+    "vit_tiny": dict(build=vit_tiny, inputs=[("x", (1, 3, 64, 64), "image")]),
+    "vit_block": dict(build=ViTBlock, inputs=[("x", (2, 3, 64, 64), "image")]),
+    "text_classifier": dict(build=TextClassifier, inputs=[("ids", (2, 64), "ids")]),
+    "seq2seq": dict(build=Seq2Seq, inputs=[("src", (1, 32, 128), "randn"),
+                                           ("tgt", (1, 24, 128), "randn")]),
+    # Recurrent.
+    "lstm": dict(build=LSTMModel, inputs=[("x", (2, 16, 32), "randn")]),
+    "gru": dict(build=GRUModel, inputs=[("x", (3, 12, 32), "randn"), ("h0", (2, 3, 48), "randn")]),
+    "rnn_tanh": dict(build=RNNTanh, inputs=[("x", (2, 10, 16), "randn")]),
+    # U-Net.
+    "unet": dict(build=UNet, inputs=[("x", (1, 3, 64, 64), "image")]),
+    # Dynamic batch: exported at batch 64 with dim 0 named "batch"; the test data
+    # uses batch 5, so a consumer must bind the symbol from the inputs (or --dim).
+    "mlp_dynamic": dict(build=MLP, inputs=[("x", (64, 784), "randn")], data_inputs=[(5, 784)],
+                        dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}}),
+}
+
+
+# --------------------------------------------------------------------------
+
+def randomize(model, gen):
+    """Random weights everywhere, including BatchNorm statistics and affine
+    parameters (fresh ones are mean 0 / var 1 / weight 1 / bias 0, which would
+    leave batch_norm an identity and test nothing)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) * 0.5 + 0.75)
+                if m.affine:
+                    m.weight.copy_(torch.rand(m.weight.shape, generator=gen) * 0.5 + 0.75)
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+            elif isinstance(m, nn.Linear) and not m.weight.any():
+                # zero-initialized heads (torchvision's ViT) would make the output 0
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.05)
+            elif isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) * 0.5 + 0.75)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+
+
+def make_input(shape, kind, gen):
+    if kind == "randn":
+        return torch.randn(shape, generator=gen)
+    if kind == "image":
+        x = torch.rand(shape, generator=gen)
+        mean = torch.tensor([0.485, 0.456, 0.406]).reshape(1, 3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1)
+        return (x - mean) / std
+    if kind == "ids":
+        ids = torch.randint(1, 1000, shape, generator=gen)
+        ids[:, shape[1] * 3 // 4:] = 0  # padding
+        ids[0, -1] = 17  # one row without trailing padding at its end
+        return ids
+    raise ValueError(kind)
+
+
+def flat_outputs(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    res = []
+    for o in out:
+        res.extend(flat_outputs(o))
+    return res
+
+
+def to64(t):
+    return t.double() if t.is_floating_point() else t
+
+
+def build_model(name, spec):
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    model = spec["build"]()
+    randomize(model, gen)
+    model.eval()
+    inputs = [make_input(shape, kind, gen) for _, shape, kind in spec["inputs"]]
+    data_inputs = inputs
+    if "data_inputs" in spec:
+        data_inputs = [make_input(shape, kind, gen)
+                       for shape, (_, _, kind) in zip(spec["data_inputs"], spec["inputs"])]
+    return model, inputs, data_inputs
+
+
+def max_errors(got, want):
+    got = got.astype(np.float64)
+    want = want.astype(np.float64)
+    diff = np.abs(got - want)
+    rel = diff / np.maximum(np.abs(want), 1e-30)
+    return dict(max_abs=float(diff.max(initial=0)), max_rel=float(rel.max(initial=0)),
+                max_abs_ref=float(np.abs(want).max(initial=0)))
+
+
+def export_one(name, spec, opset, out_dir, cache, measure_fp64):
+    final = os.path.join(out_dir, "%s-op%d" % (name, opset))
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "test_data_set_0"))
+    t0 = time.time()
+    if name not in cache:
+        model, inputs, data_inputs = build_model(name, spec)
+        # Grad mode stays on (here and in the export): under no_grad, PyTorch 1.13
+        # takes the fused inference fast path of nn.TransformerEncoderLayer and
+        # nn.MultiheadAttention (aten::_transformer_encoder_layer_fwd,
+        # aten::_native_multi_head_attention), which torch.onnx cannot export.
+        outs = [o.detach().clone() for o in flat_outputs(model(*data_inputs))]
+        errs = [None] * len(outs)
+        if measure_fp64:
+            m64 = copy.deepcopy(model).double()
+            outs64 = [o.detach() for o in flat_outputs(m64(*[to64(x) for x in data_inputs]))]
+            errs = [max_errors(o.numpy(), o64.numpy()) if o.is_floating_point() else None
+                    for o, o64 in zip(outs, outs64)]
+            del m64
+        cache[name] = (model, inputs, data_inputs, outs, errs)
+    model, inputs, data_inputs, outs, errs = cache[name]
+    t_run = time.time() - t0
+    input_names = [n for n, _, _ in spec["inputs"]]
+    output_names = ["output_%d" % i for i in range(len(outs))]
+    path = os.path.join(tmp, "model.onnx")
+    log = io.StringIO()
+    t1 = time.time()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        torch.onnx.export(model, tuple(inputs), path, opset_version=opset,
+                          input_names=input_names, output_names=output_names,
+                          dynamic_axes=spec.get("dynamic_axes"), do_constant_folding=True)
+    t_export = time.time() - t1
+    onnx_model = onnx.load(path)
+    onnx.checker.check_model(onnx_model)
+    if len(onnx_model.graph.output) != len(outs):
+        raise RuntimeError("%s: ONNX graph has %d outputs, PyTorch %d"
+                           % (name, len(onnx_model.graph.output), len(outs)))
+    data = os.path.join(tmp, "test_data_set_0")
+    graph_inputs = [i.name for i in onnx_model.graph.input]
+    for k, x in enumerate(data_inputs):
+        with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(x.numpy(), graph_inputs[k]).SerializeToString())
+    for k, o in enumerate(outs):
+        with open(os.path.join(data, "output_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(o.numpy(), onnx_model.graph.output[k].name)
+                    .SerializeToString())
+    ops = sorted({n.op_type for n in onnx_model.graph.node})
+    info = dict(model=name, opset=opset, torch=torch.__version__,
+                torchvision=torchvision.__version__, onnx=onnx.__version__,
+                inputs=[dict(name=graph_inputs[k], shape=list(x.shape), dtype=str(x.dtype))
+                        for k, x in enumerate(data_inputs)],
+                outputs=[dict(name=onnx_model.graph.output[k].name, shape=list(o.shape),
+                              dtype=str(o.dtype), fp64_error=errs[k],
+                              max_abs=float(o.abs().max()) if o.is_floating_point() else None)
+                         for k, o in enumerate(outs)],
+                dynamic_axes=spec.get("dynamic_axes"), onnx_ops=ops,
+                nodes=len(onnx_model.graph.node),
+                params=int(sum(np.prod(i.dims) for i in onnx_model.graph.initializer)),
+                seconds=dict(torch_run=round(t_run, 2), export=round(t_export, 2)))
+    with open(os.path.join(tmp, "info.json"), "w") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return info
+
+
+def generator_stamp():
+    h = hashlib.sha256()
+    with open(os.path.abspath(__file__), "rb") as f:
+        h.update(f.read())
+    h.update(("%s %s %s %s" % (torch.__version__, torchvision.__version__, onnx.__version__,
+                               np.__version__)).encode())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out_dir", nargs="?")
+    ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--opsets", default="", help="restrict to these opsets, e.g. 17")
+    ap.add_argument("--force", action="store_true", help="regenerate even if present")
+    ap.add_argument("--list", action="store_true", help="print '<name>-op<N>' per export and exit")
+    ap.add_argument("--fp64-error", action="store_true",
+                    help="also run each model in float64 and record PyTorch's float32 error")
+    args = ap.parse_args()
+
+    names = list(MODELS)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in MODELS]
+        if unknown:
+            sys.exit("make_models.py: unknown model(s) %s; known: %s"
+                     % (", ".join(unknown), ", ".join(MODELS)))
+    only_opsets = {int(o) for o in args.opsets.split(",") if o.strip()}
+    jobs = [(n, o) for n in names for o in MODELS[n].get("opsets", DEFAULT_OPSETS)
+            if not only_opsets or o in only_opsets]
+    if args.list:
+        for n, o in jobs:
+            print("%s-op%d" % (n, o))
+        return 0
+    if not args.out_dir:
+        ap.error("OUT_DIR is required")
+
+    out_dir = os.path.abspath(args.out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    stamp_path = os.path.join(out_dir, ".generator")
+    stamp = generator_stamp()
+    old = open(stamp_path).read().strip() if os.path.exists(stamp_path) else None
+    if old != stamp:
+        if old is not None:
+            print("make_models.py: generator changed; regenerating %s" % out_dir)
+        for entry in os.listdir(out_dir):
+            p = os.path.join(out_dir, entry)
+            if os.path.isdir(p) and "-op" in entry:
+                shutil.rmtree(p)
+        with open(stamp_path, "w") as f:
+            f.write(stamp + "\n")
+
+    start = time.time()
+    cache, failures, made, skipped = {}, [], 0, 0
+    for name, opset in jobs:
+        final = os.path.join(out_dir, "%s-op%d" % (name, opset))
+        if not args.force and os.path.exists(os.path.join(final, "model.onnx")):
+            skipped += 1
+            continue
+        t0 = time.time()
+        try:
+            info = export_one(name, MODELS[name], opset, out_dir, cache, args.fp64_error)
+        except Exception as e:  # report every failure, keep going
+            failures.append("%s-op%d: %s: %s" % (name, opset, type(e).__name__, e))
+            print("FAIL %s-op%d: %s" % (name, opset, failures[-1]), flush=True)
+            continue
+        made += 1
+        scale = max((o["max_abs"] or 0.0 for o in info["outputs"]), default=0.0)
+        worst = ""
+        if args.fp64_error:
+            worst = "  fp32-vs-fp64 max|err| %.1e" % max(
+                (o["fp64_error"]["max_abs"] for o in info["outputs"] if o["fp64_error"]), default=0)
+        print("made %-28s %5d nodes %9d params  max|out| %.2e%s  %.1fs"
+              % ("%s-op%d" % (name, opset), info["nodes"], info["params"], scale, worst,
+                 time.time() - t0), flush=True)
+        if len(cache) > 1:  # keep only the model being exported at several opsets
+            for k in list(cache):
+                if k != name:
+                    del cache[k]
+    print("make_models.py: %d made, %d cached, %d failed in %.1fs -> %s"
+          % (made, skipped, len(failures), time.time() - start, out_dir))
+    for f in failures:
+        print("  " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

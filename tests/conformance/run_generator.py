@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Generate ONNX's backend node tests with Debian's python3-onnx (1.12).
+
+usage: run_generator.py OUT_DIR
+
+Runs `python3 -m onnx.backend.test.cmd_tools generate-data -o OUT_DIR` after
+restoring the NumPy aliases (np.float, np.int, np.bool, np.object) that
+NumPy 1.24 removed and that onnx 1.12's test-case generators still use.
+Writes OUT_DIR/node/<test>/{model.onnx,test_data_set_N/} (and the few model
+tests under OUT_DIR/{real,simple,...}). Writes OUT_DIR/.complete last, so a
+caller can tell a finished generation from an interrupted one.
+"""
+import os
+import sys
+import warnings
+
+import numpy as np
+
+for alias, value in (("float", float), ("int", int), ("bool", bool), ("object", object),
+                     ("complex", complex), ("str", str)):
+    if alias not in np.__dict__:
+        setattr(np, alias, value)
+
+warnings.filterwarnings("ignore")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: run_generator.py OUT_DIR")
+    out = os.path.abspath(sys.argv[1])
+    marker = os.path.join(out, ".complete")
+    if os.path.exists(marker):
+        os.remove(marker)
+    from onnx.backend.test import cmd_tools
+    sys.argv = ["backend-test-tools", "generate-data", "-o", out]
+    cmd_tools.main()
+    n = len(os.listdir(os.path.join(out, "node")))
+    with open(marker, "w") as f:
+        f.write("%d node tests\n" % n)
+    print("run_generator: wrote %d node tests to %s" % (n, os.path.join(out, "node")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""One model-zoo test: run an exported model through kiln and compare with PyTorch.
+
+usage: check_model.py KILN MODEL_DIR RTOL ATOL [EXTRA_KILN_ARG ...]
+
+MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
+`kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_0 --check
+--rtol RTOL --atol ATOL` (see kiln_onnx.py), prints the command and kiln's
+report, and exits 1 unless every output is within tolerance. A missing model
+or data set is an error, never a skip.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kiln_onnx  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    kiln, model_dir, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+    extra = sys.argv[5:]
+    model = os.path.join(model_dir, "model.onnx")
+    data = os.path.join(model_dir, "test_data_set_0")
+    missing = [p for p in (model, os.path.join(data, "input_0.pb"), os.path.join(data, "output_0.pb"))
+               if not os.path.exists(p)]
+    if missing:
+        print("check_model.py: error: missing %s\n  the fixture 'models-generate' (scripts/make_models.py)"
+              " should have written it; run `ctest -R models-generate` or\n"
+              "  /usr/bin/python3 scripts/make_models.py %s --only %s"
+              % (", ".join(missing), os.path.dirname(model_dir),
+                 os.path.basename(model_dir).rsplit("-op", 1)[0]))
+        return 1
+    t0 = time.time()
+    rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra,
+                                   scratch=os.path.join(model_dir, "scratch"))
+    print("$ " + cmd)
+    print(out.rstrip())
+    print("check_model.py: %s in %.1fs (exit %d)" % ("PASS" if rc == 0 else "FAIL", time.time() - t0, rc))
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
