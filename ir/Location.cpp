@@ -79,6 +79,8 @@ std::string Location::diagPrefix() const {
   case Kind::Unknown:
     return "<unknown>";
   case Kind::FileLineCol:
+    if (line_ == 0)
+      return file_;
     return file_ + ":" + std::to_string(line_) + ":" + std::to_string(col_);
   case Kind::Name:
     return (file_.empty() ? std::string() : file_ + ": ") + "node '" + name_ + "'";

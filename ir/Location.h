@@ -20,6 +20,9 @@ public:
 
   Location() = default;
   static Location fileLineCol(std::string file, unsigned line, unsigned col);
+  /// A whole file (a model, a tensor file): a FileLineCol with line 0,
+  /// printed in diagnostics as just `file`.
+  static Location file(std::string file) { return fileLineCol(std::move(file), 0, 0); }
   /// A named location (an ONNX node name); `file` optionally names the model.
   static Location name(std::string name, std::string file = "");
   static Location fused(std::vector<Location> locs);

@@ -1,12 +1,15 @@
-//===- RunCommand.cpp - kiln run: run a graph on the interpreter -*- C++ -*-===//
+//===- RunCommand.cpp - kiln run: run a model on the interpreter -*- C++ -*-===//
 //
-//   kiln run FILE.kir --input NAME=FILE.npy ... [--graph NAME] [--output-dir D]
+//   kiln run MODEL (.kir or .onnx) [--input NAME=FILE ...] [--data DIR] [--check]
+//            [--expect K=FILE ...] [--dim SYM=N ...] [--graph NAME] [--output-dir D]
 //
-// Binds each graph input by name to a .npy file, runs the graph on the
-// reference interpreter, prints every output (type and leading values) and
-// the time, and writes outputs as D/output_K.npy when asked.
+// Binds each graph input to a tensor file (.npy, or an ONNX TensorProto
+// .pb), runs the graph on the reference interpreter, prints every output
+// (type and leading values) and the time, compares outputs with expected
+// ones when asked, and writes outputs as D/output_K.npy.
 //
 //===----------------------------------------------------------------------===//
+#include "frontend/onnx/OnnxImporter.h"
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
@@ -22,14 +25,36 @@ namespace kiln::tools {
 namespace {
 
 const char kRunUsage[] =
-    "usage: kiln run FILE.kir --input NAME=FILE.npy ... [options]\n"
-    "  --input NAME=FILE.npy  bind graph input %NAME (repeat for each input)\n"
+    "usage: kiln run MODEL [--input NAME=FILE ...] [--data DIR] [options]\n"
+    "  MODEL                  a .kir file or an ONNX model (.onnx)\n"
+    "  --input NAME=FILE      bind graph input %NAME to FILE (.npy or ONNX .pb)\n"
+    "  --data DIR             an ONNX test_data_set folder: inputs from DIR/input_K.pb\n"
+    "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
+    "  --check                compare the outputs with the expected ones of --data\n"
+    "  --dim SYM=N            give the model's symbolic dim SYM the size N (ONNX models)\n"
     "  --graph NAME           the graph to run when the file has several (default: the first)\n"
     "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
     "  --print-limit N        print at most N values per output (default 8)\n"
     "  --expect K=FILE.npy    compare output K with FILE; fail when any element has\n"
     "                         |got - want| > atol + rtol * |want| (repeatable)\n"
-    "  --rtol R, --atol A     tolerances for --expect (default 1e-4 and 1e-5)\n";
+    "  --rtol R, --atol A     tolerances for --expect and --check (default 1e-4, 1e-5)\n";
+
+/// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
+FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag) {
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pb") == 0)
+    return readOnnxTensorFile(path, diag);
+  return readNpy(path, diag);
+}
+
+/// DIR/stem_K.pb, else DIR/stem_K.npy; empty when neither exists.
+std::string findDataFile(const std::string &dir, const std::string &stem, size_t k) {
+  for (const char *ext : {".pb", ".npy"}) {
+    std::filesystem::path p = std::filesystem::path(dir) / (stem + "_" + std::to_string(k) + ext);
+    if (std::filesystem::exists(p))
+      return p.string();
+  }
+  return "";
+}
 
 std::string preview(const Tensor &t, int64_t limit) {
   std::string s = "[";
@@ -50,7 +75,9 @@ std::string preview(const Tensor &t, int64_t limit) {
 } // namespace
 
 int runCommand(const Args &args) {
-  std::string file, graphName, outDir;
+  std::string file, graphName, outDir, dataDir;
+  bool check = false;
+  OnnxImportOptions onnxOpts;
   int64_t printLimit = 8;
   double rtol = 1e-4, atol = 1e-5;
   std::vector<std::pair<size_t, std::string>> expects;
@@ -87,6 +114,20 @@ int runCommand(const Args &args) {
       atol = std::atof(v.c_str());
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
+    } else if (matchFlag(args, i, "--data", v)) {
+      dataDir = v;
+    } else if (a == "--check") {
+      check = true;
+    } else if (matchFlag(args, i, "--dim", v)) {
+      size_t eq = v.find('=');
+      char *end = nullptr;
+      long long n = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &end, 10);
+      if (eq == std::string::npos || eq == 0 || n < 0 || !end || *end != '\0') {
+        std::fprintf(stderr, "kiln run: error: --dim expects SYM=N with N >= 0, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      onnxOpts.dimBindings[v.substr(0, eq)] = n;
     } else if (matchFlag(args, i, "--output-dir", v)) {
       outDir = v;
     } else if (matchFlag(args, i, "--print-limit", v)) {
@@ -106,9 +147,19 @@ int runCommand(const Args &args) {
     return 2;
   }
 
+  if (check && dataDir.empty() && expects.empty()) {
+    std::fprintf(stderr, "kiln run: error: --check needs --data DIR (with output_K files)\n");
+    return 2;
+  }
   DiagnosticEngine diag;
   installStderrHandler(diag);
-  auto module = parseFile(file, diag);
+  bool isOnnx = isOnnxPath(file);
+  if (!isOnnx && !onnxOpts.dimBindings.empty()) {
+    std::fprintf(stderr, "kiln run: error: --dim applies to ONNX models; a .kir graph takes its "
+                         "symbolic dims from its inputs\n");
+    return 2;
+  }
+  auto module = isOnnx ? importOnnx(file, diag, onnxOpts) : parseFile(file, diag);
   if (failed(module))
     return 1;
   if ((*module)->graphs().empty()) {
@@ -119,6 +170,32 @@ int runCommand(const Args &args) {
   if (!g) {
     std::fprintf(stderr, "%s: error: no graph named '@%s'\n", file.c_str(), graphName.c_str());
     return 1;
+  }
+
+  // Inputs from --data come in graph input order; --input overrides them.
+  if (!dataDir.empty()) {
+    if (!std::filesystem::is_directory(dataDir)) {
+      std::fprintf(stderr, "kiln run: error: --data '%s' is not a folder\n", dataDir.c_str());
+      return 1;
+    }
+    for (unsigned k = 0; k < g->numInputs(); ++k) {
+      std::string f = findDataFile(dataDir, "input", k);
+      bool given = false;
+      for (auto &[name, path] : inputs)
+        given |= name == g->input(k)->name();
+      if (!f.empty() && !given)
+        inputs.emplace_back(g->input(k)->name(), f);
+    }
+    if (check)
+      for (size_t k = 0; k < g->outputs().size(); ++k) {
+        std::string f = findDataFile(dataDir, "output", k);
+        if (f.empty()) {
+          std::fprintf(stderr, "kiln run: error: --check: '%s' has no output_%zu.pb or .npy\n",
+                       dataDir.c_str(), k);
+          return 1;
+        }
+        expects.emplace_back(k, f);
+      }
   }
 
   // Bind inputs by name.
@@ -141,7 +218,7 @@ int runCommand(const Args &args) {
       ok = false;
       continue;
     }
-    auto t = readNpy(it->second, diag);
+    auto t = readTensorFile(it->second, diag);
     if (failed(t)) {
       ok = false;
       continue;
@@ -181,7 +258,7 @@ int runCommand(const Args &args) {
                    outs->size());
       return 1;
     }
-    auto want = readNpy(path, diag);
+    auto want = readTensorFile(path, diag);
     if (failed(want))
       return 1;
     const Tensor &got = (*outs)[k];

@@ -75,6 +75,10 @@ FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, Diagnosti
 FailureOr<std::unique_ptr<Module>> importOnnxBytes(std::string_view bytes, DiagnosticEngine &diag,
                                                    const OnnxImportOptions &opts = {});
 
+/// Reads a serialized ONNX TensorProto (the `input_K.pb` / `output_K.pb`
+/// files of an ONNX test_data_set folder).
+FailureOr<Tensor> readOnnxTensorFile(const std::string &path, DiagnosticEngine &diag);
+
 /// True when `path` looks like an ONNX model to the CLI (extension `.onnx`).
 bool isOnnxPath(std::string_view path);
 

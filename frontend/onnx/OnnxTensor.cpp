@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 namespace kiln::onnximport {
@@ -220,3 +221,23 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
 }
 
 } // namespace kiln::onnximport
+
+namespace kiln {
+
+FailureOr<Tensor> readOnnxTensorFile(const std::string &path, DiagnosticEngine &diag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return diag.emitError(Location::file(path)) << "cannot open tensor file";
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::TensorProto proto;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return diag.emitError(Location::file(path))
+           << "not a valid ONNX TensorProto: the protobuf data is corrupt or truncated ("
+           << bytes.size() << " bytes)";
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return onnximport::tensorFromProto(proto, dir.empty() ? "." : dir,
+                                     "tensor '" + proto.name() + "'", Location::file(path), diag);
+}
+
+} // namespace kiln
