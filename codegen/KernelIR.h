@@ -12,7 +12,13 @@
 //   - a Reduce stage folds `value` over the inner range with `reduce`
 //     (sum, max, min, prod) starting from its identity; its result is then
 //     available to later stages as ScalarOp::StageValue(slot = stage index);
-//   - a Map stage evaluates its stores at every inner point.
+//     acc = op(acc, value) in inner order with the primitive's semantics
+//     (Add, Max, Min, Mul of ir/ScalarExpr.h: max/min propagate NaN). The
+//     identity is 0 / 1 for sum / prod, -inf / +inf for float max / min and
+//     the dtype's lowest / highest value for integer max / min. Backends
+//     may reassociate float sums and products (rounding then differs);
+//   - a Map stage evaluates its stores at every inner point (or once per
+//     outer point when `outerOnly`).
 //
 // Expressions live in one ScalarDag (ir/ScalarExpr.h). Leaves:
 //   Index(slot = d) for d < outer.size() is the index of outer dim d;
@@ -58,9 +64,9 @@ enum class ReduceKind : uint8_t { Sum, Max, Min, Prod };
 const char *reduceKindName(ReduceKind k);
 
 struct Store {
-  int32_t output;     ///< index into Kernel::outputs
-  ScalarRef offset;   ///< i64 element offset in that output
-  ScalarRef value;    ///< of the output's dtype
+  int32_t output;   ///< index into Kernel::outputs
+  ScalarRef offset; ///< i64 element offset in that output
+  ScalarRef value;  ///< of the output's dtype
 };
 
 struct Stage {
@@ -70,6 +76,12 @@ struct Stage {
   ScalarRef value; ///< the per-inner-point value folded (its dtype is the stage's dtype)
   // Map stages:
   std::vector<Store> stores;
+  /// Map stages only: run once per outer point instead of at every inner
+  /// point (the per-row results of reductions, e.g. reduce_sum's output).
+  /// Its expressions never use the inner Index, so a backend that ignores
+  /// the flag still computes the right values, only `inner` times (and not
+  /// at all when inner == 0).
+  bool outerOnly = false;
 };
 
 struct Kernel {

@@ -28,11 +28,29 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kiln {
 
 /// Primitive scalar operations. Every backend implements all of them.
+///
+/// Exact meaning (evaluateScalars is the executable definition):
+///   - float nodes compute in double and round to their dtype; f16 and bf16
+///     round through float (as Tensor::setDouble does), so a backend computes
+///     them in f32 and rounds the result of every node;
+///   - integer nodes compute in int64 with two's complement wrap-around and
+///     truncate to their width; u8 values are 0..255 (unsigned compares);
+///   - Div / Rem on integers truncate toward zero; x / 0 = x % 0 = 0 and
+///     INT_MIN / -1 wraps (never a trap);
+///   - Max / Min on floats: NaN if either operand is NaN, else std::max /
+///     std::min, which keep the first operand on ties (max(-0, +0) = -0);
+///   - Pow on integers is exact repeated squaring with wrap-around; a
+///     negative exponent gives 1 for base 1, +-1 for base -1, else 0;
+///   - Cast float -> int truncates toward zero, saturates to the target's
+///     range and maps NaN to 0; int -> int wraps; x -> bool is x != 0 (NaN
+///     -> true); int -> float goes through double;
+///   - comparisons on floats are ordered (false when either is NaN).
 enum class ScalarOp : uint8_t {
   // Leaves.
   ConstFloat, ///< `fvalue` as `type` (a float type)
@@ -135,6 +153,8 @@ public:
 
 private:
   std::vector<ScalarNode> nodes_;
+  /// Structural hash -> ids of the nodes with that hash.
+  std::unordered_map<uint64_t, std::vector<int32_t>> index_;
 };
 
 /// A scalar value during evaluation: floats in `f`, integers and bools in `i`.
@@ -148,9 +168,9 @@ struct ScalarValue {
 /// `leaf` supplies Index, Load and StageValue nodes given the values so far.
 /// This is the scalar semantics in executable form: tests compare it with
 /// the reference kernels, and the kernel interpreter runs on it.
-std::vector<ScalarValue>
-evaluateScalars(const ScalarDag &dag,
-                const std::function<ScalarValue(const ScalarNode &, const std::vector<ScalarValue> &)> &leaf);
+std::vector<ScalarValue> evaluateScalars(
+    const ScalarDag &dag,
+    const std::function<ScalarValue(const ScalarNode &, const std::vector<ScalarValue> &)> &leaf);
 
 struct OpInfo;
 
@@ -160,7 +180,6 @@ struct OpInfo;
 /// a diagnostic at `loc`, for ops without the Elementwise trait.
 FailureOr<ScalarRef> lowerElementwise(const OpInfo &info, std::span<const Attribute> attrs,
                                       std::span<const ScalarRef> operands, DType resultType,
-                                      ScalarDag &dag, const Location &loc,
-                                      DiagnosticEngine &diag);
+                                      ScalarDag &dag, const Location &loc, DiagnosticEngine &diag);
 
 } // namespace kiln

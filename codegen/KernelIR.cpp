@@ -1,0 +1,403 @@
+//===- KernelIR.cpp - Target-neutral kernels --------------------*- C++ -*-===//
+//
+// Kernel::verify, the text form and its hash, and interpretKernel: the slow,
+// obviously correct oracle that runs a kernel with evaluateScalars.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/KernelIR.h"
+
+#include "ir/Tensor.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace kiln::codegen {
+
+const char *reduceKindName(ReduceKind k) {
+  switch (k) {
+  case ReduceKind::Sum:
+    return "sum";
+  case ReduceKind::Max:
+    return "max";
+  case ReduceKind::Min:
+    return "min";
+  case ReduceKind::Prod:
+    return "prod";
+  }
+  kiln_unreachable("bad reduce kind");
+}
+
+namespace {
+
+std::string bufferStr(const char *prefix, size_t i, const KernelBuffer &b) {
+  std::ostringstream os;
+  os << prefix << i << ": " << dtypeName(b.dtype) << sizesStr(b.shape);
+  return os.str();
+}
+
+/// For each node: the highest stage whose value it reads (-1: none) and
+/// whether it reads the inner index.
+struct NodeDeps {
+  std::vector<int32_t> stage;
+  std::vector<bool> inner;
+};
+
+NodeDeps nodeDeps(const Kernel &k) {
+  const auto &nodes = k.dag.nodes();
+  NodeDeps d{std::vector<int32_t>(nodes.size(), -1), std::vector<bool>(nodes.size(), false)};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ScalarNode &n = nodes[i];
+    if (n.op == ScalarOp::StageValue)
+      d.stage[i] = n.slot;
+    if (n.op == ScalarOp::Index && n.slot == k.innerSlot())
+      d.inner[i] = true;
+    for (unsigned a = 0; a < scalarArity(n.op); ++a) {
+      size_t arg = static_cast<size_t>(n.args[a].id);
+      d.stage[i] = std::max(d.stage[i], d.stage[arg]);
+      d.inner[i] = d.inner[i] || d.inner[arg];
+    }
+  }
+  return d;
+}
+
+} // namespace
+
+bool Kernel::verify(std::string *why) const {
+  auto fail = [&](const std::string &msg) {
+    if (why)
+      *why = msg;
+    return false;
+  };
+  for (int64_t d : outer)
+    if (d < 0)
+      return fail("negative outer extent " + std::to_string(d));
+  if (inner < 0)
+    return fail("negative inner extent " + std::to_string(inner));
+  if (outputs.empty())
+    return fail("kernel has no outputs");
+  const auto &nodes = dag.nodes();
+  auto valid = [&](ScalarRef r) { return r.valid() && static_cast<size_t>(r.id) < nodes.size(); };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ScalarNode &n = nodes[i];
+    std::string at = "node %" + std::to_string(i) + ": ";
+    for (unsigned a = 0; a < scalarArity(n.op); ++a)
+      if (!valid(n.args[a]) || static_cast<size_t>(n.args[a].id) >= i)
+        return fail(at + "operand does not refer to an earlier node");
+    switch (n.op) {
+    case ScalarOp::Index:
+      if (n.slot < 0 || n.slot > innerSlot())
+        return fail(at + "index slot " + std::to_string(n.slot) + " out of range");
+      if (n.type != DType::I64)
+        return fail(at + "index is not i64");
+      break;
+    case ScalarOp::Load:
+      if (n.slot < 0 || static_cast<size_t>(n.slot) >= inputs.size())
+        return fail(at + "load of input " + std::to_string(n.slot) + " out of range");
+      if (inputs[static_cast<size_t>(n.slot)].dtype != n.type)
+        return fail(at + "load type differs from the input's dtype");
+      if (dag.type(n.args[0]) != DType::I64)
+        return fail(at + "load offset is not i64");
+      break;
+    case ScalarOp::StageValue: {
+      if (n.slot < 0 || static_cast<size_t>(n.slot) >= stages.size())
+        return fail(at + "stage value " + std::to_string(n.slot) + " out of range");
+      const Stage &st = stages[static_cast<size_t>(n.slot)];
+      if (st.kind != Stage::Kind::Reduce)
+        return fail(at + "stage value of a map stage");
+      if (!valid(st.value) || dag.type(st.value) != n.type)
+        return fail(at + "stage value type differs from the stage's");
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  NodeDeps deps = nodeDeps(*this);
+  std::vector<bool> stored(outputs.size(), false);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const Stage &st = stages[s];
+    std::string at = "stage " + std::to_string(s) + ": ";
+    auto usable = [&](ScalarRef r, const char *what) -> std::string {
+      if (!valid(r))
+        return at + what + " is not a node";
+      if (deps.stage[static_cast<size_t>(r.id)] >= static_cast<int32_t>(s))
+        return at + what + " reads the value of stage " +
+               std::to_string(deps.stage[static_cast<size_t>(r.id)]);
+      if (st.outerOnly && deps.inner[static_cast<size_t>(r.id)])
+        return at + what + " reads the inner index in an outer-only stage";
+      return "";
+    };
+    if (st.kind == Stage::Kind::Reduce) {
+      if (st.outerOnly)
+        return fail(at + "a reduce stage cannot be outer-only");
+      if (std::string e = usable(st.value, "reduced value"); !e.empty())
+        return fail(e);
+      if (dag.type(st.value) == DType::Bool)
+        return fail(at + "reduction of bools");
+      if (!st.stores.empty())
+        return fail(at + "a reduce stage has stores");
+      continue;
+    }
+    for (const Store &store : st.stores) {
+      if (store.output < 0 || static_cast<size_t>(store.output) >= outputs.size())
+        return fail(at + "store to output " + std::to_string(store.output) + " out of range");
+      if (std::string e = usable(store.offset, "store offset"); !e.empty())
+        return fail(e);
+      if (std::string e = usable(store.value, "stored value"); !e.empty())
+        return fail(e);
+      if (dag.type(store.offset) != DType::I64)
+        return fail(at + "store offset is not i64");
+      if (dag.type(store.value) != outputs[static_cast<size_t>(store.output)].dtype)
+        return fail(at + "stored value type differs from output " + std::to_string(store.output) +
+                    "'s dtype");
+      stored[static_cast<size_t>(store.output)] = true;
+    }
+  }
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (!stored[o] && outputs[o].numElements() > 0)
+      return fail("output " + std::to_string(o) + " is never stored");
+  return true;
+}
+
+namespace {
+
+std::string kernelText(const Kernel &k, bool withName) {
+  std::ostringstream os;
+  os << "kernel @" << (withName ? k.name : std::string("_")) << "(";
+  for (size_t i = 0; i < k.inputs.size(); ++i)
+    os << (i ? ", " : "") << bufferStr("in", i, k.inputs[i]);
+  os << ") -> (";
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    os << (i ? ", " : "") << bufferStr("out", i, k.outputs[i]);
+  os << ") {\n";
+  // Buffer names are debugging aids: printed as comments, left out of the
+  // hash so that equal computations on other values hash alike.
+  if (withName) {
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      os << "  // in" << i << " = %" << k.inputs[i].name << "\n";
+    for (size_t i = 0; i < k.outputs.size(); ++i)
+      os << "  // out" << i << " = %" << k.outputs[i].name << "\n";
+  }
+  os << "  outer " << sizesStr(k.outer) << " inner " << k.inner << "\n";
+  std::istringstream dag(k.dag.str());
+  for (std::string line; std::getline(dag, line);)
+    os << "  " << line << "\n";
+  for (size_t s = 0; s < k.stages.size(); ++s) {
+    const Stage &st = k.stages[s];
+    if (st.kind == Stage::Kind::Reduce) {
+      os << "  stage " << s << " reduce " << reduceKindName(st.reduce) << " %" << st.value.id
+         << "\n";
+      continue;
+    }
+    os << "  stage " << s << (st.outerOnly ? " map outer-only" : " map") << "\n";
+    for (const Store &store : st.stores)
+      os << "    store out" << store.output << "[%" << store.offset.id << "] = %" << store.value.id
+         << "\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+} // namespace
+
+std::string Kernel::str() const {
+  return kernelText(*this, /*withName=*/true);
+}
+
+uint64_t Kernel::hash() const {
+  std::string text = kernelText(*this, /*withName=*/false);
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// The interpreter
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The nodes `roots` need, copied into a fresh DAG (ids remapped); `map`
+/// gives each old id its new one (-1: not needed).
+ScalarDag prune(const ScalarDag &dag, const std::vector<ScalarRef> &roots,
+                std::vector<int32_t> &map) {
+  const auto &nodes = dag.nodes();
+  std::vector<bool> needed(nodes.size(), false);
+  for (ScalarRef r : roots)
+    needed[static_cast<size_t>(r.id)] = true;
+  for (size_t i = nodes.size(); i-- > 0;)
+    if (needed[i])
+      for (unsigned a = 0; a < scalarArity(nodes[i].op); ++a)
+        needed[static_cast<size_t>(nodes[i].args[a].id)] = true;
+  ScalarDag out;
+  map.assign(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!needed[i])
+      continue;
+    ScalarNode n = nodes[i];
+    for (unsigned a = 0; a < scalarArity(n.op); ++a)
+      n.args[a].id = map[static_cast<size_t>(n.args[a].id)];
+    map[i] = out.add(n).id;
+  }
+  return out;
+}
+
+ScalarValue identity(ReduceKind kind, DType t) {
+  ScalarValue v;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (isFloat(t)) {
+    v.f = kind == ReduceKind::Sum    ? 0.0
+          : kind == ReduceKind::Prod ? 1.0
+          : kind == ReduceKind::Max  ? -kInf
+                                     : kInf;
+    return v;
+  }
+  int64_t lowest = 0, highest = 0;
+  switch (t) {
+  case DType::I8:
+    lowest = std::numeric_limits<int8_t>::lowest(), highest = std::numeric_limits<int8_t>::max();
+    break;
+  case DType::U8:
+    lowest = 0, highest = std::numeric_limits<uint8_t>::max();
+    break;
+  case DType::I32:
+    lowest = std::numeric_limits<int32_t>::lowest(), highest = std::numeric_limits<int32_t>::max();
+    break;
+  default:
+    lowest = std::numeric_limits<int64_t>::lowest(), highest = std::numeric_limits<int64_t>::max();
+    break;
+  }
+  v.i = kind == ReduceKind::Sum    ? 0
+        : kind == ReduceKind::Prod ? 1
+        : kind == ReduceKind::Max  ? lowest
+                                   : highest;
+  return v;
+}
+
+ScalarOp combineOp(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::Sum:
+    return ScalarOp::Add;
+  case ReduceKind::Prod:
+    return ScalarOp::Mul;
+  case ReduceKind::Max:
+    return ScalarOp::Max;
+  case ReduceKind::Min:
+    return ScalarOp::Min;
+  }
+  kiln_unreachable("bad reduce kind");
+}
+
+} // namespace
+
+void interpretKernel(const Kernel &k, const std::vector<void *> &buffers) {
+  KILN_ASSERT(buffers.size() == k.inputs.size() + k.outputs.size() && "one pointer per buffer");
+  std::vector<Tensor> ins, outs;
+  for (size_t i = 0; i < k.inputs.size(); ++i)
+    ins.push_back(Tensor::borrow(k.inputs[i].dtype, k.inputs[i].shape, nullptr, buffers[i]));
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    outs.push_back(Tensor::borrow(k.outputs[i].dtype, k.outputs[i].shape, nullptr,
+                                  buffers[k.inputs.size() + i]));
+
+  // Per stage: the pruned DAG of what it evaluates and its roots there.
+  struct StagePlan {
+    ScalarDag dag;
+    std::vector<int32_t> map;
+    ScalarDag combine; // acc op value, for reduce stages
+  };
+  std::vector<StagePlan> plans(k.stages.size());
+  for (size_t s = 0; s < k.stages.size(); ++s) {
+    const Stage &st = k.stages[s];
+    std::vector<ScalarRef> roots;
+    if (st.kind == Stage::Kind::Reduce) {
+      roots.push_back(st.value);
+      DType t = k.dag.type(st.value);
+      ScalarDag &c = plans[s].combine;
+      ScalarNode n{combineOp(st.reduce), t};
+      n.args = {c.stageValue(t, 0), c.stageValue(t, 1), ScalarRef{}};
+      c.add(n);
+    } else {
+      for (const Store &store : st.stores) {
+        roots.push_back(store.offset);
+        roots.push_back(store.value);
+      }
+    }
+    plans[s].dag = prune(k.dag, roots, plans[s].map);
+  }
+
+  std::vector<int64_t> outerIdx(k.outer.size(), 0);
+  std::vector<ScalarValue> stageVals(k.stages.size());
+  int64_t numOuter = k.numOuter();
+  for (int64_t o = 0; o < numOuter; ++o) {
+    int64_t rest = o;
+    for (size_t d = k.outer.size(); d-- > 0;) {
+      outerIdx[d] = rest % k.outer[d];
+      rest /= k.outer[d];
+    }
+    int64_t j = 0;
+    auto leaf = [&](const ScalarNode &n, const std::vector<ScalarValue> &vals) {
+      ScalarValue v;
+      switch (n.op) {
+      case ScalarOp::Index:
+        v.i = n.slot == k.innerSlot() ? j : outerIdx[static_cast<size_t>(n.slot)];
+        break;
+      case ScalarOp::StageValue:
+        v = stageVals[static_cast<size_t>(n.slot)];
+        break;
+      case ScalarOp::Load: {
+        const Tensor &t = ins[static_cast<size_t>(n.slot)];
+        int64_t off = vals[static_cast<size_t>(n.args[0].id)].i;
+        KILN_ASSERT(off >= 0 && off < t.numel() && "kernel load out of bounds");
+        if (isFloat(t.dtype()))
+          v.f = t.getDouble(off);
+        else
+          v.i = t.getInt(off);
+        break;
+      }
+      default:
+        kiln_unreachable("not a leaf");
+      }
+      return v;
+    };
+    for (size_t s = 0; s < k.stages.size(); ++s) {
+      const Stage &st = k.stages[s];
+      const StagePlan &plan = plans[s];
+      auto at = [&](const std::vector<ScalarValue> &vals, ScalarRef r) {
+        return vals[static_cast<size_t>(plan.map[static_cast<size_t>(r.id)])];
+      };
+      if (st.kind == Stage::Kind::Reduce) {
+        DType t = k.dag.type(st.value);
+        ScalarValue acc = identity(st.reduce, t);
+        for (j = 0; j < k.inner; ++j) {
+          ScalarValue v = at(evaluateScalars(plan.dag, leaf), st.value);
+          auto combined = evaluateScalars(plan.combine, [&](const ScalarNode &n, const auto &) {
+            return n.slot == 0 ? acc : v;
+          });
+          acc = combined.back();
+        }
+        stageVals[s] = acc;
+        continue;
+      }
+      int64_t count = st.outerOnly ? 1 : k.inner;
+      for (j = 0; j < count; ++j) {
+        std::vector<ScalarValue> vals = evaluateScalars(plan.dag, leaf);
+        for (const Store &store : st.stores) {
+          const Tensor &t = outs[static_cast<size_t>(store.output)];
+          int64_t off = at(vals, store.offset).i;
+          KILN_ASSERT(off >= 0 && off < t.numel() && "kernel store out of bounds");
+          ScalarValue v = at(vals, store.value);
+          if (isFloat(t.dtype()))
+            t.setDouble(off, v.f);
+          else
+            t.setInt(off, v.i);
+        }
+      }
+    }
+  }
+}
+
+} // namespace kiln::codegen
