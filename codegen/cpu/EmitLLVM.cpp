@@ -82,6 +82,7 @@ private:
                                 bool innerLoop);
   void emitReduceStage(size_t stageIndex, const Stage &st);
   void emitMapStage(const Stage &st);
+  bool emitStores(const Stage &st);
   Value *reduceIdentity(ReduceKind kind, DType t);
   Value *reduceCombine(ReduceKind kind, DType t, Value *acc, Value *v);
 
@@ -233,7 +234,12 @@ Value *KernelEmitter::convert(Value *v, DType from, DType to) {
     return b_.CreateIntrinsic(id, {dst, v->getType()}, {v});
   }
   if (isFloat(to)) {
-    Value *r = isSignedInt(from) ? b_.CreateSIToFP(v, dst) : b_.CreateUIToFP(v, dst);
+    // i64 -> f32 goes through double, as the interpreter does (the other
+    // integer types are exact in double, so one rounding is the same).
+    llvm::Type *via = from == DType::I64 ? b_.getDoubleTy() : dst;
+    Value *r = isSignedInt(from) ? b_.CreateSIToFP(v, via) : b_.CreateUIToFP(v, via);
+    if (via != dst)
+      r = b_.CreateFPTrunc(r, dst);
     return roundTo(to, r);
   }
   return b_.CreateIntCast(v, dst, isSignedInt(from));
@@ -680,34 +686,40 @@ void KernelEmitter::emitReduceStage(size_t stageIndex, const Stage &st) {
   stageValues_[stageIndex] = roundTo(t, r);
 }
 
+bool KernelEmitter::emitStores(const Stage &st) {
+  for (const Store &store : st.stores) {
+    if (store.output < 0 || static_cast<size_t>(store.output) >= k_.outputs.size())
+      return fail("store to output " + std::to_string(store.output) + " out of range");
+    DType t = k_.outputs[static_cast<size_t>(store.output)].dtype;
+    Value *offset = get(store.offset);
+    Value *value = get(store.value);
+    if (!offset || !value)
+      return false;
+    if (k_.dag.type(store.value) != t)
+      return fail("store of " + std::string(dtypeName(k_.dag.type(store.value))) + " to " +
+                  std::string(dtypeName(t)) + " output " + std::to_string(store.output));
+    Value *ptr = b_.CreateInBoundsGEP(
+        memType(t), buffers_[k_.inputs.size() + static_cast<size_t>(store.output)], offset);
+    storeElement(t, value, ptr);
+  }
+  return true;
+}
+
 void KernelEmitter::emitMapStage(const Stage &st) {
   std::fill(memo_.begin(), memo_.end(), nullptr);
-  emitLoop(
-      b_.getInt64(0), b_.getInt64(k_.inner), "map", {},
-      [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
-        innerIndex_ = j;
-        for (const Store &store : st.stores) {
-          if (store.output < 0 || static_cast<size_t>(store.output) >= k_.outputs.size()) {
-            fail("store to output " + std::to_string(store.output) + " out of range");
-            return {};
-          }
-          DType t = k_.outputs[static_cast<size_t>(store.output)].dtype;
-          Value *offset = get(store.offset);
-          Value *value = get(store.value);
-          if (!offset || !value)
-            return {};
-          if (k_.dag.type(store.value) != t) {
-            fail("store of " + std::string(dtypeName(k_.dag.type(store.value))) + " to " +
-                 std::string(dtypeName(t)) + " output " + std::to_string(store.output));
-            return {};
-          }
-          Value *ptr = b_.CreateInBoundsGEP(
-              memType(t), buffers_[k_.inputs.size() + static_cast<size_t>(store.output)], offset);
-          storeElement(t, value, ptr);
-        }
-        return {};
-      },
-      true);
+  if (st.outerOnly) {
+    // Once per outer point; the inner index is not available.
+    emitStores(st);
+  } else {
+    emitLoop(
+        b_.getInt64(0), b_.getInt64(k_.inner), "map", {},
+        [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
+          innerIndex_ = j;
+          emitStores(st);
+          return {};
+        },
+        true);
+  }
   innerIndex_ = nullptr;
   std::fill(memo_.begin(), memo_.end(), nullptr);
 }
@@ -723,6 +735,8 @@ bool KernelEmitter::emit(const std::string &symbol) {
   auto *bodyFn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), bodyParams, false),
                                         llvm::GlobalValue::InternalLinkage, symbol + ".body", m_);
   bodyFn->setDoesNotThrow();
+  if (unsigned bits = isa_.preferredVectorBits())
+    bodyFn->addFnAttr("prefer-vector-width", std::to_string(bits));
   for (size_t i = 0; i < numBuffers; ++i) {
     unsigned a = static_cast<unsigned>(i);
     bodyFn->addParamAttr(a, llvm::Attribute::NoAlias);
@@ -742,6 +756,8 @@ bool KernelEmitter::emit(const std::string &symbol) {
       llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptrTy, i64(), i64()}, false),
                              llvm::GlobalValue::ExternalLinkage, symbol, m_);
   entryFn->setDoesNotThrow();
+  if (unsigned bits = isa_.preferredVectorBits()) // also here: the body is inlined
+    entryFn->addFnAttr("prefer-vector-width", std::to_string(bits));
   entryFn->getArg(0)->setName("buffers");
   entryFn->getArg(1)->setName("begin");
   entryFn->getArg(2)->setName("end");

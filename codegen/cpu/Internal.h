@@ -25,10 +25,14 @@ class Type;
 namespace kiln::codegen::cpu {
 
 /// The libmvec vector ABI that transcendentals use (see Note [Vector math]
-/// in VectorMath.cpp): `d` (AVX2: 8 floats, 4 doubles) when the host has
-/// AVX2 and FMA, else `b` (SSE: 4 floats, 2 doubles); None without libmvec.
+/// in VectorMath.cpp): `e` (AVX-512: 16 floats, 8 doubles) when the host
+/// has AVX512F, else `d` (AVX2: 8 floats, 4 doubles) with AVX2 and FMA,
+/// else `b` (SSE: 4 floats, 2 doubles); None without libmvec.
 struct VectorMathIsa {
-  enum class Abi { None, Sse, Avx2 } abi = Abi::None;
+  enum class Abi { None, Sse, Avx2, Avx512 } abi = Abi::None;
+  /// The vector width kernels should prefer, in bits (the
+  /// "prefer-vector-width" function attribute); 0: the target's default.
+  unsigned preferredVectorBits() const { return abi == Abi::Avx512 ? 512 : 0; }
   /// From an LLVM target feature string ("+avx2,+fma,...").
   static VectorMathIsa fromFeatures(std::string_view features);
   const char *name() const;
