@@ -190,6 +190,9 @@ struct RuntimeArg {
   /// expanded to `expandTo` (from `expandFrom`) before the call.
   bool expand = false;
   dims expandFrom, expandTo;
+  /// A binary operand scaled before the call (gemm's beta * C for a C only
+  /// known at run time): elements are multiplied by `scale` into a copy.
+  float scale = 1.f;
 };
 
 /// A constant prepared at compile time (weights already reordered).
@@ -232,6 +235,14 @@ public:
           expanded.emplace_back(static_cast<size_t>(product(r.expandTo)));
           broadcastCopy(static_cast<const float *>(p), r.expandFrom, r.expandTo,
                         expanded.back().data());
+          p = expanded.back().data();
+        }
+        if (r.scale != 1.f) {
+          const float *src = static_cast<const float *>(p);
+          std::vector<float> scaled(r.userMd.get_size() / sizeof(float));
+          for (size_t i = 0; i < scaled.size(); ++i)
+            scaled[i] = src[i] * r.scale;
+          expanded.push_back(std::move(scaled));
           p = expanded.back().data();
         }
         memory user(r.userMd, eng, p);
@@ -294,6 +305,8 @@ struct PostOp {
   Tensor owned;
   /// The other operand's dims in the anchor's oneDNN dst rank.
   dims otherDims;
+  /// A factor the other operand is scaled by first (gemm's beta).
+  float scale = 1.f;
 };
 
 struct Anchor {
@@ -489,17 +502,12 @@ FailureOr<Anchor> gemmAnchor(const Node &n, std::string &why) {
       add.owned = scaled;
       add.constant = nullptr;
       a.ownPostOps.push_back(std::move(add));
-    } else if (beta == 1.f) {
-      a.ownPostOps.push_back(std::move(add));
     } else {
-      // alpha AB / beta + C, times beta.
-      PostOp pre, post;
-      pre.alg = post.alg = algorithm::eltwise_linear;
-      pre.alpha = 1.f / beta;
-      post.alpha = beta;
-      a.ownPostOps.push_back(std::move(pre));
+      // beta * C with C known only at run time: scaled into a copy per run
+      // (C is small, usually a bias; eltwise_linear around the binary
+      // post-op gave wrong results with 2.6's brgemm matmul in our tests).
+      add.scale = beta;
       a.ownPostOps.push_back(std::move(add));
-      a.ownPostOps.push_back(std::move(post));
     }
   }
   (void)why;
@@ -804,7 +812,8 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     }
     const bool full = p.otherDims == a.dstDims;
     const bool constant = p.constant || !p.owned.isNull();
-    if (blocked && !usedSum && full && !constant && p.alg == algorithm::binary_add) {
+    if (blocked && !usedSum && full && !constant && p.alg == algorithm::binary_add &&
+        p.scale == 1.f) {
       po.append_sum(1.f);
       usedSum = true;
       sumValue = p.other;
@@ -874,7 +883,8 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
                  memory::desc(),
                  b.expanded,
                  p.otherDims,
-                 a.dstDims};
+                 a.dstDims,
+                 p.scale};
     step->runtimeArgs.push_back(std::move(r));
   }
   s.wait();
