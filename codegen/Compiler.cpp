@@ -20,6 +20,7 @@
 #include "ir/Interpreter.h"
 #include "passes/PassManager.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -203,8 +204,16 @@ public:
     cpu::OneDnnOptions dnnl;
     dnnl.layout = options_.dnnlLayout;
     dnnl.threads = options_.threads;
+    // A value the group exports must be a step's result: the library call
+    // ends at the first node whose result leaves the group.
+    size_t end = 1;
+    while (end < group.nodes.size() &&
+           std::find(group.outputs.begin(), group.outputs.end(), group.nodes[end - 1]->result()) ==
+               group.outputs.end())
+      ++end;
+    std::span<const Node *const> nodes(group.nodes.data(), end);
     std::string why;
-    auto call = cpu::buildOneDnnCall(group.nodes, dnnl, why);
+    auto call = cpu::buildOneDnnCall(nodes, dnnl, why);
     if (failed(call)) {
       for (const Node *n : group.nodes)
         addFallback(n, n == group.nodes.front()
