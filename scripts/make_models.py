@@ -2,6 +2,7 @@
 """Export Kiln's model zoo from PyTorch to ONNX, with reference inputs and outputs.
 
 usage: make_models.py OUT_DIR [--only NAME,...] [--opsets 13,17] [--force] [--list]
+                      [--expect-list tests/models/tolerances] [--fp64-error]
 
 Every model is built with a fixed seed and random weights (nothing is
 downloaded), put in eval mode, run once in PyTorch on a seeded random input,
@@ -445,6 +446,17 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64):
     return info
 
 
+def read_list(path):
+    """The exports named by tests/models/tolerances ('NAME OPSETS RTOL ATOL ...')."""
+    res = set()
+    with open(path) as f:
+        for line in f:
+            fields = line.split("#", 1)[0].split()
+            if fields:
+                res.update("%s-op%s" % (fields[0], o) for o in fields[1].split(","))
+    return res
+
+
 def generator_stamp():
     h = hashlib.sha256()
     with open(os.path.abspath(__file__), "rb") as f:
@@ -461,6 +473,8 @@ def main():
     ap.add_argument("--opsets", default="", help="restrict to these opsets, e.g. 17")
     ap.add_argument("--force", action="store_true", help="regenerate even if present")
     ap.add_argument("--list", action="store_true", help="print '<name>-op<N>' per export and exit")
+    ap.add_argument("--expect-list", metavar="FILE",
+                    help="fail unless FILE (tests/models/tolerances) lists exactly the zoo's exports")
     ap.add_argument("--fp64-error", action="store_true",
                     help="also run each model in float64 and record PyTorch's float32 error")
     args = ap.parse_args()
@@ -479,6 +493,14 @@ def main():
         for n, o in jobs:
             print("%s-op%d" % (n, o))
         return 0
+    if args.expect_list:
+        listed = read_list(args.expect_list)
+        made = {"%s-op%d" % j for j in jobs}
+        if not args.only and listed != made:
+            sys.exit("make_models.py: %s and the zoo disagree:\n  only in the list: %s\n"
+                     "  only in make_models.py: %s" % (args.expect_list,
+                                                      " ".join(sorted(listed - made)) or "-",
+                                                      " ".join(sorted(made - listed)) or "-"))
     if not args.out_dir:
         ap.error("OUT_DIR is required")
 

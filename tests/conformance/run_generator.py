@@ -7,8 +7,9 @@ Runs `python3 -m onnx.backend.test.cmd_tools generate-data -o OUT_DIR` after
 restoring the NumPy aliases (np.float, np.int, np.bool, np.object) that
 NumPy 1.24 removed and that onnx 1.12's test-case generators still use.
 Writes OUT_DIR/node/<test>/{model.onnx,test_data_set_N/} (and the few model
-tests under OUT_DIR/{real,simple,...}). Writes OUT_DIR/.complete last, so a
-caller can tell a finished generation from an interrupted one.
+tests under OUT_DIR/{real,simple,...}). Writes OUT_DIR/.complete last (the onnx version,
+then the count), so a caller can tell a finished generation from an
+interrupted or outdated one.
 """
 import os
 import sys
@@ -24,6 +25,12 @@ for alias, value in (("float", float), ("int", int), ("bool", bool), ("object", 
 warnings.filterwarnings("ignore")
 
 
+def stamp():
+    """First line of OUT_DIR/.complete: what generated the tests."""
+    import onnx
+    return "onnx %s numpy %s" % (onnx.__version__, np.__version__)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: run_generator.py OUT_DIR")
@@ -36,7 +43,7 @@ def main():
     cmd_tools.main()
     n = len(os.listdir(os.path.join(out, "node")))
     with open(marker, "w") as f:
-        f.write("%d node tests\n" % n)
+        f.write(stamp() + "\n%d node tests\n" % n)
     print("run_generator: wrote %d node tests to %s" % (n, os.path.join(out, "node")))
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """One model-zoo test: run an exported model through kiln and compare with PyTorch.
 
-usage: check_model.py KILN MODEL_DIR RTOL ATOL [EXTRA_KILN_ARG ...]
+usage: check_model.py KILN MODEL_DIR RTOL ATOL [--expect-fail] [EXTRA_KILN_ARG ...]
 
 MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
 `kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_0 --check
 --rtol RTOL --atol ATOL` (see kiln_onnx.py), prints the command and kiln's
-report, and exits 1 unless every output is within tolerance. A missing model
-or data set is an error, never a skip.
+report, and exits 1 unless every output is within tolerance. With
+--expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
+passes instead, so that a stale mark is noticed. A missing model or data set
+is an error, never a skip.
 """
 import os
 import sys
@@ -22,6 +24,8 @@ def main():
         sys.exit(__doc__)
     kiln, model_dir, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     extra = sys.argv[5:]
+    expect_fail = "--expect-fail" in extra
+    extra = [a for a in extra if a != "--expect-fail"]
     model = os.path.join(model_dir, "model.onnx")
     data = os.path.join(model_dir, "test_data_set_0")
     missing = [p for p in (model, os.path.join(data, "input_0.pb"), os.path.join(data, "output_0.pb"))
@@ -38,7 +42,15 @@ def main():
                                    scratch=os.path.join(model_dir, "scratch"))
     print("$ " + cmd)
     print(out.rstrip())
-    print("check_model.py: %s in %.1fs (exit %d)" % ("PASS" if rc == 0 else "FAIL", time.time() - t0, rc))
+    took = time.time() - t0
+    if expect_fail:
+        if rc == 0:
+            print("check_model.py: UNEXPECTED PASS in %.1fs: drop 'xfail' from tests/models/tolerances"
+                  % took)
+            return 1
+        print("check_model.py: expected failure in %.1fs (exit %d)" % (took, rc))
+        return 0
+    print("check_model.py: %s in %.1fs (exit %d)" % ("PASS" if rc == 0 else "FAIL", took, rc))
     return 0 if rc == 0 else 1
 
 
