@@ -39,7 +39,8 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 /// Sizes above this are rejected by inference (they cannot be allocated,
 /// and products of them would overflow).
-constexpr double kMaxDimAsDouble = 4611686018427387904.0; // 2^62
+constexpr int64_t kMaxDim = int64_t(1) << 62;
+constexpr double kMaxDimAsDouble = static_cast<double>(kMaxDim);
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -774,6 +775,10 @@ FailureOr<Types> inferPad(const OpContext &ctx) {
   if (static_cast<int64_t>(pads.size()) != 2 * rank)
     return ctx.emitError() << "pads " << pads << " has " << pads.size() << " entries but the input "
                            << in.str() << " needs " << 2 * rank;
+  // Bounded pads keep every coordinate the kernel computes within int64.
+  for (int64_t p : pads)
+    if (p < -kMaxDim || p > kMaxDim)
+      return ctx.emitError() << "pads " << pads << " has an entry beyond +-2^62";
   Shape out = in.shape;
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t before = pads[i], after = pads[i + static_cast<size_t>(rank)];

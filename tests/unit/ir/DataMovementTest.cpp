@@ -508,7 +508,10 @@ TEST(DataMovementTest, PadInference) {
       infer(OpKind::Pad, {"f32[0]"}, {{"pads", Ints{1, 0}}, {"mode", std::string("reflect")}}),
       "cannot reflect-pad dim 0 of f32[0]: it is empty");
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  EXPECT_ERROR(infer(OpKind::Pad, {"f32[2]"}, {{"pads", Ints{kMax, 1}}}), "overflow int64");
+  EXPECT_ERROR(infer(OpKind::Pad, {"f32[2]"}, {{"pads", Ints{kMax, 1}}}),
+               "pads [9223372036854775807, 1] has an entry beyond +-2^62");
+  EXPECT_ERROR(infer(OpKind::Pad, {"f32[2]"}, {{"pads", Ints{int64_t(1) << 62, int64_t(1) << 62}}}),
+               "overflow int64");
 }
 
 //===----------------------------------------------------------------------===//
