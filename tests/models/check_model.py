@@ -5,7 +5,7 @@ usage: check_model.py KILN MODEL_DIR RTOL ATOL [--expect-fail] [EXTRA_KILN_ARG .
 
 MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
 `kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_0 --check
---rtol RTOL --atol ATOL` (see kiln_onnx.py), prints the command and kiln's
+--rtol RTOL --atol ATOL`, prints the command and kiln's
 report, and exits 1 unless every output is within tolerance. With
 --expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
 passes instead, so that a stale mark is noticed. A missing model or data set
@@ -38,8 +38,7 @@ def main():
                  os.path.basename(model_dir).rsplit("-op", 1)[0]))
         return 1
     t0 = time.time()
-    rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra,
-                                   scratch=os.path.join(model_dir, "scratch"))
+    rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
     print("$ " + cmd)
     print(out.rstrip())
     took = time.time() - t0
