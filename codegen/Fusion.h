@@ -44,7 +44,14 @@ struct FusionGroup {
   enum class Kind { Kernel, Library, Fallback } kind = Kind::Kernel;
   /// Nodes in topological order. For Library groups nodes[0] is the anchor
   /// and the rest its epilogue chain, each consuming the previous result.
+  /// Every computed node is in the `nodes` of exactly one group.
   std::vector<const Node *> nodes;
+  /// Kernel groups only: nodes of other groups (or of none) that this
+  /// kernel recomputes instead of reading their result from memory (index
+  /// maps, cheap elementwise producers with users in several kernels; rule
+  /// F8 of Fusion.cpp), in topological order. A node recomputed by every
+  /// consumer and needed by no one from memory is in no group's `nodes`.
+  std::vector<const Node *> recomputed;
   /// Values computed inside the group and used outside it (or graph
   /// outputs): the group's results, materialized in memory.
   std::vector<const Value *> outputs;
@@ -63,9 +70,12 @@ struct FusionDecision {
 };
 
 struct FusionPlan {
+  /// In a valid execution order (every group after the groups whose
+  /// outputs it reads).
   std::vector<FusionGroup> groups;
   std::vector<FusionDecision> decisions;
-  /// The decisions as text, one per line, in graph order.
+  /// The groups (one line each, in execution order: kind, nodes, inputs,
+  /// outputs) and then the decisions, one per line, in graph order.
   std::string explain() const;
 };
 

@@ -1,0 +1,113 @@
+//===- Internal.h - Helpers shared by the fusion planner and lowering ----===//
+//
+// Private to codegen/ (not codegen/cpu/): how ops are classified for fusion
+// (pointwise, index map, reduction stage), the row space of a reduction or
+// normalization, and the printed names of values.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::codegen::detail {
+
+/// Sizes of a statically shaped value.
+inline std::vector<int64_t> sizesOf(const Value *v) {
+  return staticSizes(v->type().shape);
+}
+
+/// Elementwise ops and batch_norm (inference batch norm is per-channel
+/// elementwise arithmetic).
+inline bool isPointwiseNode(const Node &n) {
+  return n.hasTrait(Elementwise) || n.kind() == OpKind::BatchNorm;
+}
+
+/// Data movement the lowering folds into index arithmetic.
+inline bool isIndexMapNode(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Concat:
+  case OpKind::Pad:
+  case OpKind::Split:
+  case OpKind::Gather:
+  case OpKind::Resize:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Reductions and normalizations that become stages of a row kernel.
+inline bool isStageNode(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ReduceProd:
+  case OpKind::ArgMax:
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::LayerNorm:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Where a row kernel iterates: the input shape of its reductions and the
+/// reduced dims. Kept dims run as outer points, reduced dims as the inner
+/// loop.
+struct RowSpace {
+  std::vector<int64_t> shape;
+  std::vector<bool> reduced;
+  bool operator==(const RowSpace &o) const = default;
+
+  /// The shape of a per-row value with the reduced dims kept as 1.
+  std::vector<int64_t> keptShape() const {
+    std::vector<int64_t> s = shape;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (reduced[d])
+        s[d] = 1;
+    return s;
+  }
+  /// The shape of a per-row value with the reduced dims dropped.
+  std::vector<int64_t> droppedShape() const {
+    std::vector<int64_t> s;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!reduced[d])
+        s.push_back(shape[d]);
+    return s;
+  }
+  bool isRowShape(const std::vector<int64_t> &s) const {
+    return s == keptShape() || s == droppedShape();
+  }
+};
+
+/// The row space of a stage node (see isStageNode); nullopt otherwise.
+std::optional<RowSpace> rowSpaceOf(const Node &n);
+
+/// The element count of the recomputation of an elementwise node, weighting
+/// transcendental primitives (exp, log, tanh, erf, sin, cos, pow) as 10.
+int64_t pointwiseCost(const Node &n);
+
+/// True when `v` is defined by a constant whose elements are all equal (it
+/// is inlined into kernels as a literal).
+bool isSplatConstant(const Value *v);
+
+/// The names values print with (graph inputs and results, as the Printer
+/// numbers unnamed ones), without the `%`.
+std::unordered_map<const Value *, std::string> valueNames(const Graph &g);
+
+} // namespace kiln::codegen::detail

@@ -1,0 +1,1027 @@
+//===- FusionTest.cpp - Fusion plans run against the reference interpreter ===//
+//
+// Differential tests of planFusion + lowerGroup + interpretKernel: a graph is
+// planned, every Kernel group is lowered to a kernel (which must verify) and
+// run with interpretKernel, Library and Fallback groups run their nodes'
+// reference kernels, and the graph outputs must match the reference
+// interpreter's. Graphs with only exact scalar semantics (Note [Scalar
+// precision] in ir/ops/Scalar.cpp) and no reductions must match bit for bit;
+// the others within per-dtype tolerances. Cases: every elementwise op in a
+// broadcast chain for every dtype it accepts, every data movement op folded
+// into a consumer and standing alone, reductions and normalizations with
+// their producers and consumers, the transformer and resnet patterns,
+// multi-consumer producers, library epilogues, fallbacks, and random graphs
+// of random shapes and dtypes. The last test checks that every op of the
+// table appeared in some case.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Fusion.h"
+#include "ir/Builder.h"
+#include "ir/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+namespace {
+
+/// Mnemonics of every op that appeared in a differential case.
+std::set<std::string> &covered() {
+  static std::set<std::string> s;
+  return s;
+}
+
+/// A graph under construction with the Builder (types are inferred).
+struct TestGraph {
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>("test");
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector quiet{diag};
+  Builder b{*graph, diag};
+
+  Value *input(DType t, std::vector<int64_t> shape, std::string name = "") {
+    Value *v = graph->addInput(TensorType(t, shape), std::move(name));
+    return v;
+  }
+  Value *op(OpKind kind, std::vector<Value *> operands, std::vector<NamedAttr> attrs = {},
+            std::string name = "") {
+    Value *v = b.createValue(kind, std::move(operands), std::move(attrs));
+    EXPECT_NE(v, nullptr) << "cannot build '" << opInfo(kind).mnemonic << "'";
+    if (v && !name.empty())
+      v->setName(std::move(name));
+    return v;
+  }
+  std::vector<Value *> ops(OpKind kind, std::vector<Value *> operands, std::vector<NamedAttr> attrs,
+                           unsigned numResults) {
+    auto n = b.create(kind, std::move(operands), std::move(attrs), numResults);
+    EXPECT_TRUE(n.succeeded());
+    std::vector<Value *> out;
+    if (n.succeeded())
+      for (unsigned i = 0; i < (*n)->numResults(); ++i)
+        out.push_back((*n)->result(i));
+    return out;
+  }
+  Value *constant(Tensor t) { return b.constant(std::move(t)); }
+  void outputs(std::vector<Value *> outs) { graph->setOutputs(std::move(outs)); }
+};
+
+struct InputOptions {
+  /// Integer inputs are drawn from [intLo, intHi].
+  int64_t intLo = -5, intHi = 5;
+  /// Float inputs are normal(0, scale).
+  double scale = 1.5;
+  /// Explicit values for inputs by index.
+  std::map<unsigned, Tensor> fixed;
+};
+
+Tensor randomTensor(const TensorType &t, std::mt19937 &rng, const InputOptions &o) {
+  std::vector<int64_t> shape = staticSizes(t.shape);
+  int64_t n = numElements(shape);
+  if (isFloat(t.dtype)) {
+    std::normal_distribution<double> d(0.0, o.scale);
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double &x : v)
+      x = d(rng);
+    return Tensor::fromDoubles(t.dtype, {n}, v).view(shape);
+  }
+  std::uniform_int_distribution<int64_t> d(t.dtype == DType::Bool ? 0 : o.intLo,
+                                           t.dtype == DType::Bool ? 1 : o.intHi);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t &x : v)
+    x = d(rng);
+  return Tensor::fromInts(t.dtype, {n}, v).view(shape);
+}
+
+/// Runs a plan: kernels through lowerGroup + interpretKernel, library and
+/// fallback groups node by node with their reference kernels.
+std::vector<Tensor> runPlan(const Graph &g, const FusionPlan &plan,
+                            const std::vector<Tensor> &inputs, int &numKernels) {
+  std::unordered_map<const Value *, Tensor> env;
+  for (unsigned i = 0; i < g.numInputs(); ++i)
+    env[g.input(i)] = inputs[i];
+  auto get = [&](const Value *v) -> Tensor {
+    if (auto it = env.find(v); it != env.end())
+      return it->second;
+    const Node *def = v->definingNode();
+    if (def && def->kind() == OpKind::Constant)
+      return ConstantOp(*def).value();
+    ADD_FAILURE() << "value read before any group computed it";
+    return Tensor::zeros(v->type().dtype, staticSizes(v->type().shape));
+  };
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  for (const FusionGroup &grp : plan.groups) {
+    if (grp.kind == FusionGroup::Kind::Kernel) {
+      auto k = lowerGroup(grp, diag);
+      if (k.failed()) {
+        ADD_FAILURE() << "lowering failed: " << collect.str();
+        return {};
+      }
+      std::string why;
+      EXPECT_TRUE(k->verify(&why)) << why << "\n" << k->str();
+      EXPECT_EQ(k->inputs.size(), grp.inputs.size());
+      EXPECT_EQ(k->outputs.size(), grp.outputs.size());
+      ++numKernels;
+      std::vector<void *> buffers;
+      std::vector<Tensor> keep;
+      for (const Value *v : grp.inputs) {
+        keep.push_back(get(v));
+        buffers.push_back(keep.back().mutableRawData());
+      }
+      for (const Value *v : grp.outputs) {
+        Tensor t = Tensor::zeros(v->type().dtype, staticSizes(v->type().shape));
+        buffers.push_back(t.mutableRawData());
+        env[v] = t;
+      }
+      interpretKernel(*k, buffers);
+      continue;
+    }
+    for (const Node *n : grp.nodes) {
+      std::vector<Tensor> ops;
+      for (const Value *v : n->operands())
+        ops.push_back(get(v));
+      auto r = evaluateNode(*n, ops, diag);
+      if (r.failed()) {
+        ADD_FAILURE() << "reference failed: " << collect.str();
+        return {};
+      }
+      for (unsigned i = 0; i < n->numResults(); ++i)
+        env[n->result(i)] = (*r)[i];
+    }
+  }
+  std::vector<Tensor> outs;
+  for (const Value *v : g.outputs())
+    outs.push_back(get(v));
+  return outs;
+}
+
+/// Ops whose scalar lowering is not bit-exact (Note [Scalar precision]).
+bool isInexact(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::Elu:
+  case OpKind::Gelu:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Softplus:
+  case OpKind::BatchNorm:
+    return true;
+  default:
+    return n.hasTrait(Reduction) || n.hasTrait(Normalization);
+  }
+}
+
+::testing::AssertionResult close(const Tensor &got, const Tensor &want, bool exact) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "type " << got.str() << " vs " << want.str();
+  DType t = got.dtype();
+  double rtol = t == DType::F64 ? 1e-10 : t == DType::F32 ? 2e-5 : 2e-2;
+  double atol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : 2e-2;
+  int bad = 0;
+  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    bool ok;
+    if (isFloat(t)) {
+      double a = got.getDouble(i), b = want.getDouble(i);
+      if (std::isnan(a) || std::isnan(b))
+        ok = std::isnan(a) && std::isnan(b);
+      else if (exact)
+        ok = a == b && std::signbit(a) == std::signbit(b);
+      else
+        ok = a == b || std::fabs(a - b) <= atol + rtol * std::fabs(b);
+      if (!ok && bad++ < 5)
+        r = (bad == 1 ? ::testing::AssertionFailure() : r)
+            << "\n  [" << i << "] got " << a << ", want " << b;
+    } else {
+      ok = got.getInt(i) == want.getInt(i);
+      if (!ok && bad++ < 5)
+        r = (bad == 1 ? ::testing::AssertionFailure() : r)
+            << "\n  [" << i << "] got " << got.getInt(i) << ", want " << want.getInt(i);
+    }
+  }
+  if (bad)
+    r << "\n  (" << bad << " of " << got.numel() << " differ" << (exact ? ", exact" : "") << ")";
+  return r;
+}
+
+struct Result {
+  FusionPlan plan;
+  int numKernels = 0;
+  int numGroups(FusionGroup::Kind k) const {
+    int n = 0;
+    for (const FusionGroup &g : plan.groups)
+      n += g.kind == k;
+    return n;
+  }
+};
+
+/// Plans, runs and compares `g` with the interpreter on random inputs.
+Result check(const Graph &g, const InputOptions &o = {}, FusionOptions fo = {}, unsigned seed = 1) {
+  Result res;
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  std::mt19937 rng(seed);
+  std::vector<Tensor> inputs;
+  for (unsigned i = 0; i < g.numInputs(); ++i)
+    inputs.push_back(o.fixed.count(i) ? o.fixed.at(i) : randomTensor(g.input(i)->type(), rng, o));
+  bool exact = true;
+  for (const Node *n : g.nodes()) {
+    covered().insert(std::string(n->mnemonic()));
+    exact = exact && !isInexact(*n);
+  }
+  auto want = interpret(g, inputs, diag);
+  if (want.failed()) {
+    ADD_FAILURE() << "the interpreter failed: " << collect.str();
+    return res;
+  }
+  auto plan = planFusion(g, fo, diag);
+  if (plan.failed()) {
+    ADD_FAILURE() << "planFusion failed: " << collect.str();
+    return res;
+  }
+  res.plan = plan.take();
+  std::vector<Tensor> got = runPlan(g, res.plan, inputs, res.numKernels);
+  if (got.size() != want->size())
+    return res;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(close(got[i], (*want)[i], exact)) << "output " << i << "\n" << res.plan.explain();
+  return res;
+}
+
+std::vector<DType> allDTypes() {
+  std::vector<DType> all;
+  for (unsigned i = 0; i < kNumDTypes; ++i)
+    all.push_back(static_cast<DType>(i));
+  return all;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops in fused broadcast chains
+//===----------------------------------------------------------------------===//
+
+// Every elementwise op, for every dtype it accepts, as `consumer(op(x, y))`
+// with x: [3,1,5] and y: [4,5] broadcasting to [3,4,5]: one kernel.
+TEST(FusionDifferentialTest, EveryElementwiseOpInABroadcastChain) {
+  for (const OpInfo &info : allOps()) {
+    if (!info.hasTrait(Elementwise))
+      continue;
+    for (DType t : allDTypes()) {
+      TestGraph tg;
+      std::vector<Value *> operands;
+      std::vector<std::vector<int64_t>> shapes = {{3, 1, 5}, {4, 5}, {3, 4, 1}};
+      for (int i = 0; i < info.minOperands; ++i) {
+        DType ot = info.kind == OpKind::Where && i == 0 ? DType::Bool : t;
+        operands.push_back(tg.input(ot, shapes[static_cast<size_t>(i)]));
+      }
+      std::vector<NamedAttr> attrs;
+      if (info.kind == OpKind::Cast)
+        attrs.push_back({"to", t == DType::F32 ? DType::I32 : DType::F32});
+      if (info.kind == OpKind::Clip)
+        attrs = {{"min", -1.0}, {"max", 2.0}};
+      auto n = tg.b.create(info.kind, operands, attrs);
+      if (n.failed())
+        continue; // the op does not take this dtype
+      Value *r = (*n)->result(0);
+      // A consumer in the same kernel: neg keeps the dtype where it can.
+      Value *out = r;
+      if (r->type().dtype != DType::Bool && r->type().dtype != DType::U8)
+        out = tg.op(OpKind::Neg, {r});
+      else if (r->type().dtype == DType::Bool)
+        out = tg.op(OpKind::Not, {r});
+      tg.outputs({out});
+      InputOptions o;
+      if (info.kind == OpKind::Div || info.kind == OpKind::Pow) {
+        o.intLo = 1; // the reference rejects integer division by zero
+        o.intHi = 4;
+      }
+      SCOPED_TRACE(std::string(info.mnemonic) + " " + std::string(dtypeName(t)));
+      Result res = check(*tg.graph, o);
+      EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+    }
+  }
+}
+
+// Casts between every pair of dtypes, on values that round, saturate and
+// wrap.
+TEST(FusionDifferentialTest, CastBetweenEveryPairOfDTypes) {
+  for (DType from : allDTypes())
+    for (DType to : allDTypes()) {
+      TestGraph tg;
+      Value *x = tg.input(from, {7, 3});
+      tg.outputs({tg.op(OpKind::Cast, {x}, {{"to", to}})});
+      InputOptions o;
+      o.scale = 300;
+      o.intLo = -300;
+      o.intHi = 300;
+      SCOPED_TRACE(std::string(dtypeName(from)) + " -> " + std::string(dtypeName(to)));
+      check(*tg.graph, o);
+    }
+}
+
+// A long chain with shared intermediates (the pointwise model's shape):
+// one kernel, two outputs.
+TEST(FusionDifferentialTest, PointwiseDagIsOneKernelWithTwoOutputs) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {1, 64, 96}, "x");
+  Value *y = tg.input(DType::F32, {1, 64, 96}, "y");
+  Value *a = tg.op(OpKind::Gelu, {x});
+  Value *b = tg.op(OpKind::Mul, {tg.op(OpKind::Add, {y, a}), tg.op(OpKind::Sigmoid, {y})});
+  Value *c = tg.op(OpKind::Mul, {tg.op(OpKind::Tanh, {b}),
+                                 tg.op(OpKind::Sigmoid, {tg.op(OpKind::Sub, {a, y})})});
+  Value *d = tg.op(OpKind::Add, {tg.op(OpKind::Mul, {tg.op(OpKind::Add, {c, x}), b}),
+                                 tg.op(OpKind::Mul, {a, y})});
+  Value *e = tg.op(OpKind::Sub,
+                   {tg.op(OpKind::Mul, {tg.op(OpKind::Sigmoid, {d}), tg.op(OpKind::Gelu, {c})}),
+                    tg.op(OpKind::Tanh, {d})});
+  tg.outputs({tg.op(OpKind::Add, {tg.op(OpKind::Mul, {e, x}), d}), c});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+  ASSERT_EQ(res.plan.groups.size(), 1u);
+  EXPECT_EQ(res.plan.groups[0].outputs.size(), 2u);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement: folded into consumers, alone, with several consumers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks `build(x)` three ways: as a copy kernel (alone), folded into an
+/// elementwise consumer, and with two consumers in different kernels.
+void checkIndexMap(DType t, std::vector<int64_t> shape,
+                   const std::function<Value *(TestGraph &, Value *)> &build,
+                   const InputOptions &o = {}) {
+  {
+    TestGraph tg;
+    Value *x = tg.input(t, shape);
+    tg.outputs({build(tg, x)});
+    SCOPED_TRACE("alone");
+    Result res = check(*tg.graph, o);
+    EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+  }
+  {
+    TestGraph tg;
+    Value *x = tg.input(t, shape);
+    Value *m = build(tg, x);
+    Value *y = tg.input(t, staticSizes(m->type().shape));
+    tg.outputs({tg.op(OpKind::Max, {m, y})});
+    SCOPED_TRACE("folded");
+    Result res = check(*tg.graph, o);
+    EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+  }
+  {
+    // Two consumers in different kernels (a reduction and a pointwise op):
+    // the index map is recomputed in both.
+    TestGraph tg;
+    Value *x = tg.input(t, shape);
+    Value *m = build(tg, x);
+    Value *s = tg.op(OpKind::ReduceMax, {m}, {{"axes", Ints{0}}, {"keepdims", false}});
+    tg.outputs({tg.op(OpKind::Abs, {m}), s});
+    SCOPED_TRACE("two consumers");
+    check(*tg.graph, o);
+  }
+}
+
+} // namespace
+
+TEST(FusionDifferentialTest, ReshapeFlattenSqueezeUnsqueeze) {
+  for (DType t : {DType::F32, DType::I32, DType::F16}) {
+    checkIndexMap(t, {4, 6, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Reshape, {x}, {{"shape", Ints{8, 15}}});
+    });
+    checkIndexMap(t, {4, 6, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Reshape, {x}, {{"shape", Ints{2, 2, 3, 10}}});
+    });
+    checkIndexMap(t, {2, 3, 4, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Flatten, {x}, {{"axis", int64_t(2)}});
+    });
+    checkIndexMap(t, {3, 1, 5, 1}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Squeeze, {x}, {{"axes", Ints{1, 3}}});
+    });
+    checkIndexMap(t, {3, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Unsqueeze, {x}, {{"axes", Ints{0, 2}}});
+    });
+  }
+}
+
+TEST(FusionDifferentialTest, TransposeExpandSlice) {
+  for (DType t : {DType::F32, DType::I8, DType::BF16}) {
+    checkIndexMap(t, {2, 3, 4, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Transpose, {x}, {{"perm", Ints{2, 0, 3, 1}}});
+    });
+    checkIndexMap(t, {3, 1, 5}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Expand, {x}, {{"shape", Ints{2, 3, 4, 5}}});
+    });
+    checkIndexMap(t, {6, 7, 8}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Slice, {x},
+                   {{"starts", Ints{1, -1, 0}},
+                    {"ends", Ints{5, -8, 100}},
+                    {"axes", Ints{0, 1, 2}},
+                    {"steps", Ints{2, -2, 3}}});
+    });
+    checkIndexMap(t, {6, 7}, [](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Slice, {x},
+                   {{"starts", Ints{-100}}, {"ends", Ints{3}}, {"axes", Ints{-1}}});
+    });
+  }
+}
+
+TEST(FusionDifferentialTest, ConcatPadSplit) {
+  for (DType t : {DType::F32, DType::I64}) {
+    checkIndexMap(t, {3, 4, 5}, [](TestGraph &tg, Value *x) {
+      Value *y = tg.op(OpKind::Neg, {x});
+      Value *s =
+          tg.op(OpKind::Slice, {x}, {{"starts", Ints{1}}, {"ends", Ints{3}}, {"axes", Ints{1}}});
+      return tg.op(OpKind::Concat, {x, s, y}, {{"axis", int64_t(1)}});
+    });
+    for (const char *mode : {"constant", "edge", "reflect"}) {
+      SCOPED_TRACE(mode);
+      checkIndexMap(t, {3, 4, 5}, [&](TestGraph &tg, Value *x) {
+        return tg.op(
+            OpKind::Pad, {x},
+            {{"pads", Ints{1, 0, 7, 2, 3, -1}}, {"mode", std::string(mode)}, {"value", 2.5}});
+      });
+    }
+    checkIndexMap(t, {4, 9}, [](TestGraph &tg, Value *x) {
+      auto parts = tg.ops(OpKind::Split, {x}, {{"axis", int64_t(1)}, {"sizes", Ints{2, 3, 4}}}, 3);
+      // Results of one split used by different consumers.
+      Value *a = tg.op(OpKind::Add, {parts[0], parts[0]});
+      Value *b = tg.op(OpKind::Concat, {a, parts[2], parts[1]}, {{"axis", int64_t(1)}});
+      return b;
+    });
+  }
+}
+
+TEST(FusionDifferentialTest, GatherWithConstantAndDynamicIndices) {
+  checkIndexMap(DType::F32, {5, 4, 3}, [](TestGraph &tg, Value *x) {
+    Value *idx = tg.constant(Tensor::fromInts(DType::I64, {2, 2}, {0, -1, 3, 1}));
+    return tg.op(OpKind::Gather, {x, idx}, {{"axis", int64_t(1)}});
+  });
+  checkIndexMap(DType::F32, {5, 4, 3}, [](TestGraph &tg, Value *x) {
+    Value *idx = tg.constant(Tensor::fromInts(DType::I64, {}, {2}));
+    return tg.op(OpKind::Gather, {x, idx}, {{"axis", int64_t(0)}});
+  });
+  // An embedding lookup with token ids from a graph input.
+  TestGraph tg;
+  Value *table = tg.input(DType::F32, {10, 6});
+  Value *ids = tg.input(DType::I32, {2, 7});
+  Value *e = tg.op(OpKind::Gather, {table, ids});
+  Value *pos = tg.input(DType::F32, {7, 6});
+  tg.outputs({tg.op(OpKind::Add, {e, pos})});
+  InputOptions o;
+  o.intLo = -10;
+  o.intHi = 9;
+  Result res = check(*tg.graph, o);
+  EXPECT_EQ(res.numKernels, 1);
+}
+
+TEST(FusionDifferentialTest, ResizeNearestAndLinear) {
+  for (const char *ctm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}) {
+    for (const char *nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+      SCOPED_TRACE(std::string(ctm) + " " + nearest);
+      checkIndexMap(DType::F32, {1, 2, 3, 4}, [&](TestGraph &tg, Value *x) {
+        return tg.op(OpKind::Resize, {x},
+                     {{"scales", Floats{1.0, 1.0, 2.0, 1.5}},
+                      {"coordinate_transformation_mode", std::string(ctm)},
+                      {"nearest_mode", std::string(nearest)}});
+      });
+    }
+    SCOPED_TRACE(std::string(ctm) + " linear");
+    checkIndexMap(DType::F32, {1, 2, 3, 4}, [&](TestGraph &tg, Value *x) {
+      return tg.op(OpKind::Resize, {x},
+                   {{"sizes", Ints{1, 2, 7, 3}},
+                    {"mode", std::string("linear")},
+                    {"coordinate_transformation_mode", std::string(ctm)}});
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+TEST(FusionDifferentialTest, ReductionsOverAnyAxesWithProducersAndConsumers) {
+  std::vector<std::pair<Ints, bool>> axesCases = {{{-1}, true},    {{0}, false}, {{1}, true},
+                                                  {{0, 2}, false}, {{}, true},   {{1, 2}, false}};
+  for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+                   OpKind::ReduceProd})
+    for (DType t : {DType::F32, DType::I32, DType::F16})
+      for (auto &[axes, keep] : axesCases) {
+        TestGraph tg;
+        Value *x = tg.input(t, {3, 5, 4});
+        Value *y = tg.input(t, {5, 4});
+        Value *p = tg.op(OpKind::Add, {tg.op(OpKind::Abs, {x}), y}); // fused producer
+        Value *r = tg.op(k, {p}, {{"axes", axes}, {"keepdims", keep}});
+        tg.outputs({tg.op(OpKind::Neg, {r})}); // per-row consumer
+        InputOptions o;
+        o.intLo = -3;
+        o.intHi = 3;
+        o.scale = 0.7;
+        SCOPED_TRACE(std::string(opInfo(k).mnemonic) + " " + std::string(dtypeName(t)));
+        Result res = check(*tg.graph, o);
+        EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+      }
+}
+
+TEST(FusionDifferentialTest, ArgMaxFirstAndLastWithNaNs) {
+  for (DType t : {DType::F32, DType::I8})
+    for (bool last : {false, true})
+      for (int64_t axis : {0, 1, -1}) {
+        TestGraph tg;
+        Value *x = tg.input(t, {4, 6, 5});
+        Value *r = tg.op(OpKind::ArgMax, {x},
+                         {{"axis", axis}, {"keepdims", axis == 1}, {"select_last_index", last}});
+        tg.outputs({r});
+        InputOptions o;
+        o.intLo = -2;
+        o.intHi = 2; // many ties
+        if (t == DType::F32) {
+          std::vector<double> v(120);
+          std::mt19937 rng(3);
+          std::uniform_int_distribution<int> d(-2, 3);
+          for (double &e : v)
+            e = d(rng) == 3 ? std::nan("") : d(rng);
+          o.fixed[0] = Tensor::fromDoubles(DType::F32, {120}, v).view({4, 6, 5});
+        }
+        check(*tg.graph, o);
+      }
+}
+
+TEST(FusionDifferentialTest, SoftmaxWithScaleAndMaskIsOneKernel) {
+  for (int64_t axis : {-1, 1}) {
+    for (OpKind k : {OpKind::Softmax, OpKind::LogSoftmax}) {
+      TestGraph tg;
+      Value *s = tg.input(DType::F32, {2, 4, 9, 9});
+      Value *mask = tg.input(DType::F32, {9, 9});
+      Value *scaled = tg.op(OpKind::Mul, {s, tg.constant(Tensor::scalar(DType::F32, 0.125))});
+      Value *sm = tg.op(k, {tg.op(OpKind::Add, {scaled, mask})}, {{"axis", axis}});
+      tg.outputs({tg.op(OpKind::Cast, {sm}, {{"to", DType::F16}})});
+      Result res = check(*tg.graph);
+      EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+    }
+  }
+}
+
+TEST(FusionDifferentialTest, LayerNormWithResidualAddStoredForLater) {
+  for (int64_t axis : {-1, -2}) {
+    TestGraph tg;
+    Value *a = tg.input(DType::F32, {2, 6, 16});
+    Value *b = tg.input(DType::F32, {2, 16, 6});
+    Value *bt = tg.op(OpKind::Transpose, {b}, {{"perm", Ints{0, 2, 1}}});
+    Value *x = tg.op(OpKind::Add, {a, bt}, {}, "x");
+    std::vector<int64_t> norm = axis == -1 ? std::vector<int64_t>{16} : std::vector<int64_t>{6, 16};
+    Value *scale = tg.input(DType::F32, norm);
+    Value *bias = tg.input(DType::F32, {16});
+    Value *ln = tg.op(OpKind::LayerNorm, {x, scale, bias}, {{"axis", axis}}, "ln");
+    // x is needed again after the norm (a residual): stored by the same
+    // kernel.
+    tg.outputs({ln, tg.op(OpKind::Exp, {x})});
+    Result res = check(*tg.graph);
+    EXPECT_LE(res.numKernels, 2) << res.plan.explain();
+  }
+}
+
+TEST(FusionDifferentialTest, DecomposedLayerNormIsOneKernel) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {4, 7, 32});
+  Value *w = tg.input(DType::F32, {32});
+  Value *bias = tg.input(DType::F32, {32});
+  Value *mean = tg.op(OpKind::ReduceMean, {x}, {{"axes", Ints{-1}}});
+  Value *d = tg.op(OpKind::Sub, {x, mean});
+  Value *var = tg.op(OpKind::ReduceMean, {tg.op(OpKind::Mul, {d, d})}, {{"axes", Ints{-1}}});
+  Value *eps = tg.constant(Tensor::scalar(DType::F32, 1e-5));
+  Value *den = tg.op(OpKind::Sqrt, {tg.op(OpKind::Add, {var, eps})});
+  Value *y = tg.op(OpKind::Add, {tg.op(OpKind::Mul, {tg.op(OpKind::Div, {d, den}), w}), bias});
+  tg.outputs({y});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+}
+
+TEST(FusionDifferentialTest, DecomposedSoftmaxIsOneKernel) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {6, 33});
+  Value *m = tg.op(OpKind::ReduceMax, {x}, {{"axes", Ints{1}}});
+  Value *e = tg.op(OpKind::Exp, {tg.op(OpKind::Sub, {x, m})});
+  Value *s = tg.op(OpKind::ReduceSum, {e}, {{"axes", Ints{1}}});
+  tg.outputs({tg.op(OpKind::Div, {e, s})});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+}
+
+TEST(FusionDifferentialTest, BatchNormIsElementwise) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {2, 3, 4, 5});
+  std::vector<Value *> params;
+  for (int i = 0; i < 4; ++i)
+    params.push_back(tg.input(DType::F32, {3}));
+  Value *bn = tg.op(OpKind::BatchNorm, {x, params[0], params[1], params[2], params[3]});
+  tg.outputs({tg.op(OpKind::Relu, {bn})});
+  InputOptions o;
+  std::vector<double> var = {0.5, 1.5, 2.0};
+  o.fixed[4] = Tensor::fromDoubles(DType::F32, {3}, var);
+  Result res = check(*tg.graph, o);
+  EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+}
+
+// A masked mean (the text classifier's pooling): reductions over different
+// row spaces are separate kernels.
+TEST(FusionDifferentialTest, MaskedMeanOverTwoRowSpaces) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {2, 8, 6});
+  Value *ids = tg.input(DType::I64, {2, 8});
+  Value *keep =
+      tg.op(OpKind::Cast,
+            {tg.op(OpKind::Unsqueeze,
+                   {tg.op(OpKind::Not, {tg.op(OpKind::Equal, {ids, tg.constant(Tensor::fromInts(
+                                                                       DType::I64, {}, {0}))})})},
+                   {{"axes", Ints{-1}}})},
+            {{"to", DType::F32}});
+  Value *num = tg.op(OpKind::ReduceSum, {tg.op(OpKind::Mul, {x, keep})},
+                     {{"axes", Ints{1}}, {"keepdims", false}});
+  Value *den = tg.op(OpKind::ReduceSum, {keep}, {{"axes", Ints{1}}, {"keepdims", false}});
+  tg.outputs({tg.op(OpKind::Div, {num, tg.op(OpKind::Clip, {den}, {{"min", 1.0}})})});
+  InputOptions o;
+  o.intLo = 0;
+  o.intHi = 3;
+  Result res = check(*tg.graph, o);
+  EXPECT_EQ(res.numKernels, 2) << res.plan.explain();
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-consumer producers
+//===----------------------------------------------------------------------===//
+
+TEST(FusionDifferentialTest, CheapProducerIsRecomputedExpensiveOneMaterialized) {
+  for (OpKind producer : {OpKind::Add, OpKind::Exp}) {
+    TestGraph tg;
+    Value *x = tg.input(DType::F32, {5, 12}, "x");
+    Value *y = tg.input(DType::F32, {5, 12}, "y");
+    Value *p = producer == OpKind::Add ? tg.op(OpKind::Add, {x, y}, {}, "p")
+                                       : tg.op(OpKind::Exp, {x}, {}, "p");
+    // Two consumers that cannot share a kernel: reductions over different
+    // axes.
+    Value *r0 = tg.op(OpKind::ReduceSum, {p}, {{"axes", Ints{0}}});
+    Value *r1 = tg.op(OpKind::ReduceMax, {p}, {{"axes", Ints{1}}});
+    tg.outputs({r0, r1});
+    Result res = check(*tg.graph);
+    std::string text = res.plan.explain();
+    if (producer == OpKind::Add) {
+      EXPECT_EQ(res.numKernels, 2) << text;
+      EXPECT_NE(text.find("recomputed here"), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(res.numKernels, 3) << text;
+      EXPECT_NE(text.find("materialized"), std::string::npos) << text;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Library groups and fallbacks
+//===----------------------------------------------------------------------===//
+
+TEST(FusionDifferentialTest, ConvWithBiasResidualAddAndRelu) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {1, 4, 8, 8});
+  Value *w1 = tg.input(DType::F32, {4, 4, 3, 3});
+  Value *w2 = tg.input(DType::F32, {4, 4, 3, 3});
+  Value *b = tg.input(DType::F32, {4});
+  Value *c1 = tg.op(OpKind::Conv, {x, w1, b}, {{"pads", Ints{1, 1, 1, 1}}});
+  Value *r1 = tg.op(OpKind::Relu, {c1});
+  Value *c2 = tg.op(OpKind::Conv, {r1, w2, b}, {{"pads", Ints{1, 1, 1, 1}}});
+  Value *sum = tg.op(OpKind::Add, {c2, x});
+  tg.outputs({tg.op(OpKind::Relu, {sum})});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Library), 2) << res.plan.explain();
+  EXPECT_EQ(res.plan.groups.size(), 2u) << res.plan.explain();
+  ASSERT_FALSE(res.plan.groups.empty());
+  EXPECT_EQ(res.plan.groups.back().nodes.size(), 3u); // conv, add, relu
+}
+
+TEST(FusionDifferentialTest, MatMulWithBiasFirstAndGeluEpilogue) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {1, 6, 8});
+  Value *w = tg.input(DType::F32, {8, 5});
+  Value *bias = tg.input(DType::F32, {5});
+  Value *mm = tg.op(OpKind::MatMul, {x, w});
+  Value *a = tg.op(OpKind::Add, {bias, mm});
+  Value *g = tg.op(OpKind::Gelu, {a});
+  // sub with the chain value second is not a post-op: it is a kernel.
+  Value *s = tg.op(OpKind::Sub, {tg.input(DType::F32, {6, 5}), g});
+  tg.outputs({s});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Library), 1) << res.plan.explain();
+  EXPECT_EQ(res.numKernels, 1) << res.plan.explain();
+}
+
+TEST(FusionDifferentialTest, EveryLibraryAnchorWithAnEpilogue) {
+  auto run = [](OpKind kind, std::vector<std::vector<int64_t>> shapes,
+                std::vector<NamedAttr> attrs) {
+    for (bool libs : {true, false}) {
+      TestGraph tg;
+      std::vector<Value *> ins;
+      for (auto &s : shapes)
+        ins.push_back(tg.input(DType::F32, s));
+      Value *a = tg.op(kind, ins, attrs);
+      Value *c = tg.op(OpKind::Clip, {a}, {{"min", -0.5}, {"max", 0.5}});
+      tg.outputs({tg.op(OpKind::Sigmoid, {c})});
+      FusionOptions fo;
+      fo.useLibraries = libs;
+      SCOPED_TRACE(std::string(opInfo(kind).mnemonic) + (libs ? " library" : " fallback"));
+      Result res = check(*tg.graph, {}, fo);
+      EXPECT_EQ(res.numGroups(FusionGroup::Kind::Library), libs ? 1 : 0) << res.plan.explain();
+      EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), libs ? 0 : 1) << res.plan.explain();
+    }
+  };
+  run(OpKind::Conv, {{1, 2, 6, 6}, {3, 2, 3, 3}}, {});
+  run(OpKind::ConvTranspose, {{1, 2, 4, 4}, {2, 3, 3, 3}}, {{"strides", Ints{2, 2}}});
+  run(OpKind::MatMul, {{3, 4}, {4, 5}}, {});
+  run(OpKind::Gemm, {{3, 4}, {5, 4}, {5}}, {{"trans_b", true}});
+  run(OpKind::MaxPool, {{1, 2, 6, 6}}, {{"kernel", Ints{2, 2}}});
+  run(OpKind::AvgPool, {{1, 2, 6, 6}}, {{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}});
+  run(OpKind::GlobalAvgPool, {{1, 2, 6, 6}}, {});
+}
+
+TEST(FusionDifferentialTest, ShapeRangeAndConstantOfShapeFallBack) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {3, 4});
+  Value *shape = tg.op(OpKind::ShapeOf, {x});
+  Value *r = tg.op(OpKind::Range, {}, {{"start", 0.0}, {"limit", 4.0}, {"dtype", DType::F32}});
+  Value *c = tg.op(OpKind::ConstantOfShape, {}, {{"shape", Ints{3, 4}}, {"value", 2.0}});
+  Value *y = tg.op(OpKind::Add, {tg.op(OpKind::Mul, {x, r}), c});
+  tg.outputs({y, tg.op(OpKind::Cast, {shape}, {{"to", DType::F32}})});
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), 3) << res.plan.explain();
+  auto plan = planFusion(*tg.graph, {}, diag);
+  EXPECT_NE(collect.str().find("'range' op has no compiled lowering"), std::string::npos)
+      << collect.str();
+}
+
+TEST(FusionDifferentialTest, DynamicShapesAreAnError) {
+  Graph g;
+  Value *x = g.addInput(TensorType(DType::F32, Shape{Dim::symbolic("N"), Dim(3)}), "x");
+  DiagnosticEngine diag;
+  Builder b(g, diag);
+  g.setOutputs({b.createValue(OpKind::Relu, {x})});
+  ScopedDiagnosticCollector collect(diag);
+  EXPECT_TRUE(planFusion(g, {}, diag).failed());
+  EXPECT_NE(collect.str().find("fusion needs static shapes"), std::string::npos) << collect.str();
+}
+
+TEST(FusionDifferentialTest, UnusedNodesAreNotComputed) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {4}, "x");
+  tg.op(OpKind::Exp, {tg.op(OpKind::Neg, {x})}, {}, "dead");
+  tg.outputs({tg.op(OpKind::Relu, {x})});
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numKernels, 1);
+  EXPECT_NE(res.plan.explain().find("unused: not computed"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel shapes: inner loop choice, explain
+//===----------------------------------------------------------------------===//
+
+TEST(FusionLoweringTest, InnerLoopCollapsesContiguousDimsButKeepsBroadcastsInvariant) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {2, 8, 4, 4}, "x");
+  Value *b = tg.input(DType::F32, {1, 8, 1, 1}, "b");
+  Value *y = tg.input(DType::F32, {2, 8, 4, 4}, "y");
+  tg.outputs({tg.op(OpKind::Add, {tg.op(OpKind::Mul, {x, y}), b})});
+  DiagnosticEngine diag;
+  auto plan = planFusion(*tg.graph, {}, diag);
+  ASSERT_TRUE(plan.succeeded());
+  ASSERT_EQ(plan->groups.size(), 1u);
+  auto k = lowerGroup(plan->groups[0], diag);
+  ASSERT_TRUE(k.succeeded());
+  // H*W collapse into the inner loop; the per-channel bias stays invariant.
+  EXPECT_EQ(k->outer, (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(k->inner, 16);
+  check(*tg.graph);
+}
+
+TEST(FusionLoweringTest, ReshapesSimplifyToPlainOffsets) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {4, 6, 8}, "x");
+  Value *r = tg.op(OpKind::Reshape, {x}, {{"shape", Ints{24, 8}}});
+  Value *r2 = tg.op(OpKind::Reshape, {tg.op(OpKind::Relu, {r})}, {{"shape", Ints{4, 48}}});
+  tg.outputs({r2});
+  DiagnosticEngine diag;
+  auto plan = planFusion(*tg.graph, {}, diag);
+  ASSERT_TRUE(plan.succeeded());
+  auto k = lowerGroup(plan->groups[0], diag);
+  ASSERT_TRUE(k.succeeded());
+  // No div or rem survives: the load is at the store's offset.
+  EXPECT_EQ(k->str().find("= div i64"), std::string::npos) << k->str();
+  EXPECT_EQ(k->str().find("= rem i64"), std::string::npos) << k->str();
+}
+
+TEST(FusionLoweringTest, KernelTextAndHashAreDeterministic) {
+  auto build = [](const char *name) {
+    TestGraph tg;
+    Value *x = tg.input(DType::F32, {8, 32}, name);
+    tg.outputs({tg.op(OpKind::Softmax, {x}, {}, std::string(name) + "_out")});
+    DiagnosticEngine diag;
+    auto plan = planFusion(*tg.graph, {}, diag);
+    auto k = lowerGroup(plan->groups[0], diag);
+    return k.take();
+  };
+  Kernel a = build("a"), b = build("b");
+  EXPECT_EQ(a.hash(), b.hash()); // names are not part of the hash
+  EXPECT_NE(a.str(), b.str());
+  EXPECT_EQ(a.stages.size(), 3u);
+  EXPECT_EQ(a.str(), build("a").str());
+}
+
+TEST(FusionLoweringTest, ExplainNamesNodesAndRules) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {4, 8}, "x");
+  Value *w = tg.input(DType::F32, {8, 8}, "w");
+  Value *mm = tg.op(OpKind::MatMul, {x, w}, {}, "mm");
+  Value *r = tg.op(OpKind::Relu, {mm}, {}, "act");
+  Value *t = tg.op(OpKind::Transpose, {r}, {{"perm", Ints{1, 0}}}, "t");
+  tg.outputs({tg.op(OpKind::Exp, {t}, {}, "out")});
+  DiagnosticEngine diag;
+  auto plan = planFusion(*tg.graph, {}, diag);
+  ASSERT_TRUE(plan.succeeded());
+  std::string text = plan->explain();
+  EXPECT_NE(text.find("fuse %mm -> %act [F3 library epilogue]"), std::string::npos) << text;
+  EXPECT_NE(text.find("fuse %t -> %out [F5 index map]"), std::string::npos) << text;
+  EXPECT_NE(text.find("keep %act -> %t [F2 library anchor]"), std::string::npos) << text;
+  EXPECT_NE(text.find("group 1 kernel: %t (transpose) %out (exp) <- %act -> %out"),
+            std::string::npos)
+      << text;
+}
+
+//===----------------------------------------------------------------------===//
+// Random graphs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Builds a random graph of elementwise ops, index maps and reductions on
+/// random (odd, broadcast) shapes of one dtype.
+std::unique_ptr<TestGraph> randomGraph(std::mt19937 &rng, DType t) {
+  auto tg = std::make_unique<TestGraph>();
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  const int64_t dims[] = {1, 2, 3, 5, 7, 8};
+  size_t rank = static_cast<size_t>(1 + pick(4));
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < rank; ++d)
+    shape.push_back(dims[pick(6)]);
+  std::vector<Value *> pool;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int64_t> s = shape;
+    if (i > 0) { // broadcast variants
+      for (int64_t &d : s)
+        if (pick(3) == 0)
+          d = 1;
+      if (pick(2) == 0 && s.size() > 1)
+        s.erase(s.begin());
+    }
+    pool.push_back(tg->input(t, s));
+  }
+  bool fl = isFloat(t);
+  int steps = 4 + pick(8);
+  for (int s = 0; s < steps; ++s) {
+    Value *a = pool[static_cast<size_t>(pick(static_cast<int>(pool.size())))];
+    Value *b = pool[static_cast<size_t>(pick(static_cast<int>(pool.size())))];
+    std::vector<int64_t> as = staticSizes(a->type().shape);
+    size_t ar = as.size();
+    Value *r = nullptr;
+    switch (pick(12)) {
+    case 0:
+    case 1: {
+      OpKind ks[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min};
+      r = tg->b.createValue(ks[pick(5)], {a, b});
+      break;
+    }
+    case 2: {
+      std::vector<OpKind> ks = {OpKind::Neg, OpKind::Abs, OpKind::Relu};
+      if (fl)
+        ks.insert(ks.end(), {OpKind::Tanh, OpKind::Sigmoid, OpKind::Sin, OpKind::Floor,
+                             OpKind::LeakyRelu, OpKind::HardSwish});
+      r = tg->b.createValue(ks[static_cast<size_t>(pick(static_cast<int>(ks.size())))], {a});
+      break;
+    }
+    case 3: {
+      Value *c = tg->b.createValue(OpKind::Greater, {a, b});
+      r = c ? tg->b.createValue(OpKind::Where, {c, a, b}) : nullptr;
+      break;
+    }
+    case 4: {
+      Ints perm(ar);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      r = tg->b.createValue(OpKind::Transpose, {a}, {{"perm", perm}});
+      break;
+    }
+    case 5:
+      r = tg->b.createValue(OpKind::Reshape, {a}, {{"shape", Ints{-1}}});
+      if (r && pick(2)) // and back to a shape of the same count
+        r = tg->b.createValue(OpKind::Reshape, {r}, {{"shape", Ints(as.rbegin(), as.rend())}});
+      break;
+    case 6: {
+      int64_t axis = pick(static_cast<int>(ar));
+      int64_t dim = as[static_cast<size_t>(axis)];
+      r = tg->b.createValue(
+          OpKind::Slice, {a},
+          {{"starts", Ints{dim > 1 ? 1 : 0}}, {"ends", Ints{dim}}, {"axes", Ints{axis}}});
+      if (r && dim > 1) // pad it back so it still broadcasts
+        r = tg->b.createValue(OpKind::Pad, {r},
+                              {{"pads",
+                                [&] {
+                                  Ints p(2 * ar, 0);
+                                  p[static_cast<size_t>(axis)] = 1;
+                                  return p;
+                                }()},
+                               {"mode", std::string(pick(2) ? "edge" : "reflect")}});
+      break;
+    }
+    case 7: {
+      int64_t axis = pick(static_cast<int>(ar));
+      Value *c = tg->b.createValue(OpKind::Concat, {a, a}, {{"axis", axis}});
+      r = c ? tg->b.createValue(OpKind::Slice, {c},
+                                {{"starts", Ints{1}},
+                                 {"ends", Ints{1 + as[static_cast<size_t>(axis)]}},
+                                 {"axes", Ints{axis}}})
+            : nullptr;
+      break;
+    }
+    case 8: {
+      // A reduction broadcast back against a full value.
+      OpKind ks[] = {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMean, OpKind::ReduceMin};
+      Value *red =
+          tg->b.createValue(ks[pick(4)], {a}, {{"axes", Ints{static_cast<int64_t>(ar) - 1}}});
+      r = red ? tg->b.createValue(OpKind::Sub, {a, red}) : nullptr;
+      break;
+    }
+    case 9:
+      if (fl)
+        r = tg->b.createValue(pick(2) ? OpKind::Softmax : OpKind::LogSoftmax, {a},
+                              {{"axis", static_cast<int64_t>(pick(static_cast<int>(ar)))}});
+      break;
+    case 10:
+      if (fl && ar >= 1) {
+        std::vector<int64_t> last{as.back()};
+        Value *scale = tg->input(t, last);
+        r = tg->b.createValue(OpKind::LayerNorm, {a, scale});
+      }
+      break;
+    case 11:
+      r = tg->b.createValue(OpKind::Expand, {a}, {{"shape", Ints(shape.begin(), shape.end())}});
+      break;
+    }
+    if (r)
+      pool.push_back(r);
+  }
+  // Outputs: the last value and a random earlier one (stored mid-kernel).
+  std::vector<Value *> outs{pool.back()};
+  if (pool.size() > 4) {
+    Value *mid = pool[static_cast<size_t>(3 + pick(static_cast<int>(pool.size()) - 4))];
+    if (mid->definingNode())
+      outs.push_back(mid);
+  }
+  tg->outputs(outs);
+  return tg;
+}
+
+} // namespace
+
+TEST(FusionDifferentialTest, RandomGraphs) {
+  std::mt19937 rng(2024);
+  DType types[] = {DType::F32, DType::F32, DType::F64, DType::F16, DType::I32, DType::I8};
+  for (int i = 0; i < 300; ++i) {
+    DType t = types[i % 6];
+    auto tg = randomGraph(rng, t);
+    InputOptions o;
+    o.scale = 1.0;
+    SCOPED_TRACE("random graph " + std::to_string(i) + " (" + std::string(dtypeName(t)) + ")");
+    check(*tg->graph, o, {}, static_cast<unsigned>(i));
+    if (::testing::Test::HasFailure())
+      break;
+  }
+}
+
+// Last: every op of the table appeared in some differential case above.
+TEST(FusionDifferentialTest, ZZEveryOpOfTheTableIsCovered) {
+  std::vector<std::string> missing;
+  for (const OpInfo &info : allOps())
+    if (!covered().count(std::string(info.mnemonic)))
+      missing.push_back(std::string(info.mnemonic));
+  EXPECT_TRUE(missing.empty()) << "ops without a differential case: "
+                               << ::testing::PrintToString(missing);
+}
