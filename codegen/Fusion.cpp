@@ -418,7 +418,9 @@ void Planner::planLibrary(int anchor) {
         why = "operand " + other->type().str() + " does not broadcast to " + anchorType.str();
     }
     if (!why.empty()) {
-      if (uses.size() == 1 || graphOutputs_.count(tail))
+      // Only refusals of epilogue ops are news; other users explain
+      // themselves when their kernel considers this producer.
+      if (isLibraryEpilogueOp(u->kind()))
         record(pos_.at(u), name(tail), name(u->result(0)), false, "F3 library epilogue", why);
       break;
     }
@@ -505,7 +507,7 @@ bool Planner::alignedInto(const GroupState &g, int p, std::string &reason) {
   }
   for (int d : desc) {
     const Node *m = order_[static_cast<size_t>(d)];
-    std::string at = "'" + std::string(m->mnemonic()) + "' %" + name(m->result(0));
+    std::string at = "'" + std::string(m->mnemonic()) + "' " + valueRef(name(m->result(0)));
     if (detail::isStageNode(*m)) {
       if (detail::rowSpaceOf(*m) != sp) {
         reason = at + " reduces another row space";
@@ -549,7 +551,7 @@ Verdict Planner::decide(GroupState &g, int p, std::string &rule, std::string &re
              std::string(other.kind == FusionGroup::Kind::Library    ? "library group"
                          : other.kind == FusionGroup::Kind::Fallback ? "fallback"
                                                                      : "kernel") +
-             " of %" + nodeName(other.seed);
+             " of " + valueRef(nodeName(other.seed));
     return Verdict::Reject;
   }
   Role role = roleOf(*n);
@@ -743,13 +745,14 @@ FusionGroup Planner::finish(const GroupState &g) const {
 FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
   for (Value *v : g_.inputs())
     if (!v->type().isStatic())
-      return diag.emitError(Location()) << "fusion needs static shapes, but input %" << name(v)
-                                        << " has type " << v->type().str();
+      return diag.emitError(Location()) << "fusion needs static shapes, but input "
+                                        << valueRef(name(v)) << " has type " << v->type().str();
   for (const Node *n : order_)
     for (unsigned r = 0; r < n->numResults(); ++r)
       if (!n->result(r)->type().isStatic())
-        return diag.emitError(n->loc()) << "fusion needs static shapes, but %" << name(n->result(r))
-                                        << " has type " << n->result(r)->type().str();
+        return diag.emitError(n->loc())
+               << "fusion needs static shapes, but " << valueRef(name(n->result(r))) << " has type "
+               << n->result(r)->type().str();
 
   // F2, F3: library groups in graph order.
   for (int i = 0; i < static_cast<int>(order_.size()); ++i)
@@ -804,7 +807,7 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
       auto it = producer.find(v);
       if (it == producer.end())
         return diag.emitError(def->loc())
-               << "internal error: fusion left %" << name(v) << " unmaterialized";
+               << "internal error: fusion left " << valueRef(name(v)) << " unmaterialized";
       size_t o = it->second;
       if (o != gi && deps[gi].insert(o).second)
         dependents[o].push_back(gi);
@@ -889,10 +892,13 @@ std::string FusionPlan::explain() const {
       os << "\n";
     }
   }
+  // Edges print as `fuse %producer -> %consumer` or `keep ...` (not fused);
+  // decisions about one node as `node %name`.
   for (const FusionDecision &d : decisions) {
-    os << (d.fused ? "fuse " : "keep ") << valueRef(d.producer);
-    if (!d.consumer.empty())
-      os << " -> " << valueRef(d.consumer);
+    if (d.consumer.empty())
+      os << "node " << valueRef(d.producer);
+    else
+      os << (d.fused ? "fuse " : "keep ") << valueRef(d.producer) << " -> " << valueRef(d.consumer);
     os << " [" << d.rule << "] " << d.reason << "\n";
   }
   return os.str();

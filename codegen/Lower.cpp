@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Fusion.h"
 #include "codegen/Internal.h"
+#include "ir/Printer.h"
 
 #include <algorithm>
 #include <cctype>
@@ -211,10 +212,9 @@ public:
         x = dag_.mul(x, dag_.constInt(DType::I64, c));
       acc = acc.valid() ? dag_.add(acc, x) : x;
     }
-    ScalarRef k = dag_.constInt(DType::I64, a.constant);
     if (!acc.valid())
-      return k;
-    return a.constant ? dag_.add(acc, k) : acc;
+      return dag_.constInt(DType::I64, a.constant);
+    return a.constant ? dag_.add(acc, dag_.constInt(DType::I64, a.constant)) : acc;
   }
 
   /// The i64 nodes an affine reads (its atoms' bases).
@@ -982,7 +982,7 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
       else
         at = outer_;
     } else {
-      fail("output %" + names[v] + " has shape " + sizesStr(shape) +
+      fail("output " + valueRef(names[v]) + " has shape " + sizesStr(shape) +
            ", not the kernel's iteration shape " + sizesStr(domain));
       break;
     }
