@@ -22,7 +22,8 @@
 //       transpose, expand, slice, concat, pad, split, gather, resize) folds
 //       into its consumers as index arithmetic: joined like F4 when all
 //       users are in the kernel, recomputed in each consumer kernel
-//       otherwise (they cost no arithmetic), and a copy kernel of its own
+//       otherwise (by F8; they cost no arithmetic, concat and pad one
+//       operation per load they select from), and a copy kernel of its own
 //       only when a consumer cannot take it (a library or fallback op, a
 //       graph output).
 //   F6  Row kernels: reduce_{sum,mean,max,min,prod}, argmax, softmax,
@@ -43,9 +44,12 @@
 //       recomputed here if it is an index map (F5) or an elementwise node
 //       whose recomputed chain costs at most kRecomputeBudget (= 8)
 //       operations (transcendental primitives count 10: only cheap
-//       arithmetic is recomputed); it is materialized otherwise (computed
-//       once by its own kernel, stored, read by the others). Reductions are
-//       never recomputed.
+//       arithmetic is recomputed), and if every operand of the recomputed
+//       chain is in memory anyway (a graph input, a constant, a library or
+//       fallback result, or a value some group already reads from memory):
+//       recomputing must not force a new intermediate into memory. It is
+//       materialized otherwise (computed once by its own kernel, stored,
+//       read by the others). Reductions are never recomputed.
 //   F9  Stored values: a value computed in a kernel and needed outside it
 //       (a graph output, or read from memory by another group) is stored by
 //       that kernel only if it has the kernel's iteration shape (pointwise)
@@ -185,8 +189,21 @@ std::optional<RowSpace> rowSpaceOf(const Node &n) {
 }
 
 int64_t pointwiseCost(const Node &n) {
-  if (n.kind() == OpKind::BatchNorm)
+  // Index maps are index arithmetic; those that select between several
+  // loads cost one per load.
+  switch (n.kind()) {
+  case OpKind::Concat:
+    return n.numOperands();
+  case OpKind::Pad:
+  case OpKind::Gather:
+    return 1;
+  case OpKind::Resize:
+    return 4;
+  case OpKind::BatchNorm:
     return 14; // a sqrt and a division per element
+  default:
+    break;
+  }
   if (!n.hasTrait(Elementwise))
     return 0;
   DiagnosticEngine quiet;
@@ -319,6 +336,11 @@ private:
   Verdict decide(GroupState &g, int p, std::string &rule, std::string &reason);
   bool alignedInto(const GroupState &g, int p, std::string &reason);
   bool storable(const GroupState &g, const Value *v) const;
+  /// Whether `v` is in memory whatever this kernel does.
+  bool isMaterialized(const Value *v) const;
+  /// Whether `p` can be recomputed within `budget` without materializing
+  /// anything new; otherwise `blocker` says why not.
+  bool recomputable(int p, int64_t budget, int depth, std::string &blocker) const;
   bool needsStore(const Value *v) const { return graphOutputs_.count(v) || needsMemory_.count(v); }
   std::vector<int> usersOf(int p) const;
   std::string name(const Value *v) const { return names_.at(v); }
@@ -597,22 +619,60 @@ Verdict Planner::decide(GroupState &g, int p, std::string &rule, std::string &re
   for (int u : users)
     if (auto it = g.chainCost.find(u); it != g.chainCost.end())
       chain = std::max(chain, it->second);
-  int64_t cost = indexMap ? 0 : detail::pointwiseCost(*n);
-  if (indexMap) {
-    g.chainCost[p] = chain;
-    reason = "users in other kernels too: recomputed here (index arithmetic only)";
+  int64_t cost = detail::pointwiseCost(*n);
+  rule = indexMap ? "F5 index map" : "F8 multi-consumer";
+  std::string blocker;
+  if (recomputable(p, kRecomputeBudget - chain, 0, blocker)) {
+    g.chainCost[p] = cost + chain;
+    reason = indexMap ? "users in other kernels too: recomputed here (index arithmetic only)"
+                      : "users in other kernels too: recomputed here (cost " +
+                            std::to_string(cost + chain) +
+                            " <= " + std::to_string(kRecomputeBudget) + ")";
     return Verdict::Recompute;
   }
   rule = "F8 multi-consumer";
-  if (cost + chain <= kRecomputeBudget) {
-    g.chainCost[p] = cost + chain;
-    reason = "users in other kernels too: recomputed here (cost " + std::to_string(cost + chain) +
-             " <= " + std::to_string(kRecomputeBudget) + ")";
-    return Verdict::Recompute;
-  }
-  reason = "users in other kernels too: materialized (cost " + std::to_string(cost + chain) +
-           " > " + std::to_string(kRecomputeBudget) + ")";
+  reason = "users in other kernels too: materialized (" + blocker + ")";
   return Verdict::Reject;
+}
+
+bool Planner::isMaterialized(const Value *v) const {
+  const Node *def = v->definingNode();
+  if (!def || def->kind() == OpKind::Constant || needsStore(v))
+    return true;
+  if (int o = owner_[static_cast<size_t>(pos_.at(def))]; o != -1) {
+    const GroupState &g = groups_[static_cast<size_t>(o)];
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+  }
+  return roleOf(*def) != Role::Kernel; // fallback results are in memory
+}
+
+bool Planner::recomputable(int p, int64_t budget, int depth, std::string &blocker) const {
+  const Node *n = order_[static_cast<size_t>(p)];
+  std::string at = valueRef(nodeName(p));
+  if (depth > 32) {
+    blocker = "the chain to recompute is too long";
+    return false;
+  }
+  if (owner_[static_cast<size_t>(p)] != -1 || roleOf(*n) != Role::Kernel ||
+      detail::isStageNode(*n)) {
+    blocker = at + " is computed elsewhere";
+    return false;
+  }
+  int64_t cost = detail::pointwiseCost(*n);
+  if (cost > budget) {
+    blocker = "recomputing " + at + " costs " + std::to_string(cost) + " > " +
+              std::to_string(budget) + " left of " + std::to_string(kRecomputeBudget);
+    return false;
+  }
+  // Recomputing must not make a value that nobody stores yet go to memory:
+  // each operand is in memory already or is itself recomputed.
+  for (const Value *o : n->operands()) {
+    if (isMaterialized(o))
+      continue;
+    if (!recomputable(pos_.at(o->definingNode()), budget - cost, depth + 1, blocker))
+      return false;
+  }
+  return true;
 }
 
 void Planner::planKernel(int at, const Value *seedValue, bool own) {
@@ -812,7 +872,7 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
       if (o != gi && deps[gi].insert(o).second)
         dependents[o].push_back(gi);
     }
-  auto key = [&](size_t gi) { return *groups_[gi].owned.rbegin(); };
+  auto key = [&](size_t gi) { return groups_[gi].seed; };
   auto cmp = [&](size_t a, size_t b) { return key(a) > key(b); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> ready(cmp);
   std::vector<size_t> pending(ng);

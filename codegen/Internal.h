@@ -98,8 +98,10 @@ struct RowSpace {
 /// The row space of a stage node (see isStageNode); nullopt otherwise.
 std::optional<RowSpace> rowSpaceOf(const Node &n);
 
-/// The element count of the recomputation of an elementwise node, weighting
-/// transcendental primitives (exp, log, tanh, erf, sin, cos, pow) as 10.
+/// The cost of recomputing a node per element: its scalar operations with
+/// transcendental primitives (exp, log, tanh, erf, sin, cos, pow) as 10;
+/// index maps cost 0 except those that select between loads (concat, pad,
+/// gather, resize).
 int64_t pointwiseCost(const Node &n);
 
 /// True when `v` is defined by a constant whose elements are all equal (it
