@@ -844,7 +844,11 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
       continue;
     }
     KILN_ASSERT(role == Role::Kernel && !needed.empty() && "unowned node nobody reads");
-    for (size_t k = 0; k < needed.size(); ++k)
+    // A node with several results in memory (split) seeds one kernel per
+    // result. The ones that only recompute it go first, so that what they
+    // read from memory is known when the owning kernel decides what it
+    // stores.
+    for (size_t k = needed.size(); k-- > 0;)
       planKernel(i, needed[k], /*own=*/k == 0);
   }
 

@@ -44,7 +44,10 @@ struct FusionGroup {
   enum class Kind { Kernel, Library, Fallback } kind = Kind::Kernel;
   /// Nodes in topological order. For Library groups nodes[0] is the anchor
   /// and the rest its epilogue chain, each consuming the previous result.
-  /// Every computed node is in the `nodes` of exactly one group.
+  /// A node is in the `nodes` of at most one group (none when every
+  /// consumer recomputes it, see `recomputed`). A kernel group may own no
+  /// node at all when it only stores a result of a multi-result node that
+  /// another kernel owns (one kernel per materialized split result).
   std::vector<const Node *> nodes;
   /// Kernel groups only: nodes of other groups (or of none) that this
   /// kernel recomputes instead of reading their result from memory (index

@@ -687,6 +687,21 @@ TEST(FusionDifferentialTest, CheapProducerIsRecomputedExpensiveOneMaterialized) 
   }
 }
 
+// Each result of a split feeds a library op: every result is stored, by
+// one kernel per result (the first owns the split, the others recompute it).
+TEST(FusionDifferentialTest, SplitResultsEachFeedALibraryOp) {
+  TestGraph tg;
+  Value *x = tg.input(DType::F32, {4, 9});
+  Value *w = tg.input(DType::F32, {3, 5});
+  auto parts = tg.ops(OpKind::Split, {tg.op(OpKind::Exp, {x})}, {{"axis", int64_t(1)}}, 3);
+  std::vector<Value *> outs;
+  for (Value *p : parts)
+    outs.push_back(tg.op(OpKind::MatMul, {p, w}));
+  tg.outputs(outs);
+  Result res = check(*tg.graph);
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Library), 3) << res.plan.explain();
+}
+
 //===----------------------------------------------------------------------===//
 // Library groups and fallbacks
 //===----------------------------------------------------------------------===//
