@@ -79,8 +79,8 @@ TEST(PassRegistryTest, HoldsEveryPassOfPassesDef) {
   std::vector<std::string> names;
   for (const PassInfo &p : registeredPasses())
     names.push_back(p.name);
-  std::vector<std::string> expected = {"canonicalize", "constant-fold", "cse", "dce",
-                                       "infer-shapes"};
+  std::vector<std::string> expected = {"canonicalize", "constant-fold",   "cse",
+                                       "dce",          "fold-batch-norm", "infer-shapes"};
   ASSERT_GE(names.size(), expected.size());
   names.resize(expected.size()); // tests may have registered more after these
   EXPECT_EQ(names, expected);
@@ -151,8 +151,10 @@ TEST(PipelineParserTest, UnknownPassListsTheKnownOnes) {
   EXPECT_NE(msg.find("unknown pass 'no-such-pass' in pipeline 'cse,no-such-pass,dce'"),
             std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("known passes: canonicalize, constant-fold, cse, dce, infer-shapes"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find(
+          "known passes: canonicalize, constant-fold, cse, dce, fold-batch-norm, infer-shapes"),
+      std::string::npos)
       << msg;
 }
 
