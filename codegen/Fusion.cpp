@@ -302,7 +302,10 @@ struct GroupState {
 
 class Planner {
 public:
-  Planner(const Graph &g, const FusionOptions &opts) : g_(g), opts_(opts) {
+  /// `fuse` false: one group per node (the safe plan used when the fused
+  /// one is inconsistent, which is a bug of this file).
+  Planner(const Graph &g, const FusionOptions &opts, bool fuse = true)
+      : g_(g), opts_(opts), fuse_(fuse) {
     for (Node *n : g.nodes()) {
       pos_[n] = static_cast<int>(order_.size());
       order_.push_back(n);
@@ -327,6 +330,7 @@ public:
   }
 
   FailureOr<FusionPlan> run(DiagnosticEngine &diag);
+  const std::string &internalError() const { return internalError_; }
 
 private:
   Role roleOf(const Node &n) const;
@@ -355,6 +359,9 @@ private:
 
   const Graph &g_;
   const FusionOptions &opts_;
+  bool fuse_;
+  /// Set instead of failing when the plan is inconsistent.
+  std::string internalError_;
   std::vector<const Node *> order_;
   std::unordered_map<const Node *, int> pos_;
   std::vector<int> owner_;
@@ -411,7 +418,7 @@ void Planner::planLibrary(int anchor) {
          "'" + std::string(a->mnemonic()) + "' runs in the library");
   const Value *tail = a->result(0);
   const TensorType &anchorType = tail->type();
-  while (true) {
+  while (fuse_) {
     const std::vector<Use> &uses = tail->uses();
     if (uses.empty())
       break;
@@ -564,6 +571,11 @@ bool Planner::alignedInto(const GroupState &g, int p, std::string &reason) {
 
 Verdict Planner::decide(GroupState &g, int p, std::string &rule, std::string &reason) {
   const Node *n = order_[static_cast<size_t>(p)];
+  if (!fuse_) {
+    rule = "F0 safe mode";
+    reason = "fusion is off";
+    return Verdict::Reject;
+  }
   if (owner_[static_cast<size_t>(p)] != -1) {
     const GroupState &other = groups_[static_cast<size_t>(owner_[static_cast<size_t>(p)])];
     rule = other.kind == FusionGroup::Kind::Library    ? "F2 library anchor"
@@ -869,9 +881,10 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
       if (!def || def->kind() == OpKind::Constant)
         continue;
       auto it = producer.find(v);
-      if (it == producer.end())
-        return diag.emitError(def->loc())
-               << "internal error: fusion left " << valueRef(name(v)) << " unmaterialized";
+      if (it == producer.end()) {
+        internalError_ = "fusion left " + valueRef(name(v)) + " unmaterialized";
+        return failure();
+      }
       size_t o = it->second;
       if (o != gi && deps[gi].insert(o).second)
         dependents[o].push_back(gi);
@@ -892,8 +905,10 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
       if (--pending[d] == 0)
         ready.push(d);
   }
-  if (plan.groups.size() != ng)
-    return diag.emitError(Location()) << "internal error: fusion groups form a cycle";
+  if (plan.groups.size() != ng) {
+    internalError_ = "fusion groups form a cycle";
+    return failure();
+  }
   std::stable_sort(decisions_.begin(), decisions_.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   for (auto &d : decisions_)
@@ -922,8 +937,15 @@ const char *kindName(FusionGroup::Kind k) {
 
 FailureOr<FusionPlan> planFusion(const Graph &g, const FusionOptions &opts,
                                  DiagnosticEngine &diag) {
-  Planner planner(g, opts);
-  return planner.run(diag);
+  Planner planner(g, opts, opts.fuse);
+  auto plan = planner.run(diag);
+  if (plan.succeeded() || planner.internalError().empty())
+    return plan;
+  // A bug of the planner: run unfused rather than not at all.
+  diag.emitWarning(Location()) << "internal error in fusion (" << planner.internalError()
+                               << "); compiling one kernel per node";
+  Planner safe(g, opts, /*fuse=*/false);
+  return safe.run(diag);
 }
 
 std::string FusionPlan::explain() const {

@@ -85,6 +85,10 @@ struct FusionPlan {
 struct FusionOptions {
   /// Use library anchors (when false, conv/matmul/... become fallbacks).
   bool useLibraries = true;
+  /// Fuse at all; false gives one group per node (for bisecting fusion
+  /// bugs; planFusion also falls back to it, with a warning, if its fused
+  /// plan is inconsistent).
+  bool fuse = true;
 };
 
 /// Partitions `g` (static shapes required; an error otherwise).

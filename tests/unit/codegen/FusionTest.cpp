@@ -1031,6 +1031,23 @@ TEST(FusionDifferentialTest, RandomGraphs) {
   }
 }
 
+// Without fusion every node is its own group, and the plan still runs.
+TEST(FusionDifferentialTest, RandomGraphsUnfused) {
+  std::mt19937 rng(7);
+  FusionOptions fo;
+  fo.fuse = false;
+  for (int i = 0; i < 60; ++i) {
+    DType t = i % 2 ? DType::F32 : DType::I32;
+    auto tg = randomGraph(rng, t);
+    SCOPED_TRACE("random graph " + std::to_string(i));
+    Result res = check(*tg->graph, {}, fo, static_cast<unsigned>(i));
+    for (const FusionGroup &g : res.plan.groups)
+      EXPECT_EQ(g.nodes.size() + g.recomputed.size(), 1u) << res.plan.explain();
+    if (::testing::Test::HasFailure())
+      break;
+  }
+}
+
 // Last: every op of the table appeared in some differential case above.
 TEST(FusionDifferentialTest, ZZEveryOpOfTheTableIsCovered) {
   std::vector<std::string> missing;
