@@ -60,10 +60,8 @@ int main(int argc, char **argv) {
     return kiln::tools::runCommand(args);
   if (cmd == "ops")
     return kiln::tools::opsCommand(args);
-#ifdef KILN_HAVE_COMPILER
   if (cmd == "compile")
     return kiln::tools::compileCommand(args);
-#endif
   if (cmd == "import")
     return kiln::tools::importCommand(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
