@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/Graph.h"
+
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +24,19 @@ int importCommand(const Args &args);
 int optCommand(const Args &args);
 int runCommand(const Args &args);
 int opsCommand(const Args &args);
+
+/// A model read for a command, and the graph to work on.
+struct LoadedModel {
+  std::unique_ptr<Module> module;
+  Graph *graph = nullptr;
+};
+
+/// Reads a .kir file or an ONNX model (by extension; `onnxDims` binds the
+/// model's symbolic dims), and picks the graph named `graphName` (empty:
+/// the first). Errors are reported to `diag`.
+FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &graphName,
+                                 const std::map<std::string, int64_t> &onnxDims,
+                                 DiagnosticEngine &diag);
 
 /// If `arg` is `--name=value` returns value; if it is `--name` and a value
 /// follows, consumes it from `args` at `i`. nullopt when `arg` is not --name.

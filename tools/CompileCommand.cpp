@@ -26,7 +26,7 @@ namespace kiln::tools {
 namespace {
 
 const char kCompileUsage[] =
-    "usage: kiln compile FILE.kir [options]\n"
+    "usage: kiln compile MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
     "  --graph NAME            the graph to compile (default: the first)\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
@@ -171,18 +171,10 @@ int compileCommand(const Args &args) {
 
   DiagnosticEngine diag;
   installStderrHandler(diag);
-  auto module = parseFile(file, diag);
-  if (failed(module))
+  auto model = loadModel(file, graphName, options.dims, diag);
+  if (failed(model))
     return 1;
-  if ((*module)->graphs().empty()) {
-    std::fprintf(stderr, "%s: error: the file has no graph\n", file.c_str());
-    return 1;
-  }
-  Graph *g = graphName.empty() ? (*module)->graphs().front().get() : (*module)->lookup(graphName);
-  if (!g) {
-    std::fprintf(stderr, "%s: error: no graph named '@%s'\n", file.c_str(), graphName.c_str());
-    return 1;
-  }
+  Graph *g = model->graph;
 
   codegen::CompileReport report;
   auto exe = codegen::compile(*g, options, diag, &report);
