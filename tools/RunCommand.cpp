@@ -9,12 +9,14 @@
 // ones when asked, and writes outputs as D/output_K.npy.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
 #include "tools/Commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,9 @@ const char kRunUsage[] =
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
     "  --check                compare the outputs with the expected ones of --data\n"
     "  --dim SYM=N            give the model's symbolic dim SYM the size N (ONNX models)\n"
+    "  --compile              compile the model for this CPU and run the compiled code\n"
+    "  --threads N            threads of the compiled model (default: all cores)\n"
+    "  --repeat N             run N times and print the median time (default 1)\n"
     "  --graph NAME           the graph to run when the file has several (default: the first)\n"
     "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
     "  --print-limit N        print at most N values per output (default 8)\n"
@@ -76,7 +81,8 @@ std::string preview(const Tensor &t, int64_t limit) {
 
 int runCommand(const Args &args) {
   std::string file, graphName, outDir, dataDir;
-  bool check = false;
+  bool check = false, compiled = false;
+  int threads = 0, repeat = 1;
   OnnxImportOptions onnxOpts;
   int64_t printLimit = 8;
   double rtol = 1e-4, atol = 1e-5;
@@ -118,6 +124,12 @@ int runCommand(const Args &args) {
       dataDir = v;
     } else if (a == "--check") {
       check = true;
+    } else if (a == "--compile") {
+      compiled = true;
+    } else if (matchFlag(args, i, "--threads", v)) {
+      threads = std::atoi(v.c_str());
+    } else if (matchFlag(args, i, "--repeat", v)) {
+      repeat = std::max(1, std::atoi(v.c_str()));
     } else if (matchFlag(args, i, "--dim", v)) {
       size_t eq = v.find('=');
       char *end = nullptr;
@@ -159,18 +171,10 @@ int runCommand(const Args &args) {
                          "symbolic dims from its inputs\n");
     return 2;
   }
-  auto module = isOnnx ? importOnnx(file, diag, onnxOpts) : parseFile(file, diag);
-  if (failed(module))
+  auto model = loadModel(file, graphName, onnxOpts.dimBindings, diag);
+  if (failed(model))
     return 1;
-  if ((*module)->graphs().empty()) {
-    std::fprintf(stderr, "%s: error: the file has no graph\n", file.c_str());
-    return 1;
-  }
-  Graph *g = graphName.empty() ? (*module)->graphs().front().get() : (*module)->lookup(graphName);
-  if (!g) {
-    std::fprintf(stderr, "%s: error: no graph named '@%s'\n", file.c_str(), graphName.c_str());
-    return 1;
-  }
+  Graph *g = model->graph;
 
   // Inputs from --data come in graph input order; --input overrides them.
   if (!dataDir.empty()) {
@@ -218,11 +222,11 @@ int runCommand(const Args &args) {
       ok = false;
       continue;
     }
+    // A file that cannot be read is reported once (by the reader), and the
+    // run stops: the input stays bound, so it is not reported as unknown too.
     auto t = readTensorFile(it->second, diag);
-    if (failed(t)) {
-      ok = false;
-      continue;
-    }
+    if (failed(t))
+      return 1;
     values[i] = t.take();
     byName.erase(it);
   }
@@ -237,19 +241,60 @@ int runCommand(const Args &args) {
   if (!ok)
     return 1;
 
-  auto start = std::chrono::steady_clock::now();
-  auto outs = interpret(*g, values, diag);
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (failed(outs))
-    return 1;
+  // The compiled path: bind the graph's symbolic dims from the inputs given,
+  // compile once, then run.
+  std::unique_ptr<runtime::Executable> exe;
+  codegen::CompileReport report;
+  if (compiled) {
+    if (failed(checkInputs(*g, values, diag)))
+      return 1;
+    codegen::CompileOptions copts;
+    copts.threads = threads;
+    for (unsigned i = 0; i < g->numInputs(); ++i) {
+      const Shape &shape = g->input(i)->type().shape;
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d].isSymbolic() && !shape[d].symbol().empty())
+          copts.dims[shape[d].symbol()] = values[i].shape()[d];
+    }
+    auto e = codegen::compile(*g, copts, diag, &report);
+    if (failed(e))
+      return 1;
+    exe = e.take();
+  }
+  auto runOnce = [&]() -> FailureOr<std::vector<Tensor>> {
+    if (!exe)
+      return interpret(*g, values, diag);
+    runtime::RunOptions ropts;
+    ropts.threads = threads;
+    return codegen::runCompiled(*exe, values, diag, ropts);
+  };
+  std::vector<double> times;
+  FailureOr<std::vector<Tensor>> outs = failure();
+  for (int r = 0; r < repeat; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    outs = runOnce();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    if (failed(outs))
+      return 1;
+  }
+  std::sort(times.begin(), times.end());
+  double ms = times[times.size() / 2];
 
   for (size_t k = 0; k < outs->size(); ++k) {
     const Tensor &t = (*outs)[k];
     std::printf("output %zu (%%%s): %s = %s\n", k, g->outputs()[k]->name().c_str(),
                 t.type().str().c_str(), preview(t, printLimit).c_str());
   }
-  std::printf("time: %.3f ms (reference interpreter, %zu nodes)\n", ms, g->numNodes());
+  const char *how = exe ? "compiled" : "reference interpreter";
+  if (repeat > 1)
+    std::printf("time: %.3f ms (%s, %zu nodes, median of %d runs)\n", ms, how, g->numNodes(),
+                repeat);
+  else
+    std::printf("time: %.3f ms (%s, %zu nodes)\n", ms, how, g->numNodes());
+  if (exe)
+    std::printf("compile: %s\n", report.summary().c_str());
 
   bool checksOk = true;
   for (auto &[k, path] : expects) {

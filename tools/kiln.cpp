@@ -35,16 +35,17 @@ bool matchFlag(const Args &args, size_t &i, std::string_view name, std::string &
 } // namespace kiln::tools
 
 namespace {
-const char kUsage[] = "usage: kiln <command> [options]\n"
-                      "\n"
-                      "commands:\n"
-                      "  opt FILE.kir [--passes=P1,P2] [options]   run passes and print the IR\n"
-                      "  run FILE.kir --input NAME=FILE.npy ...    run a graph on the interpreter\n"
-                      "  ops                                       print the op table (Markdown)\n"
-                      "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
-                      "  compile FILE.kir [--explain-fusion] ...   compile for this CPU (JIT, oneDNN)\n"
-                      "\n"
-                      "`kiln <command> --help` describes each command's options.\n";
+const char kUsage[] =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  opt FILE.kir [--passes=P1,P2] [options]   run passes and print the IR\n"
+    "  run MODEL [--input NAME=FILE] [--data D]  run a model (interpreter, or --compile)\n"
+    "  ops                                       print the op table (Markdown)\n"
+    "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
+    "  compile MODEL [--explain-fusion] ...      compile for this CPU (JIT, oneDNN)\n"
+    "\n"
+    "`kiln <command> --help` describes each command's options.\n";
 } // namespace
 
 int main(int argc, char **argv) {
