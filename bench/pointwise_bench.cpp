@@ -10,11 +10,18 @@
 // (JIT / reference; the target is <= 1.3) and the largest
 // difference between the two results.
 //
-//   usage: kiln_pointwise_bench [runs]
+//   usage: kiln_pointwise_bench [runs] [pointwise.onnx]
+//
+// Given the model that scripts/make_models.py exports (pointwise-op17),
+// it also imports and compiles the model itself (the whole `kiln compile`
+// path: passes, fusion, JIT) and times the compiled model in the same
+// interleaved runs: that is the measurement.
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/Compiler.h"
 #include "codegen/cpu/CpuJit.h"
+#include "frontend/onnx/OnnxImporter.h"
 #include "pointwise_ref.h"
 
 #include <algorithm>
@@ -89,6 +96,25 @@ int main(int argc, char **argv) {
     runs = 30;
   DiagnosticEngine diag;
   installStderrHandler(diag);
+  // The exported model, compiled like `kiln compile` does (optional).
+  std::unique_ptr<Module> model;
+  std::unique_ptr<runtime::Executable> exe;
+  double modelCompileMs = 0;
+  if (argc > 2) {
+    auto m = importOnnx(argv[2], diag);
+    if (!m)
+      return 1;
+    model = m.take();
+    codegen::CompileOptions opts;
+    opts.threads = 1;
+    auto c0 = std::chrono::steady_clock::now();
+    auto e = codegen::compile(*model->graphs().front(), opts, diag);
+    modelCompileMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+    if (!e)
+      return 1;
+    exe = e.take();
+  }
   auto jit = codegen::cpu::CpuJit::create(codegen::cpu::CpuJitOptions{}, diag);
   if (!jit)
     return 1;
@@ -116,15 +142,35 @@ int main(int argc, char **argv) {
   };
   auto runJit = [&] { (*fn)(buffers, 0, kRows); };
   auto runRef = [&] { pointwise_ref(x.p, y.p, ref0.p, ref1.p, kN); };
+  std::vector<Tensor> modelIn = {Tensor::borrow(DType::F32, {1, kRows, kCols}, nullptr, x.p),
+                                 Tensor::borrow(DType::F32, {1, kRows, kCols}, nullptr, y.p)};
+  std::vector<Tensor> modelOut;
+  runtime::RunOptions ropts;
+  ropts.threads = 1;
+  bool modelOk = true;
+  auto runModel = [&] {
+    if (!exe)
+      return;
+    auto o = codegen::runCompiled(*exe, modelIn, diag, ropts);
+    if (o)
+      modelOut = o.take();
+    else
+      modelOk = false;
+  };
   for (int i = 0; i < 3; ++i) {
     runJit();
     runRef();
+    runModel();
   }
-  std::vector<double> jitMs, refMs;
+  std::vector<double> jitMs, refMs, modelMs;
   for (int i = 0; i < runs; ++i) {
     jitMs.push_back(timeMs(runJit));
     refMs.push_back(timeMs(runRef));
+    if (exe)
+      modelMs.push_back(timeMs(runModel));
   }
+  if (!modelOk)
+    return 1;
   double maxDiff = 0;
   for (int64_t i = 0; i < kN; ++i)
     maxDiff = std::max({maxDiff, static_cast<double>(std::fabs(jit0.p[i] - ref0.p[i])),
@@ -138,5 +184,24 @@ int main(int argc, char **argv) {
               kN / r / 1e3, *std::min_element(refMs.begin(), refMs.end()));
   std::printf("ratio:       %.3f (jit / reference; target <= 1.3)\n", j / r);
   std::printf("max |diff|:  %.3g\n", maxDiff);
+  if (exe) {
+    double modelDiff = 0;
+    if (modelOut.size() != 2 || modelOut[0].numel() != kN || modelOut[1].numel() != kN) {
+      std::fprintf(stderr,
+                   "error: %s does not have the two f32[1,1024,1024] outputs of the "
+                   "pointwise model\n",
+                   argv[2]);
+      return 1;
+    }
+    for (int64_t i = 0; i < kN; ++i)
+      modelDiff = std::max({modelDiff, std::fabs(modelOut[0].getDouble(i) - ref0.p[i]),
+                            std::fabs(modelOut[1].getDouble(i) - ref1.p[i])});
+    double mm = median(modelMs);
+    std::printf("compiled model %s: compile %.1f ms, %.3f ms median (%.0f Melem/s), best %.3f ms\n",
+                argv[2], modelCompileMs, mm, kN / mm / 1e3,
+                *std::min_element(modelMs.begin(), modelMs.end()));
+    std::printf("model ratio: %.3f (compiled model / reference; target <= 1.3)\n", mm / r);
+    std::printf("model max |diff| vs reference: %.3g\n", modelDiff);
+  }
   return 0;
 }
