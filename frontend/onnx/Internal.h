@@ -231,7 +231,10 @@ std::span<const Converter> shapeConverters();
 std::span<const Converter> reduceConverters();
 std::span<const Converter> rnnConverters();
 
-/// The lowest and highest opset of the default domain the importer reads.
+/// The lowest opset of the default domain at which every converter applies,
+/// and the highest the importer reads. Older models import when each node's
+/// converter starts at or below their opset (OnnxImporter.cpp, Note [Older
+/// opsets]).
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 17;
 

@@ -14,9 +14,27 @@
 //   ThresholdedRelu(x)   = where(greater(x, alpha), x, 0)
 //   IsNaN(x)             = not(equal(x, x))
 //   Mean(x...)           = (x0 + x1 + ...) / n
+//   Dropout(x)           = x (inference, or training with ratio 0)
+//   Mod(a, b), fmod=1    = a - trunc(a / b) * b  (C's fmod; integer div
+//                          truncates, trunc(q) = where(q < 0, ceil q, floor q))
+//   Mod(a, b), fmod=0    = a - floor(a / b) * b  for floats; for integers the
+//                          truncated remainder r, plus b where r and b have
+//                          opposite signs (Python's %)
+//   IsInf(x)             = or(x == inf, x == -inf)  (per detect_* attribute)
+//   Shrink(x)            = where(x < -l, x + bias, where(x > l, x - bias, 0))
+//   Tan(x)               = sin(x) / cos(x)
+//   Sinh(x), Cosh(x)     = (exp(x) -+ exp(-x)) / 2
+//   Asinh(x)             = sign(x) * log(|x| + sqrt(x^2 + 1))
+//   Acosh(x)             = log(x + sqrt(x^2 - 1))
+//   Atanh(x)             = log((1 + x) / (1 - x)) / 2
+// These decompositions round each step to the element type, so they can be
+// a few ulps off a correctly rounded result (fmod of floats: a - t*b is
+// exact only when t*b is; fine for the moderate quotients models compute).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
+
+#include <cmath>
 
 namespace kiln::onnximport {
 namespace {
@@ -39,8 +57,14 @@ Values convertDropout(NodeContext &ctx) {
   Value *x = ctx.input(0, "data");
   if (ctx.opset() >= 12 && ctx.hasInput(2)) {
     auto training = ctx.scalarInput(2, "training_mode");
-    if (training && *training != 0.0)
-      ctx.emitError() << "training_mode is true; Kiln imports models for inference only";
+    // Training with ratio 0 drops nothing and scales by 1/(1 - 0): the
+    // identity (PyTorch exports attention dropout p=0 this way).
+    std::optional<double> ratio = 0.5;
+    if (training && *training != 0.0 && ctx.hasInput(1))
+      ratio = ctx.scalarInput(1, "ratio");
+    if (training && *training != 0.0 && ratio && *ratio != 0.0)
+      ctx.emitError() << "training_mode is true with ratio " << *ratio
+                      << " (a random mask); Kiln imports models for inference only";
   }
   Values outs{x};
   if (ctx.isOutputUsed(1)) {
@@ -215,58 +239,174 @@ Values convertCastLike(NodeContext &ctx) {
   return {ctx.castTo(x, like->type().dtype)};
 }
 
+std::string checkMod(const onnx::NodeProto &node, int64_t) {
+  int64_t fmod = attrIntOr(node, "fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    return "fmod=" + std::to_string(fmod) + " is not supported (0 or 1)";
+  return "";
+}
+
+Values convertMod(NodeContext &ctx) {
+  Value *a = ctx.input(0, "A");
+  Value *b = ctx.input(1, "B");
+  bool cStyle = ctx.attrInt("fmod", 0) != 0;
+  if (!a || !b)
+    return {};
+  DType dtype = a->type().dtype;
+  if (b->type().dtype != dtype || dtype == DType::Bool) {
+    ctx.emitError() << "needs two numeric inputs of one dtype, got " << a->type().str() << " and "
+                    << b->type().str();
+    return {};
+  }
+  Value *zero = ctx.scalarLike(a, 0.0);
+  Value *q = ctx.create(OpKind::Div, {a, b});
+  if (isFloat(dtype)) {
+    Value *t = cStyle ? ctx.create(OpKind::Where,
+                                   {ctx.create(OpKind::Less, {q, zero}),
+                                    ctx.create(OpKind::Ceil, {q}), ctx.create(OpKind::Floor, {q})})
+                      : ctx.create(OpKind::Floor, {q});
+    return {ctx.create(OpKind::Sub, {a, ctx.create(OpKind::Mul, {t, b})})};
+  }
+  // Integer division truncates: r has a's sign.
+  Value *r = ctx.create(OpKind::Sub, {a, ctx.create(OpKind::Mul, {q, b})});
+  if (cStyle)
+    return {r};
+  Value *rNeg = ctx.create(OpKind::Less, {r, zero});
+  Value *rPos = ctx.create(OpKind::Greater, {r, zero});
+  Value *bNeg = ctx.create(OpKind::Less, {b, zero});
+  Value *bPos = ctx.create(OpKind::Greater, {b, zero});
+  Value *opposite = ctx.create(
+      OpKind::Or, {ctx.create(OpKind::And, {rNeg, bPos}), ctx.create(OpKind::And, {rPos, bNeg})});
+  return {ctx.create(OpKind::Where, {opposite, ctx.create(OpKind::Add, {r, b}), r})};
+}
+
+Values convertIsInf(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  bool neg = ctx.attrInt("detect_negative", 1) != 0;
+  bool pos = ctx.attrInt("detect_positive", 1) != 0;
+  Value *isPos = ctx.create(OpKind::Equal, {x, ctx.scalarLike(x, INFINITY)});
+  Value *isNeg = ctx.create(OpKind::Equal, {x, ctx.scalarLike(x, -INFINITY)});
+  if (pos && neg)
+    return {ctx.create(OpKind::Or, {isPos, isNeg})};
+  if (pos)
+    return {isPos};
+  if (neg)
+    return {isNeg};
+  return {ctx.create(OpKind::And, {isPos, isNeg})}; // all false
+}
+
+Values convertShrink(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  double lambd = ctx.attrFloat("lambd", 0.5);
+  double bias = ctx.attrFloat("bias", 0.0);
+  Value *below = ctx.create(OpKind::Less, {x, ctx.scalarLike(x, -lambd)});
+  Value *above = ctx.create(OpKind::Greater, {x, ctx.scalarLike(x, lambd)});
+  Value *inner =
+      ctx.create(OpKind::Where, {above, ctx.create(OpKind::Sub, {x, ctx.scalarLike(x, bias)}),
+                                 ctx.scalarLike(x, 0.0)});
+  return {ctx.create(OpKind::Where,
+                     {below, ctx.create(OpKind::Add, {x, ctx.scalarLike(x, bias)}), inner})};
+}
+
+Values convertTan(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  return {ctx.create(OpKind::Div, {ctx.create(OpKind::Sin, {x}), ctx.create(OpKind::Cos, {x})})};
+}
+
+/// Sinh (sign -1) and Cosh (sign +1): (exp(x) + sign * exp(-x)) / 2.
+template <int Sign> Values convertHyperbolic(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *ep = ctx.create(OpKind::Exp, {x});
+  Value *en = ctx.create(OpKind::Exp, {ctx.create(OpKind::Neg, {x})});
+  Value *sum = ctx.create(Sign > 0 ? OpKind::Add : OpKind::Sub, {ep, en});
+  return {ctx.create(OpKind::Mul, {sum, ctx.scalarLike(x, 0.5)})};
+}
+
+Values convertAsinh(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *ax = ctx.create(OpKind::Abs, {x});
+  Value *root = ctx.create(OpKind::Sqrt, {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {x, x}),
+                                                                   ctx.scalarLike(x, 1.0)})});
+  Value *mag = ctx.create(OpKind::Log, {ctx.create(OpKind::Add, {ax, root})});
+  return {ctx.create(OpKind::Mul, {ctx.create(OpKind::Sign, {x}), mag})};
+}
+
+Values convertAcosh(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *root = ctx.create(OpKind::Sqrt, {ctx.create(OpKind::Sub, {ctx.create(OpKind::Mul, {x, x}),
+                                                                   ctx.scalarLike(x, 1.0)})});
+  return {ctx.create(OpKind::Log, {ctx.create(OpKind::Add, {x, root})})};
+}
+
+Values convertAtanh(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *one = ctx.scalarLike(x, 1.0);
+  Value *ratio = ctx.create(OpKind::Div,
+                            {ctx.create(OpKind::Add, {one, x}), ctx.create(OpKind::Sub, {one, x})});
+  return {ctx.create(OpKind::Mul, {ctx.create(OpKind::Log, {ratio}), ctx.scalarLike(x, 0.5)})};
+}
+
 const Converter kConverters[] = {
-    {"Abs", 11, 17, convertUnary<OpKind::Abs>},
-    {"Add", 11, 17, convertBinary<OpKind::Add>},
-    {"And", 11, 17, convertBinary<OpKind::And>},
-    {"Cast", 11, 17, convertCast, checkCast},
+    {"Abs", 6, 17, convertUnary<OpKind::Abs>},
+    {"Acosh", 9, 17, convertAcosh},
+    {"Add", 7, 17, convertBinary<OpKind::Add>},
+    {"And", 7, 17, convertBinary<OpKind::And>},
+    {"Cast", 9, 17, convertCast, checkCast},
     {"CastLike", 15, 17, convertCastLike},
-    {"Ceil", 11, 17, convertUnary<OpKind::Ceil>},
+    {"Asinh", 9, 17, convertAsinh},
+    {"Atanh", 9, 17, convertAtanh},
+    {"Ceil", 6, 17, convertUnary<OpKind::Ceil>},
     {"Celu", 12, 17, convertCelu},
     {"Clip", 11, 17, convertClip},
-    {"Cos", 11, 17, convertUnary<OpKind::Cos>},
-    {"Div", 11, 17, convertBinary<OpKind::Div>},
-    {"Dropout", 11, 17, convertDropout},
-    {"Elu", 11, 17, convertElu},
+    {"Cos", 7, 17, convertUnary<OpKind::Cos>},
+    {"Cosh", 9, 17, convertHyperbolic<1>},
+    {"Div", 7, 17, convertBinary<OpKind::Div>},
+    {"Dropout", 10, 17, convertDropout},
+    {"Elu", 6, 17, convertElu},
     {"Equal", 11, 17, convertBinary<OpKind::Equal>},
-    {"Erf", 11, 17, convertUnary<OpKind::Erf>},
-    {"Exp", 11, 17, convertUnary<OpKind::Exp>},
-    {"Floor", 11, 17, convertUnary<OpKind::Floor>},
-    {"Greater", 11, 17, convertBinary<OpKind::Greater>},
+    {"Erf", 9, 17, convertUnary<OpKind::Erf>},
+    {"Exp", 6, 17, convertUnary<OpKind::Exp>},
+    {"Floor", 6, 17, convertUnary<OpKind::Floor>},
+    {"Greater", 9, 17, convertBinary<OpKind::Greater>},
     {"GreaterOrEqual", 12, 17, convertOrEqual<OpKind::Greater>},
-    {"HardSigmoid", 11, 17, convertHardSigmoid},
+    {"HardSigmoid", 6, 17, convertHardSigmoid},
     {"HardSwish", 14, 17, convertUnary<OpKind::HardSwish>},
-    {"Identity", 11, 17, convertIdentity},
-    {"IsNaN", 11, 17, convertIsNaN},
-    {"LeakyRelu", 11, 17, convertLeakyRelu},
-    {"Less", 11, 17, convertBinary<OpKind::Less>},
+    {"Identity", 1, 17, convertIdentity},
+    {"IsInf", 10, 17, convertIsInf},
+    {"IsNaN", 9, 17, convertIsNaN},
+    {"LeakyRelu", 6, 17, convertLeakyRelu},
+    {"Less", 9, 17, convertBinary<OpKind::Less>},
     {"LessOrEqual", 12, 17, convertOrEqual<OpKind::Less>},
-    {"Log", 11, 17, convertUnary<OpKind::Log>},
-    {"Max", 11, 17, convertVariadic<OpKind::Max>},
-    {"Mean", 11, 17, convertMean},
-    {"Min", 11, 17, convertVariadic<OpKind::Min>},
-    {"Mul", 11, 17, convertBinary<OpKind::Mul>},
-    {"Neg", 11, 17, convertUnary<OpKind::Neg>},
-    {"Not", 11, 17, convertUnary<OpKind::Not>},
-    {"Or", 11, 17, convertBinary<OpKind::Or>},
-    {"Pow", 11, 17, convertPow},
-    {"PRelu", 11, 17, convertPRelu},
-    {"Reciprocal", 11, 17, convertUnary<OpKind::Reciprocal>},
-    {"Relu", 11, 17, convertUnary<OpKind::Relu>},
+    {"Log", 6, 17, convertUnary<OpKind::Log>},
+    {"Max", 8, 17, convertVariadic<OpKind::Max>},
+    {"Mean", 8, 17, convertMean},
+    {"Min", 8, 17, convertVariadic<OpKind::Min>},
+    {"Mod", 10, 17, convertMod, checkMod},
+    {"Mul", 7, 17, convertBinary<OpKind::Mul>},
+    {"Neg", 6, 17, convertUnary<OpKind::Neg>},
+    {"Not", 1, 17, convertUnary<OpKind::Not>},
+    {"Or", 7, 17, convertBinary<OpKind::Or>},
+    {"Pow", 7, 17, convertPow},
+    {"PRelu", 9, 17, convertPRelu},
+    {"Reciprocal", 6, 17, convertUnary<OpKind::Reciprocal>},
+    {"Relu", 6, 17, convertUnary<OpKind::Relu>},
     {"Round", 11, 17, convertUnary<OpKind::Round>},
-    {"Selu", 11, 17, convertSelu},
-    {"Sigmoid", 11, 17, convertUnary<OpKind::Sigmoid>},
-    {"Sign", 11, 17, convertUnary<OpKind::Sign>},
-    {"Sin", 11, 17, convertUnary<OpKind::Sin>},
-    {"Softplus", 11, 17, convertUnary<OpKind::Softplus>},
-    {"Softsign", 11, 17, convertSoftsign},
-    {"Sqrt", 11, 17, convertUnary<OpKind::Sqrt>},
-    {"Sub", 11, 17, convertBinary<OpKind::Sub>},
-    {"Sum", 11, 17, convertVariadic<OpKind::Add>},
-    {"Tanh", 11, 17, convertUnary<OpKind::Tanh>},
-    {"ThresholdedRelu", 11, 17, convertThresholdedRelu},
-    {"Where", 11, 17, convertWhere},
-    {"Xor", 11, 17, convertXor},
+    {"Selu", 6, 17, convertSelu},
+    {"Shrink", 9, 17, convertShrink},
+    {"Sigmoid", 6, 17, convertUnary<OpKind::Sigmoid>},
+    {"Sign", 9, 17, convertUnary<OpKind::Sign>},
+    {"Sin", 7, 17, convertUnary<OpKind::Sin>},
+    {"Sinh", 9, 17, convertHyperbolic<-1>},
+    {"Softplus", 1, 17, convertUnary<OpKind::Softplus>},
+    {"Softsign", 1, 17, convertSoftsign},
+    {"Sqrt", 6, 17, convertUnary<OpKind::Sqrt>},
+    {"Sub", 7, 17, convertBinary<OpKind::Sub>},
+    {"Sum", 8, 17, convertVariadic<OpKind::Add>},
+    {"Tan", 7, 17, convertTan},
+    {"Tanh", 6, 17, convertUnary<OpKind::Tanh>},
+    {"ThresholdedRelu", 10, 17, convertThresholdedRelu},
+    {"Where", 9, 17, convertWhere},
+    {"Xor", 7, 17, convertXor},
 };
 
 } // namespace

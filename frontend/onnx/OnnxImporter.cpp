@@ -2,7 +2,7 @@
 //
 // Imports the main graph of a ModelProto:
 //   1. parse the bytes; check the IR version and the default-domain opset
-//      (11 to 17);
+//      (at most 17; see Note [Older opsets]);
 //   2. index initializers and node outputs; create the graph inputs (those
 //      that are not initializers), applying dim bindings;
 //   3. check every node input and graph output names a defined value;
@@ -26,6 +26,15 @@
 #include <queue>
 #include <set>
 #include <sstream>
+
+// Note [Older opsets]
+// Kiln reads every converter's op at opsets 11 to 17. A model of an older
+// opset imports too when each of its nodes has a converter whose first opset
+// is at most the model's: a converter's first opset is where the ONNX
+// definition it implements starts (the op's `since_version` in effect at
+// opset 11, e.g. Relu 6, Add 7, MatMul 9), so the node means the same at
+// the older opset. Any other node (Slice at opset 9: attributes, not inputs)
+// is listed as unsupported, with a hint to run onnx.version_converter.
 
 namespace kiln {
 namespace onnximport {
@@ -170,12 +179,14 @@ LogicalResult Importer::checkOpsets() {
   }
   if (!found)
     return modelError() << "the model imports no opset of the default ONNX domain";
-  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+  // Below kMinOpset, each node is checked against the first opset of its
+  // converter (see Note [Older opsets]).
+  if (opset_ < 1 || opset_ > kMaxOpset)
     return modelError() << "the model uses opset " << opset_
                         << " of the default ONNX domain; Kiln imports opsets " << kMinOpset
                         << " to " << kMaxOpset
-                        << " (re-export with another opset_version, or convert the model with "
-                           "onnx.version_converter)";
+                        << " (and older ones for ops unchanged since; re-export with another "
+                           "opset_version, or convert the model with onnx.version_converter)";
   return success();
 }
 
@@ -420,8 +431,19 @@ LogicalResult Importer::checkSupport() {
       opset = it == domainOpsets_.end() ? 0 : it->second;
       reason = "is not supported (domain '" + n.domain() + "')";
     } else if (!(c = findConverter(n.op_type(), opset_))) {
-      reason = converterTable().count(n.op_type()) ? "is not supported at this opset"
-                                                   : "is not supported";
+      auto it = converterTable().find(n.op_type());
+      if (it == converterTable().end()) {
+        reason = "is not supported";
+      } else {
+        int first = INT_MAX;
+        for (const Converter *cv : it->second)
+          first = std::min(first, cv->minOpset);
+        reason = opset_ < kMinOpset && opset_ < first
+                     ? "is supported from opset " + std::to_string(first) +
+                           ", where its current definition starts (convert the model "
+                           "with onnx.version_converter)"
+                     : "is not supported at this opset";
+      }
     } else if (c->check) {
       reason = c->check(n, opset_);
     }

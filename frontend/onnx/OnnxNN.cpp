@@ -1,8 +1,10 @@
 //===- OnnxNN.cpp - Converters of neural-network ONNX ops -------*- C++ -*-===//
 //
 // MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global pools,
-// BatchNormalization, InstanceNormalization, LayerNormalization, Softmax and
-// LogSoftmax.
+// BatchNormalization, InstanceNormalization, LayerNormalization (with its
+// Mean / InvStdDev outputs), Softmax, LogSoftmax and Hardmax.
+//  - ConvTranspose `output_shape` beyond what the kernel reaches (negative
+//    total padding) convolves without it and pads the result with zeros.
 //
 //  - `auto_pad` (SAME_UPPER, SAME_LOWER, VALID) becomes explicit pads, which
 //    needs static spatial dims unless the stride is 1.
@@ -164,25 +166,45 @@ Values convertConvTranspose(NodeContext &ctx) {
       int64_t want = outputShape.empty() ? in.size() * strides[i] : outputShape[i];
       int64_t total = strides[i] * (in.size() - 1) + outputPadding[i] +
                       ((*kernel)[i] - 1) * dilations[i] + 1 - want;
-      if (total < 0) {
-        ctx.emitError() << "output size " << want << " of spatial dim " << i
-                        << " is larger than the transposed convolution produces";
-        return {};
-      }
+      // ONNX's rule with floor division (as its reference computes it), so a
+      // negative total (an output larger than the kernel reaches) puts the
+      // extra zeros at the end for NOTSET and SAME_LOWER, at the start for
+      // SAME_UPPER.
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       bool upper = autoPad == "SAME_UPPER";
-      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i] = upper ? half : total - half;
       pads[i + n] = total - pads[i];
+    }
+  }
+  // Negative pads grow the output with zeros: convolve without them, then
+  // pad the result.
+  Ints convPads = pads, extra;
+  bool grow = false;
+  for (size_t i = 0; i < pads.size(); ++i)
+    if (pads[i] < 0) {
+      convPads[i] = 0;
+      grow = true;
+    }
+  if (grow) {
+    size_t n2 = pads.size() / 2;
+    extra.assign(2 * (n2 + 2), 0);
+    for (size_t i = 0; i < n2; ++i) {
+      extra[i + 2] = std::max<int64_t>(0, -pads[i]);
+      extra[i + 2 + n2 + 2] = std::max<int64_t>(0, -pads[i + n2]);
     }
   }
   std::vector<Value *> ins{x, w};
   if (Value *b = ctx.optionalInput(2))
     ins.push_back(b);
-  return {ctx.create(OpKind::ConvTranspose, ins,
-                     {{"strides", ctx.attrInts("strides")},
-                      {"pads", pads},
-                      {"dilations", ctx.attrInts("dilations")},
-                      {"group", ctx.attrInt("group", 1)},
-                      {"output_padding", ctx.attrInts("output_padding")}})};
+  Value *y = ctx.create(OpKind::ConvTranspose, ins,
+                        {{"strides", ctx.attrInts("strides")},
+                         {"pads", convPads},
+                         {"dilations", ctx.attrInts("dilations")},
+                         {"group", ctx.attrInt("group", 1)},
+                         {"output_padding", ctx.attrInts("output_padding")}});
+  if (grow)
+    y = ctx.create(OpKind::Pad, {y}, {{"pads", extra}});
+  return {y};
 }
 
 std::optional<Ints> poolKernel(NodeContext &ctx) {
@@ -302,18 +324,48 @@ Values convertInstanceNorm(NodeContext &ctx) {
   return {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {normalized, s}), b})};
 }
 
+std::string checkLayerNorm(const onnx::NodeProto &node, int64_t) {
+  int64_t stash = attrIntOr(node, "stash_type", 1);
+  if (!dtypeFromOnnx(static_cast<int32_t>(stash)))
+    return "stash_type " + onnxTypeName(static_cast<int32_t>(stash)) + " is not supported";
+  return "";
+}
+
+/// Y is Kiln's layer_norm. The optional Mean and InvStdDev outputs (shape of
+/// X with the normalized axes kept as 1, dtype `stash_type`) are computed
+/// beside it when used: mean = reduce_mean(x), inv = rsqrt(reduce_mean((x -
+/// mean)^2) + epsilon) over axes [axis, rank), in the stash dtype.
 Values convertLayerNorm(NodeContext &ctx) {
-  for (size_t i = 1; i < ctx.numOutputs(); ++i)
-    if (ctx.isOutputUsed(i)) {
-      ctx.emitError() << "output " << i << " (Mean / InvStdDev) is not supported";
-      return {};
-    }
-  std::vector<Value *> ins{ctx.input(0, "X"), ctx.input(1, "Scale")};
+  Value *x = ctx.input(0, "X");
+  std::vector<Value *> ins{x, ctx.input(1, "Scale")};
   if (Value *b = ctx.optionalInput(2))
     ins.push_back(b);
-  return {
-      ctx.create(OpKind::LayerNorm, ins,
-                 {{"axis", ctx.attrInt("axis", -1)}, {"epsilon", ctx.attrFloat("epsilon", 1e-5)}})};
+  int64_t axis = ctx.attrInt("axis", -1);
+  double epsilon = ctx.attrFloat("epsilon", 1e-5);
+  Values outs{ctx.create(OpKind::LayerNorm, ins, {{"axis", axis}, {"epsilon", epsilon}})};
+  if (!x || (!ctx.isOutputUsed(1) && !ctx.isOutputUsed(2)))
+    return outs;
+  int64_t rank = x->type().rank();
+  if (axis < -rank || axis >= rank) {
+    ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
+    return {};
+  }
+  if (axis < 0)
+    axis += rank;
+  Ints axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  auto stash = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
+  Value *xs = ctx.castTo(x, stash.value_or(DType::F32));
+  Value *mean = ctx.create(OpKind::ReduceMean, {xs}, {{"axes", axes}, {"keepdims", true}});
+  Value *centered = ctx.create(OpKind::Sub, {xs, mean});
+  Value *var = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {centered, centered})},
+                          {{"axes", axes}, {"keepdims", true}});
+  Value *inv =
+      ctx.create(OpKind::Rsqrt, {ctx.create(OpKind::Add, {var, ctx.scalarLike(var, epsilon)})});
+  outs.push_back(mean);
+  outs.push_back(inv);
+  return outs;
 }
 
 /// Softmax and LogSoftmax; see the file comment for opsets before 13.
@@ -350,18 +402,49 @@ template <OpKind Kind> Values convertSoftmax(NodeContext &ctx) {
   return {ctx.create(OpKind::Reshape, {y}, {{"shape", back}})};
 }
 
+/// Hardmax (opset 13: one axis) = cast(argmax(x, axis, keepdims) == iota).
+/// argmax picks the first of equal maxima, as ONNX's Hardmax does.
+Values convertHardmax(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  if (!x)
+    return {};
+  int64_t rank = x->type().rank();
+  int64_t axis = ctx.attrInt("axis", -1);
+  if (axis < -rank || axis >= rank) {
+    ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
+    return {};
+  }
+  if (axis < 0)
+    axis += rank;
+  const Dim &d = x->type().shape[static_cast<size_t>(axis)];
+  if (!d.isStatic()) {
+    ctx.emitError() << "needs a static dim at axis " << axis << ", got " << x->type().str();
+    return {};
+  }
+  // [n, 1, ..., 1]: the index along `axis`, broadcast over the dims after it.
+  Ints iotaShape(static_cast<size_t>(rank - axis), 1);
+  iotaShape[0] = d.size();
+  Tensor iota = Tensor::zeros(DType::I64, iotaShape);
+  for (int64_t i = 0; i < d.size(); ++i)
+    iota.setInt(i, i);
+  Value *am = ctx.create(OpKind::ArgMax, {x}, {{"axis", axis}, {"keepdims", true}});
+  Value *hit = ctx.create(OpKind::Equal, {am, ctx.constant(std::move(iota))});
+  return {ctx.castTo(hit, x->type().dtype)};
+}
+
 const Converter kConverters[] = {
     {"AveragePool", 11, 17, convertAveragePool, checkAutoPad},
-    {"BatchNormalization", 11, 17, convertBatchNorm, checkBatchNorm},
+    {"BatchNormalization", 9, 17, convertBatchNorm, checkBatchNorm},
     {"Conv", 11, 17, convertConv, checkAutoPad},
     {"ConvTranspose", 11, 17, convertConvTranspose, checkAutoPad},
     {"Gemm", 11, 17, convertGemm},
-    {"GlobalAveragePool", 11, 17, convertGlobalAveragePool},
-    {"GlobalMaxPool", 11, 17, convertGlobalMaxPool},
-    {"InstanceNormalization", 11, 17, convertInstanceNorm},
-    {"LayerNormalization", 17, 17, convertLayerNorm},
+    {"GlobalAveragePool", 1, 17, convertGlobalAveragePool},
+    {"GlobalMaxPool", 1, 17, convertGlobalMaxPool},
+    {"Hardmax", 13, 17, convertHardmax},
+    {"InstanceNormalization", 6, 17, convertInstanceNorm},
+    {"LayerNormalization", 17, 17, convertLayerNorm, checkLayerNorm},
     {"LogSoftmax", 11, 17, convertSoftmax<OpKind::LogSoftmax>},
-    {"MatMul", 11, 17, convertMatMul},
+    {"MatMul", 9, 17, convertMatMul},
     {"MaxPool", 11, 17, convertMaxPool, checkMaxPool},
     {"Softmax", 11, 17, convertSoftmax<OpKind::Softmax>},
 };

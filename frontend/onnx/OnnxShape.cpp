@@ -2,7 +2,10 @@
 //
 // Constant, Shape, Size, ConstantOfShape, Range, Reshape, Flatten,
 // Transpose, Squeeze, Unsqueeze, Concat, Split, Slice, Gather, Expand, Tile,
-// Pad, Resize, Upsample, DepthToSpace and SpaceToDepth.
+// Pad, Resize, Upsample, DepthToSpace and SpaceToDepth; and the ops built
+// from constants of a static shape: Trilu (a mask), EyeLike, OneHot and
+// CumSum (an iota / a 0-1 triangle), and ScatterND with constant indices
+// (a gather map).
 //
 // ONNX passes the configuration of most of these ops (Reshape's shape,
 // Slice's starts, Pad's pads, Squeeze's axes since opset 13, ...) as
@@ -142,21 +145,43 @@ Values convertRange(NodeContext &ctx) {
 // Reshapes
 //===----------------------------------------------------------------------===//
 
+/// Reshape with allowzero=1 and a 0 in the shape: the 0 is a zero-size dim
+/// (not "copy the input's dim", which is what Kiln's reshape means by 0), so
+/// the result is empty, and so must the input be. An empty tensor has no
+/// values: the result is a constant_of_shape of the target shape.
+Value *reshapeToEmpty(NodeContext &ctx, Value *x, const SymInts &entries) {
+  Ints shape;
+  for (const SymInt &e : entries) {
+    if (!e.isKnown() || *e.value < 0) {
+      ctx.emitError() << "allowzero=1 with a 0 in the shape needs every other entry known and "
+                         "non-negative (ONNX forbids -1 with it)";
+      return nullptr;
+    }
+    shape.push_back(*e.value);
+  }
+  if (!x->type().isStatic() || numElements(staticSizes(x->type().shape)) != 0) {
+    ctx.emitError() << "cannot reshape " << x->type().str() << " to the empty shape " << shape
+                    << " (allowzero=1): element counts differ";
+    return nullptr;
+  }
+  return ctx.create(OpKind::ConstantOfShape, {},
+                    {{"shape", shape}, {"value", 0.0}, {"dtype", x->type().dtype}});
+}
+
 Values convertReshape(NodeContext &ctx) {
   Value *x = ctx.input(0, "data");
   auto entries = ctx.shapeInput(1, "shape");
   if (!x || !entries)
     return {};
   bool allowZero = ctx.opset() >= 14 && ctx.attrInt("allowzero", 0) != 0;
+  if (allowZero &&
+      std::any_of(entries->begin(), entries->end(), [](const SymInt &e) { return e.value == 0; }))
+    return {reshapeToEmpty(ctx, x, *entries)};
   Ints shape;
   int unknown = 0;
   for (size_t i = 0; i < entries->size(); ++i) {
     const SymInt &e = (*entries)[i];
     if (e.isKnown()) {
-      if (*e.value == 0 && allowZero) {
-        ctx.emitError() << "allowzero=1 with a 0 in the shape is not supported";
-        return {};
-      }
       shape.push_back(*e.value);
       unknown += *e.value == -1;
     } else if (e.isDimOf(x, static_cast<int64_t>(i))) {
@@ -522,28 +547,268 @@ std::string checkDepthToSpace(const onnx::NodeProto &node, int64_t) {
   return mode == "DCR" || mode == "CRD" ? "" : "mode '" + mode + "' is not supported";
 }
 
+//===----------------------------------------------------------------------===//
+// Masks and one-hot encodings built from constants
+//===----------------------------------------------------------------------===//
+
+/// A normalized axis of a rank-`rank` value, or an error.
+std::optional<int64_t> normalizeAxis(NodeContext &ctx, int64_t axis, int64_t rank, const Value *x) {
+  if (axis < -rank || axis >= rank) {
+    ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
+    return std::nullopt;
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The static size of dim `i` of `x`, or an error.
+std::optional<int64_t> staticDim(NodeContext &ctx, const Value *x, int64_t i) {
+  const Dim &d = x->type().shape[static_cast<size_t>(i)];
+  if (!d.isStatic()) {
+    ctx.emitError() << "needs a static dim " << i << ", got " << x->type().str();
+    return std::nullopt;
+  }
+  return d.size();
+}
+
+/// Trilu = where(mask, x, 0) with a constant [N, M] mask of the kept
+/// triangle (j - i >= k for upper, j - i <= k for lower).
+Values convertTrilu(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    auto kv = ctx.scalarInput(1, "k");
+    if (!kv)
+      return {};
+    k = static_cast<int64_t>(*kv);
+  }
+  bool upper = ctx.attrInt("upper", 1) != 0;
+  if (!x)
+    return {};
+  int64_t rank = x->type().rank();
+  if (rank < 2) {
+    ctx.emitError() << "needs an input of rank >= 2, got " << x->type().str();
+    return {};
+  }
+  auto n = staticDim(ctx, x, rank - 2), m = staticDim(ctx, x, rank - 1);
+  if (!n || !m)
+    return {};
+  Tensor mask = Tensor::zeros(DType::Bool, {*n, *m});
+  for (int64_t i = 0; i < *n; ++i)
+    for (int64_t j = 0; j < *m; ++j)
+      mask.setInt(i * *m + j, upper ? j - i >= k : j - i <= k);
+  return {ctx.create(OpKind::Where, {ctx.constant(std::move(mask)), x, ctx.scalarLike(x, 0.0)})};
+}
+
+std::string checkEyeLike(const onnx::NodeProto &node, int64_t) {
+  const onnx::AttributeProto *a = findAttr(node, "dtype");
+  if (a && !dtypeFromOnnx(static_cast<int32_t>(a->i())))
+    return "dtype " + onnxTypeName(static_cast<int32_t>(a->i())) + " is not supported";
+  return "";
+}
+
+/// EyeLike: a constant of the input's (static, 2-D) shape.
+Values convertEyeLike(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  if (!x)
+    return {};
+  if (x->type().rank() != 2 || !x->type().isStatic()) {
+    ctx.emitError() << "needs a static 2-D input, got " << x->type().str();
+    return {};
+  }
+  DType dtype = x->type().dtype;
+  if (ctx.hasAttr("dtype")) {
+    auto d = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("dtype", 1)));
+    if (!d) {
+      ctx.emitError() << "unsupported dtype";
+      return {};
+    }
+    dtype = *d;
+  }
+  int64_t k = ctx.attrInt("k", 0);
+  Ints shape = staticSizes(x->type().shape);
+  Tensor eye = Tensor::zeros(dtype, shape);
+  for (int64_t i = 0; i < shape[0]; ++i)
+    if (i + k >= 0 && i + k < shape[1])
+      eye.setDouble(i * shape[1] + i + k, 1.0);
+  return {ctx.constant(std::move(eye))};
+}
+
+/// OneHot = where(unsqueeze(indices, axis) == iota, on, off); negative
+/// indices count from `depth`; non-integer indices are truncated.
+Values convertOneHot(NodeContext &ctx) {
+  Value *indices = ctx.input(0, "indices");
+  auto depth = ctx.scalarInput(1, "depth");
+  Value *values = ctx.input(2, "values");
+  if (!indices || !depth || !values)
+    return {};
+  if (values->type().rank() != 1 || values->type().shape[0] != Dim(2)) {
+    ctx.emitError() << "values must hold [off, on], got " << values->type().str();
+    return {};
+  }
+  int64_t rank = indices->type().rank() + 1;
+  auto axis = normalizeAxis(ctx, ctx.attrInt("axis", -1), rank, indices);
+  int64_t n = static_cast<int64_t>(*depth);
+  if (!axis)
+    return {};
+  if (n < 1) {
+    ctx.emitError() << "depth must be at least 1, got " << *depth;
+    return {};
+  }
+  Value *idx = ctx.castTo(indices, DType::I64);
+  Value *wrapped = ctx.create(
+      OpKind::Where, {ctx.create(OpKind::Less, {idx, ctx.scalarLike(idx, 0.0)}),
+                      ctx.create(OpKind::Add, {idx, ctx.scalarLike(idx, double(n))}), idx});
+  Value *u = ctx.create(OpKind::Unsqueeze, {wrapped}, {{"axes", Ints{*axis}}});
+  Ints iotaShape(static_cast<size_t>(rank - *axis), 1);
+  iotaShape[0] = n;
+  Tensor iota = Tensor::zeros(DType::I64, iotaShape);
+  for (int64_t i = 0; i < n; ++i)
+    iota.setInt(i, i);
+  Value *hit = ctx.create(OpKind::Equal, {u, ctx.constant(std::move(iota))});
+  Value *off = ctx.create(OpKind::Gather, {values, ctx.constant(Tensor::scalar(DType::I64, 0))});
+  Value *on = ctx.create(OpKind::Gather, {values, ctx.constant(Tensor::scalar(DType::I64, 1))});
+  return {ctx.create(OpKind::Where, {hit, on, off})};
+}
+
+/// CumSum = matmul with a constant 0/1 matrix T[i, j] = "element i adds to
+/// sum j" (i <= j; i < j exclusive; reversed: i >= j, i > j), along the last
+/// axis (the axis is swapped there and back).
+Values convertCumSum(NodeContext &ctx) {
+  Value *x = ctx.input(0, "x");
+  auto axisIn = ctx.intsInput(1, "axis");
+  bool exclusive = ctx.attrInt("exclusive", 0) != 0;
+  bool reverse = ctx.attrInt("reverse", 0) != 0;
+  if (!x || !axisIn)
+    return {};
+  if (axisIn->size() != 1) {
+    ctx.emitError() << "input 1 (axis) must hold one value";
+    return {};
+  }
+  int64_t rank = x->type().rank();
+  auto axis = normalizeAxis(ctx, (*axisIn)[0], rank, x);
+  if (!axis)
+    return {};
+  auto n = staticDim(ctx, x, *axis);
+  if (!n)
+    return {};
+  Tensor tri = Tensor::zeros(x->type().dtype, {*n, *n});
+  for (int64_t i = 0; i < *n; ++i)
+    for (int64_t j = 0; j < *n; ++j) {
+      bool adds = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+      tri.setDouble(i * *n + j, adds ? 1.0 : 0.0);
+    }
+  Ints perm;
+  for (int64_t i = 0; i < rank; ++i)
+    perm.push_back(i);
+  std::swap(perm[static_cast<size_t>(*axis)], perm.back());
+  bool swap = *axis != rank - 1;
+  Value *xt = swap ? ctx.create(OpKind::Transpose, {x}, {{"perm", perm}}) : x;
+  Value *y = ctx.create(OpKind::MatMul, {xt, ctx.constant(std::move(tri))});
+  return {swap ? ctx.create(OpKind::Transpose, {y}, {{"perm", perm}}) : y};
+}
+
+std::string checkScatterND(const onnx::NodeProto &node, int64_t) {
+  std::string reduction = attrStringOr(node, "reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul")
+    return "reduction '" + reduction + "' is not supported";
+  return "";
+}
+
+/// ScatterND with indices known at import time (Kiln has no scatter op):
+/// a constant map says which element of the flattened updates lands on each
+/// element of data (-1: none), so the result is
+///   where(mask, gather(reshape(updates, [-1]), map), data)
+/// with data + / * the gathered updates for reduction add / mul. Repeated
+/// indices: the last update wins for "none" (ONNX's reference order); with a
+/// reduction they are an error.
+Values convertScatterND(NodeContext &ctx) {
+  Value *data = ctx.input(0, "data");
+  const Tensor *indices = ctx.constantInput(1, "indices");
+  Value *updates = ctx.input(2, "updates");
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (!data || !indices || !updates)
+    return {};
+  if (!data->type().isStatic() || !updates->type().isStatic()) {
+    ctx.emitError() << "needs static data and updates, got " << data->type().str() << " and "
+                    << updates->type().str();
+    return {};
+  }
+  Ints shape = staticSizes(data->type().shape);
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t k = indices->rank() ? indices->shape().back() : 0;
+  if (!isInteger(indices->dtype()) || k < 1 || k > rank) {
+    ctx.emitError() << "indices " << indices->str() << " do not index data " << data->type().str();
+    return {};
+  }
+  int64_t count = indices->numel() / k, slice = 1;
+  for (int64_t i = k; i < rank; ++i)
+    slice *= shape[static_cast<size_t>(i)];
+  if (numElements(staticSizes(updates->type().shape)) != count * slice) {
+    ctx.emitError() << "updates " << updates->type().str() << " do not match indices "
+                    << indices->str() << " into " << data->type().str();
+    return {};
+  }
+  Tensor map = Tensor::zeros(DType::I64, shape);
+  Tensor mask = Tensor::zeros(DType::Bool, shape);
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = shape[static_cast<size_t>(j)];
+      int64_t v = indices->getInt(u * k + j);
+      if (v < -dim || v >= dim) {
+        ctx.emitError() << "index " << v << " is out of range for dim " << j << " of "
+                        << data->type().str();
+        return {};
+      }
+      offset = offset * dim + (v < 0 ? v + dim : v);
+    }
+    for (int64_t s = 0; s < slice; ++s) {
+      int64_t at = offset * slice + s;
+      if (mask.getInt(at) && reduction != "none") {
+        ctx.emitError() << "repeated indices with reduction '" << reduction
+                        << "' are not supported";
+        return {};
+      }
+      mask.setInt(at, 1);
+      map.setInt(at, u * slice + s);
+    }
+  }
+  Value *flat = ctx.create(OpKind::Reshape, {updates}, {{"shape", Ints{-1}}});
+  Value *picked = ctx.create(OpKind::Gather, {flat, ctx.constant(std::move(map))});
+  if (reduction == "add")
+    picked = ctx.create(OpKind::Add, {data, picked});
+  else if (reduction == "mul")
+    picked = ctx.create(OpKind::Mul, {data, picked});
+  return {ctx.create(OpKind::Where, {ctx.constant(std::move(mask)), picked, data})};
+}
+
 const Converter kConverters[] = {
     {"Concat", 11, 17, convertConcat},
     {"Constant", 11, 17, convertConstant, checkConstant},
-    {"ConstantOfShape", 11, 17, convertConstantOfShape},
+    {"ConstantOfShape", 9, 17, convertConstantOfShape},
+    {"CumSum", 11, 17, convertCumSum},
     {"DepthToSpace", 11, 17, convertDepthToSpace, checkDepthToSpace},
-    {"Expand", 11, 17, convertExpand},
+    {"Expand", 8, 17, convertExpand},
+    {"EyeLike", 9, 17, convertEyeLike, checkEyeLike},
     {"Flatten", 11, 17, convertFlatten},
     {"Gather", 11, 17, convertGather},
+    {"OneHot", 11, 17, convertOneHot},
     {"Pad", 11, 17, convertPad, checkPad},
     {"Range", 11, 17, convertRange},
-    {"Reshape", 11, 17, convertReshape},
+    {"Reshape", 5, 17, convertReshape},
     {"Resize", 11, 17, convertResize, checkResize},
-    {"Shape", 11, 17, convertShape},
-    {"Size", 11, 17, convertSize},
+    {"ScatterND", 11, 17, convertScatterND, checkScatterND},
+    {"Shape", 1, 17, convertShape},
+    {"Size", 1, 17, convertSize},
     {"Slice", 11, 17, convertSlice},
-    {"SpaceToDepth", 11, 17, convertSpaceToDepth},
+    {"SpaceToDepth", 1, 17, convertSpaceToDepth},
     {"Split", 11, 17, convertSplit},
     {"Squeeze", 11, 17, convertSqueeze},
-    {"Tile", 11, 17, convertTile},
-    {"Transpose", 11, 17, convertTranspose},
+    {"Tile", 6, 17, convertTile},
+    {"Transpose", 1, 17, convertTranspose},
+    {"Trilu", 14, 17, convertTrilu},
     {"Unsqueeze", 11, 17, convertUnsqueeze},
-    {"Upsample", 11, 17, convertUpsample, checkUpsample},
+    {"Upsample", 9, 17, convertUpsample, checkUpsample},
 };
 
 } // namespace

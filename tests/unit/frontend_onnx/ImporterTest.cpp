@@ -133,10 +133,10 @@ TEST(OnnxImporterTest, CorruptAndTruncatedBytes) {
 }
 
 TEST(OnnxImporterTest, UnsupportedOpsets) {
-  EXPECT_EQ(importModel(addRelu(9)).errors,
-            "error: m.onnx: the model uses opset 9 of the default ONNX domain; Kiln imports "
-            "opsets 11 to 17 (re-export with another opset_version, or convert the model with "
-            "onnx.version_converter)");
+  EXPECT_EQ(importModel(addRelu(0)).errors,
+            "error: m.onnx: the model uses opset 0 of the default ONNX domain; Kiln imports "
+            "opsets 11 to 17 (and older ones for ops unchanged since; re-export with another "
+            "opset_version, or convert the model with onnx.version_converter)");
   EXPECT_NE(importModel(addRelu(18)).errors.find("uses opset 18"), std::string::npos);
   auto b = addRelu();
   b.model.clear_opset_import();
@@ -176,6 +176,32 @@ TEST(OnnxImporterTest, UnsupportedOpsAreListedInOneError) {
             "m.onnx: node 'lstm_1': note: 'LSTM' (opset 13) activation 'Elu' is not supported\n"
             "m.onnx: node 'fused': note: 'com.microsoft.FusedConv' (opset 1) is not supported "
             "(domain 'com.microsoft')");
+}
+
+TEST(OnnxImporterTest, OlderOpsetsImportOpsUnchangedSince) {
+  // Add (7) and Relu (6) mean the same at opset 7 as at 13.
+  auto old = importModel(addRelu(7));
+  ASSERT_TRUE(old.ok) << old.errors;
+  EXPECT_EQ(old.text, importModel(addRelu(13)).text);
+  // At opset 6, Add is Add-6 (the `broadcast` attribute): not imported.
+  EXPECT_EQ(importModel(addRelu(6)).errors,
+            "error: m.onnx: 1 node uses ONNX ops or attributes that Kiln does not support: Add\n"
+            "m.onnx: node 'Add_1': note: 'Add' (opset 6) is supported from opset 7, where its "
+            "current definition starts (convert the model with onnx.version_converter)");
+  // Slice took attributes before opset 10; every op is listed at once.
+  ModelBuilder b(9);
+  b.input("x", {int64_t(4)});
+  b.node("Slice", {"x"}, {"s"}, "slice");
+  b.node("Relu", {"s"}, {"y"});
+  b.node("Softmax", {"y"}, {"z"}, "softmax");
+  b.output("z");
+  EXPECT_EQ(importModel(b).errors,
+            "error: m.onnx: 2 nodes use ONNX ops or attributes that Kiln does not support: "
+            "Slice, Softmax\n"
+            "m.onnx: node 'slice': note: 'Slice' (opset 9) is supported from opset 11, where its "
+            "current definition starts (convert the model with onnx.version_converter)\n"
+            "m.onnx: node 'softmax': note: 'Softmax' (opset 9) is supported from opset 11, where "
+            "its current definition starts (convert the model with onnx.version_converter)");
 }
 
 TEST(OnnxImporterTest, OpOutsideItsOpsetRange) {
