@@ -392,7 +392,8 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
       break;
     case FusionGroup::Kind::Fallback:
       for (const Node *n : group.nodes)
-        builder.addFallback(n, "no kernel or library handles it");
+        builder.addFallback(n, group.reason.empty() ? "no kernel or library handles it"
+                                                    : group.reason);
       fallbackSeconds += secondsSince(t0);
       break;
     }

@@ -298,6 +298,7 @@ struct GroupState {
   std::vector<int64_t> domain;
   std::map<int, int64_t> chainCost; // recomputed node -> cost of its chain
   int seed = 0;
+  std::string reason; // Fallback groups: why nothing compiles the node
 };
 
 class Planner {
@@ -487,6 +488,7 @@ void Planner::planFallback(int at) {
                                 : std::string("libraries are disabled"))
           : "no kernel lowering for '" + std::string(n->mnemonic()) + "'";
   record(at, name(n->result(0)), "", false, "F10 fallback", "reference kernel: " + why);
+  g.reason = why;
   groups_.push_back(std::move(g));
 }
 
@@ -777,6 +779,7 @@ void Planner::planKernel(int at, const Value *seedValue, bool own) {
 FusionGroup Planner::finish(const GroupState &g) const {
   FusionGroup out;
   out.kind = g.kind;
+  out.reason = g.reason;
   for (int p : g.owned)
     out.nodes.push_back(order_[static_cast<size_t>(p)]);
   for (int p : g.recomputed)
@@ -913,11 +916,6 @@ FailureOr<FusionPlan> Planner::run(DiagnosticEngine &diag) {
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   for (auto &d : decisions_)
     plan.decisions.push_back(std::move(d.second));
-  for (const FusionGroup &grp : plan.groups)
-    if (grp.kind == FusionGroup::Kind::Fallback)
-      diag.emitWarning(grp.nodes.front()->loc())
-          << "'" << grp.nodes.front()->mnemonic()
-          << "' op has no compiled lowering; it runs its reference kernel";
   return plan;
 }
 

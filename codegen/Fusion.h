@@ -60,6 +60,9 @@ struct FusionGroup {
   std::vector<const Value *> outputs;
   /// Values from outside the group that it reads.
   std::vector<const Value *> inputs;
+  /// Fallback groups: why no kernel or library runs the node (the compiler
+  /// warns with it, naming the node).
+  std::string reason;
 };
 
 /// One fusion decision between a producer and a consumer (or about one
