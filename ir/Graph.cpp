@@ -145,10 +145,7 @@ Node *Graph::createNode(const OpInfo &info, std::vector<Value *> operands,
 
 void Graph::erase(Node *n) {
   KILN_ASSERT(n->graph_ == this);
-  for (const auto &r : n->results_) {
-    KILN_ASSERT(!r->hasUses() && "erasing a node whose results are still used");
-    (void)r;
-  }
+  KILN_ASSERT(n->isUnused() && "erasing a node whose results are used or graph outputs");
   for (unsigned i = 0; i < n->operands_.size(); ++i)
     n->setOperand(i, nullptr);
   unlink(n);

@@ -96,10 +96,12 @@ FailureOr<Tensor> parseNpy(std::string_view bytes, const std::string &what,
     shape.push_back(v);
   }
   size_t dataStart = headerStart + headerLen;
-  int64_t n = numElements(shape);
-  size_t need = static_cast<size_t>(n) * dtypeSize(found->dtype);
-  if (n < 0 || bytes.size() - dataStart < need)
-    return bad("data is truncated: shape " + shapeText + " needs " + std::to_string(need) +
+  auto n = checkedNumElements(shape);
+  auto need = n ? checkedByteSize(*n, dtypeSize(found->dtype), kMaxTensorFileBytes) : std::nullopt;
+  if (!need)
+    return bad("shape " + shapeText + " is too large");
+  if (bytes.size() - dataStart < *need)
+    return bad("data is truncated: shape " + shapeText + " needs " + std::to_string(*need) +
                " bytes, file has " + std::to_string(bytes.size() - dataStart));
   return Tensor::fromBytes(found->dtype, shape, bytes.data() + dataStart);
 }

@@ -334,6 +334,7 @@ private:
   //===--------------------------------------------------------------------===//
 
   FailureOr<TensorType> parseType() {
+    Token start = cur();
     if (cur().kind != Tok::Ident)
       return expected("a tensor type such as f32[2,3]");
     auto dt = dtypeFromName(cur().text);
@@ -369,6 +370,13 @@ private:
     }
     if (failed(expect(Tok::RSquare, "',' or ']' in the shape")))
       return failure();
+    std::vector<int64_t> known;
+    for (const Dim &d : shape)
+      if (d.isStatic())
+        known.push_back(d.size());
+    if (!checkedNumElements(known))
+      return emitError(locOf(start))
+             << "shape " << shapeStr(shape) << " has more than 2^63 elements";
     return TensorType(*dt, std::move(shape));
   }
 
@@ -574,7 +582,10 @@ private:
     if (!type.isStatic())
       return emitError(locOf(at)) << "a constant must have a static type, got " << type.str();
     std::vector<int64_t> sizes = staticSizes(type.shape);
-    int64_t n = numElements(sizes);
+    int64_t n = numElements(sizes); // checked by parseType
+    if (!checkedByteSize(n, dtypeSize(type.dtype), kMaxTensorFileBytes))
+      return emitError(locOf(at)) << "constant " << type.str() << " is larger than the "
+                                  << (kMaxTensorFileBytes >> 30) << " GiB limit";
     int64_t given = static_cast<int64_t>(values.size());
     if (given != n && !(given == 1 && n >= 0))
       return emitError(locOf(at)) << "dense literal has " << given << " values, type " << type.str()
@@ -622,7 +633,9 @@ private:
   // Locations
   //===--------------------------------------------------------------------===//
 
-  FailureOr<Location> parseLocBody() {
+  FailureOr<Location> parseLocBody(int depth = 0) {
+    if (depth > 64)
+      return emitError() << "locations are nested more than 64 deep";
     if (cur().kind == Tok::Ident && cur().text == "unknown") {
       consume();
       return Location();
@@ -633,7 +646,7 @@ private:
         return failure();
       std::vector<Location> locs;
       while (true) {
-        auto l = parseLocBody();
+        auto l = parseLocBody(depth + 1);
         if (failed(l))
           return failure();
         locs.push_back(*l);
@@ -992,7 +1005,12 @@ private:
       if (!type.isStatic())
         return emitError(p.loc) << "a constant must have a static type, got " << type.str();
       std::vector<int64_t> sizes = staticSizes(type.shape);
-      size_t need = static_cast<size_t>(numElements(sizes)) * dtypeSize(type.dtype);
+      auto needBytes =
+          checkedByteSize(numElements(sizes), dtypeSize(type.dtype), kMaxTensorFileBytes);
+      if (!needBytes)
+        return emitError(p.loc) << "constant " << type.str() << " is larger than the "
+                                << (kMaxTensorFileBytes >> 30) << " GiB limit";
+      size_t need = *needBytes;
       const std::string &bytes = *it->second.first;
       if (bytes.size() != need) {
         emitError(p.loc) << "blob '@" << p.key << "' has " << bytes.size() << " bytes but "

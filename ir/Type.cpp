@@ -1,6 +1,8 @@
 //===- Type.cpp - Dims, shapes and tensor types -----------------*- C++ -*-===//
 #include "ir/Type.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 std::string Dim::str() const {
@@ -33,6 +35,20 @@ int64_t numElements(const std::vector<int64_t> &sizes) {
   for (int64_t s : sizes)
     n *= s;
   return n;
+}
+
+std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    if (s < 0 || __builtin_mul_overflow(n, s, &n))
+      return std::nullopt;
+  return n;
+}
+
+std::optional<size_t> checkedByteSize(int64_t count, size_t elementBytes, size_t limit) {
+  if (count < 0 || static_cast<uint64_t>(count) > limit / std::max<size_t>(elementBytes, 1))
+    return std::nullopt;
+  return static_cast<size_t>(count) * elementBytes;
 }
 
 std::string shapeStr(const Shape &s) {

@@ -11,6 +11,7 @@
 #include "ir/DType.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,16 @@ Shape makeShape(const std::vector<int64_t> &sizes);
 bool isStatic(const Shape &s);
 /// Sizes of a static shape; callers check isStatic() first.
 std::vector<int64_t> staticSizes(const Shape &s);
-/// Product of the dims of a static shape.
+/// Product of the dims of a static shape (callers know it fits: a shape
+/// that came from a verified type or an allocated tensor).
 int64_t numElements(const std::vector<int64_t> &sizes);
+/// Product of `sizes` for untrusted shapes: nullopt when a size is negative
+/// or the product overflows int64.
+std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &sizes);
+/// `count * elementBytes`, or nullopt when it exceeds `limit` bytes.
+std::optional<size_t> checkedByteSize(int64_t count, size_t elementBytes, size_t limit);
+/// The largest tensor a file (.kir constant, .npy, ONNX tensor) may hold.
+constexpr size_t kMaxTensorFileBytes = size_t(1) << 36; // 64 GiB
 /// `[2,N,3]` as text.
 std::string shapeStr(const Shape &s);
 std::string sizesStr(const std::vector<int64_t> &sizes);

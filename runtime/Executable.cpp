@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 namespace kiln::runtime {
 
@@ -289,8 +290,14 @@ Status Executable::run(std::span<const HostTensor> inputs, std::vector<HostTenso
       st = runKernelStep(s, args.data(), threads);
     } else {
       ScopedOmpThreads scope(threads);
-      st =
-          s.externStep->run(std::span<void *const>(args.data(), args.size()), StepContext{threads});
+      // A step that throws (out of memory in a library, say) fails this run
+      // with a status; it must not take the process down.
+      try {
+        st = s.externStep->run(std::span<void *const>(args.data(), args.size()),
+                               StepContext{threads});
+      } catch (const std::exception &e) {
+        st = Status::failure(std::string("exception: ") + e.what());
+      }
     }
     if (!st.ok())
       return Status::failure("step " + std::to_string(si) + " (" + s.name + "): " + st.error);

@@ -42,4 +42,14 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
 /// follows, consumes it from `args` at `i`. nullopt when `arg` is not --name.
 bool matchFlag(const Args &args, size_t &i, std::string_view name, std::string &value);
 
+/// Parses the value of `flag` as an integer in [lo, hi]; on a bad value
+/// prints `cmd: error: ...` and returns false.
+bool parseIntArg(const char *cmd, std::string_view flag, const std::string &value, int64_t lo,
+                 int64_t hi, int64_t &out);
+/// Parses a finite number >= lo (tolerances); same reporting.
+bool parseDoubleArg(const char *cmd, std::string_view flag, const std::string &value, double lo,
+                    double &out);
+/// Parses `SYM=N` (N >= 0) into `dims`; same reporting.
+bool parseDimArg(const char *cmd, const std::string &value, std::map<std::string, int64_t> &dims);
+
 } // namespace kiln::tools

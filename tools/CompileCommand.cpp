@@ -108,23 +108,13 @@ int compileCommand(const Args &args) {
         return 2;
       }
     } else if (matchFlag(args, i, "--threads", v)) {
-      char *end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1 || n > 4096) {
-        std::fprintf(stderr, "kiln compile: error: --threads expects a positive count, got '%s'\n",
-                     v.c_str());
+      int64_t n;
+      if (!parseIntArg("kiln compile", "--threads", v, 1, 4096, n))
         return 2;
-      }
       options.threads = static_cast<int>(n);
     } else if (matchFlag(args, i, "--dim", v)) {
-      size_t eq = v.find('=');
-      char *end = nullptr;
-      long long n = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &end, 10);
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size() || *end || n < 0) {
-        std::fprintf(stderr, "kiln compile: error: --dim expects SYM=SIZE, got '%s'\n", v.c_str());
+      if (!parseDimArg("kiln compile", v, options.dims))
         return 2;
-      }
-      options.dims[v.substr(0, eq)] = n;
     } else if (matchFlag(args, i, "--passes", v)) {
       options.pipeline = v;
     } else if (matchFlag(args, i, "--dnnl-layout", v)) {
@@ -142,15 +132,16 @@ int compileCommand(const Args &args) {
         return 2;
       }
     } else if (matchFlag(args, i, "--profile", v)) {
-      profileRuns = std::atoi(v.c_str());
-      if (profileRuns < 1) {
-        std::fprintf(stderr, "kiln compile: error: --profile expects a positive count\n");
+      int64_t n;
+      if (!parseIntArg("kiln compile", "--profile", v, 1, 1000000, n))
         return 2;
-      }
+      profileRuns = static_cast<int>(n);
     } else if (matchFlag(args, i, "--rtol", v)) {
-      rtol = std::atof(v.c_str());
+      if (!parseDoubleArg("kiln compile", "--rtol", v, 0, rtol))
+        return 2;
     } else if (matchFlag(args, i, "--atol", v)) {
-      atol = std::atof(v.c_str());
+      if (!parseDoubleArg("kiln compile", "--atol", v, 0, atol))
+        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (!a.empty() && a[0] == '-') {

@@ -115,9 +115,11 @@ int runCommand(const Args &args) {
       }
       expects.emplace_back(k, v.substr(eq + 1));
     } else if (matchFlag(args, i, "--rtol", v)) {
-      rtol = std::atof(v.c_str());
+      if (!parseDoubleArg("kiln run", "--rtol", v, 0, rtol))
+        return 2;
     } else if (matchFlag(args, i, "--atol", v)) {
-      atol = std::atof(v.c_str());
+      if (!parseDoubleArg("kiln run", "--atol", v, 0, atol))
+        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (matchFlag(args, i, "--data", v)) {
@@ -127,23 +129,23 @@ int runCommand(const Args &args) {
     } else if (a == "--compile") {
       compiled = true;
     } else if (matchFlag(args, i, "--threads", v)) {
-      threads = std::atoi(v.c_str());
-    } else if (matchFlag(args, i, "--repeat", v)) {
-      repeat = std::max(1, std::atoi(v.c_str()));
-    } else if (matchFlag(args, i, "--dim", v)) {
-      size_t eq = v.find('=');
-      char *end = nullptr;
-      long long n = eq == std::string::npos ? -1 : std::strtoll(v.c_str() + eq + 1, &end, 10);
-      if (eq == std::string::npos || eq == 0 || n < 0 || !end || *end != '\0') {
-        std::fprintf(stderr, "kiln run: error: --dim expects SYM=N with N >= 0, got '%s'\n",
-                     v.c_str());
+      int64_t n;
+      if (!parseIntArg("kiln run", "--threads", v, 1, 4096, n))
         return 2;
-      }
-      onnxOpts.dimBindings[v.substr(0, eq)] = n;
+      threads = static_cast<int>(n);
+    } else if (matchFlag(args, i, "--repeat", v)) {
+      int64_t n;
+      if (!parseIntArg("kiln run", "--repeat", v, 1, 1000000, n))
+        return 2;
+      repeat = static_cast<int>(n);
+    } else if (matchFlag(args, i, "--dim", v)) {
+      if (!parseDimArg("kiln run", v, onnxOpts.dimBindings))
+        return 2;
     } else if (matchFlag(args, i, "--output-dir", v)) {
       outDir = v;
     } else if (matchFlag(args, i, "--print-limit", v)) {
-      printLimit = std::atoll(v.c_str());
+      if (!parseIntArg("kiln run", "--print-limit", v, 0, INT64_MAX, printLimit))
+        return 2;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "kiln run: error: unknown option '%s'\n%s", a.c_str(), kRunUsage);
       return 2;

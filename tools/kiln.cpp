@@ -9,8 +9,12 @@
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace kiln::tools {
 
@@ -32,6 +36,49 @@ bool matchFlag(const Args &args, size_t &i, std::string_view name, std::string &
   return false;
 }
 
+bool parseIntArg(const char *cmd, std::string_view flag, const std::string &value, int64_t lo,
+                 int64_t hi, int64_t &out) {
+  errno = 0;
+  char *end = nullptr;
+  long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end || errno == ERANGE || n < lo || n > hi) {
+    std::fprintf(stderr, "%s: error: %s expects an integer from %lld to %lld, got '%s'\n", cmd,
+                 std::string(flag).c_str(), static_cast<long long>(lo), static_cast<long long>(hi),
+                 value.c_str());
+    return false;
+  }
+  out = n;
+  return true;
+}
+
+bool parseDoubleArg(const char *cmd, std::string_view flag, const std::string &value, double lo,
+                    double &out) {
+  errno = 0;
+  char *end = nullptr;
+  double d = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end || errno == ERANGE || !std::isfinite(d) || d < lo) {
+    std::fprintf(stderr, "%s: error: %s expects a number >= %g, got '%s'\n", cmd,
+                 std::string(flag).c_str(), lo, value.c_str());
+    return false;
+  }
+  out = d;
+  return true;
+}
+
+bool parseDimArg(const char *cmd, const std::string &value, std::map<std::string, int64_t> &dims) {
+  size_t eq = value.find('=');
+  int64_t n;
+  if (eq == std::string::npos || eq == 0) {
+    std::fprintf(stderr, "%s: error: --dim expects SYM=SIZE, got '%s'\n", cmd, value.c_str());
+    return false;
+  }
+  if (!parseIntArg(cmd, "--dim " + value.substr(0, eq), value.substr(eq + 1), 0, int64_t(1) << 40,
+                   n))
+    return false;
+  dims[value.substr(0, eq)] = n;
+  return true;
+}
+
 } // namespace kiln::tools
 
 namespace {
@@ -48,7 +95,7 @@ const char kUsage[] =
     "`kiln <command> --help` describes each command's options.\n";
 } // namespace
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -71,4 +118,18 @@ int main(int argc, char **argv) {
   }
   std::fprintf(stderr, "kiln: error: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
+}
+
+int main(int argc, char **argv) {
+  // Library code reports errors as diagnostics; what remains is running out
+  // of memory (a model or tensor too large for this machine) or a third-party
+  // library's exception: report it as an error, never a crash.
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "kiln: error: out of memory\n");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+  }
+  return 1;
 }

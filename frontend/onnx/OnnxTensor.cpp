@@ -169,6 +169,31 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
                                  << raw->size();
   }
 
+  if (!raw) {
+    // Typed fields: their element count must match before anything is
+    // allocated (a tiny file may claim a huge shape).
+    int64_t given;
+    const char *field;
+    switch (proto.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      given = proto.float_data_size(), field = "float_data";
+      break;
+    case onnx::TensorProto::DOUBLE:
+      given = proto.double_data_size(), field = "double_data";
+      break;
+    case onnx::TensorProto::INT64:
+      given = proto.int64_data_size(), field = "int64_data";
+      break;
+    default:
+      given = proto.int32_data_size(), field = "int32_data";
+      break;
+    }
+    if (given != numel)
+      return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
+                                 << " needs " << numel << " values in " << field << ", got "
+                                 << given;
+  }
+
   Tensor t = Tensor::zeros(*dtype, shape);
   if (raw) {
     if (byteSize)

@@ -218,10 +218,20 @@ public:
   /// non-plain dst.
   int sumBuffer = -1;
   std::optional<dnnl::reorder> sumToPrim;
+  /// The OpenMP thread count the primitive was created under. oneDNN sizes
+  /// its per-thread scratch at creation, so a run never uses more threads.
+  int createdThreads = 1;
 
   std::string describe() const override { return name; }
 
-  runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
+  runtime::Status run(std::span<void *const> buffers,
+                      const runtime::StepContext &ctx) const override {
+    // omp_set_num_threads sets the calling thread's ICV only: reentrant.
+    struct RestoreThreads {
+      int saved = omp_get_max_threads();
+      ~RestoreThreads() { omp_set_num_threads(saved); }
+    } restore;
+    omp_set_num_threads(std::max(1, std::min(ctx.threads, createdThreads)));
     try {
       dnnl::engine &eng = cpuEngine();
       dnnl::stream s(eng);
@@ -274,6 +284,8 @@ public:
       s.wait();
     } catch (const dnnl::error &e) {
       return runtime::Status::failure(std::string("onednn: ") + e.what());
+    } catch (const std::exception &e) { // e.g. std::bad_alloc for scratch memory
+      return runtime::Status::failure(std::string("onednn step: ") + e.what());
     }
     return runtime::Status::success();
   }
@@ -791,6 +803,7 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
                    const Value *result) {
   dnnl::engine &eng = cpuEngine();
   auto step = std::make_shared<DnnlStep>();
+  step->createdThreads = omp_get_max_threads(); // set by buildOneDnnCall's ScopedThreads
   Operands operands;
   dnnl::post_ops po;
   std::string opsText;
