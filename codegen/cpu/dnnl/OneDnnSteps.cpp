@@ -974,21 +974,6 @@ double timeCandidate(const Candidate &c, const Value *result, int threads) {
 
 } // namespace
 
-bool isOneDnnAnchor(OpKind kind) {
-  switch (kind) {
-  case OpKind::Conv:
-  case OpKind::ConvTranspose:
-  case OpKind::MatMul:
-  case OpKind::Gemm:
-  case OpKind::MaxPool:
-  case OpKind::AvgPool:
-  case OpKind::GlobalAvgPool:
-    return true;
-  default:
-    return false;
-  }
-}
-
 std::string oneDnnVersion() {
   const dnnl_version_t *v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

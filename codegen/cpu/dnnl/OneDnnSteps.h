@@ -73,8 +73,6 @@ struct OneDnnCall {
   std::string measurement;
 };
 
-/// True for the ops buildOneDnnCall can anchor.
-bool isOneDnnAnchor(OpKind kind);
 
 /// Builds a oneDNN step for `nodes` (anchor, then its epilogue chain). On
 /// failure `why` says why the anchor is not supported (unsupported dtype or
