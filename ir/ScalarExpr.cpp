@@ -157,17 +157,6 @@ const char *scalarOpName(ScalarOp op) {
 
 namespace {
 
-template <typename T> T saturate(double v) {
-  if (std::isnan(v))
-    return 0;
-  double t = std::trunc(v);
-  if (t <= static_cast<double>(std::numeric_limits<T>::lowest()))
-    return std::numeric_limits<T>::lowest();
-  if (t >= static_cast<double>(std::numeric_limits<T>::max()))
-    return std::numeric_limits<T>::max();
-  return static_cast<T>(t);
-}
-
 /// `v` stored as float dtype `t` and read back (Tensor::setDouble/getDouble).
 double roundFloat(DType t, double v) {
   switch (t) {
@@ -203,13 +192,13 @@ int64_t wrapInt(DType t, int64_t v) {
 int64_t floatToIntType(DType t, double v) {
   switch (t) {
   case DType::I8:
-    return saturate<int8_t>(v);
+    return saturatingFloatToInt<int8_t>(v);
   case DType::U8:
-    return saturate<uint8_t>(v);
+    return saturatingFloatToInt<uint8_t>(v);
   case DType::I32:
-    return saturate<int32_t>(v);
+    return saturatingFloatToInt<int32_t>(v);
   case DType::I64:
-    return saturate<int64_t>(v);
+    return saturatingFloatToInt<int64_t>(v);
   case DType::Bool:
     return v != 0.0;
   default:

@@ -8,8 +8,10 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -61,6 +63,20 @@ private:
 
 template <typename T> bool failed(const FailureOr<T> &r) {
   return r.failed();
+}
+
+/// Float -> integer conversion as every path of Kiln does it: truncate
+/// toward zero, saturate at the type's range, NaN -> 0 (never undefined
+/// behaviour).
+template <typename T> T saturatingFloatToInt(double v) {
+  if (std::isnan(v))
+    return 0;
+  double t = std::trunc(v);
+  if (t <= static_cast<double>(std::numeric_limits<T>::lowest()))
+    return std::numeric_limits<T>::lowest();
+  if (t >= static_cast<double>(std::numeric_limits<T>::max()))
+    return std::numeric_limits<T>::max();
+  return static_cast<T>(t);
 }
 
 [[noreturn]] inline void reportFatalInternal(const char *what, const char *file, int line) {

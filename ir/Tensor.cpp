@@ -30,18 +30,6 @@ template <typename T> void store(void *p, int64_t i, T v) {
   std::memcpy(static_cast<char *>(p) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
 }
 
-// Saturating float -> integer conversion: out-of-range and NaN values must
-// not be undefined behaviour in the reference kernels.
-template <typename T> T floatToInt(double v) {
-  if (std::isnan(v))
-    return 0;
-  double t = std::trunc(v);
-  if (t <= static_cast<double>(std::numeric_limits<T>::lowest()))
-    return std::numeric_limits<T>::lowest();
-  if (t >= static_cast<double>(std::numeric_limits<T>::max()))
-    return std::numeric_limits<T>::max();
-  return static_cast<T>(t);
-}
 } // namespace
 
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
@@ -132,7 +120,7 @@ int64_t Tensor::getInt(int64_t i) const {
   case DType::Bool:
     return load<uint8_t>(data_, i) ? 1 : 0;
   default:
-    return floatToInt<int64_t>(getDouble(i));
+    return saturatingFloatToInt<int64_t>(getDouble(i));
   }
 }
 
@@ -148,13 +136,13 @@ void Tensor::setDouble(int64_t i, double v) const {
   case DType::F64:
     return store<double>(p, i, v);
   case DType::I8:
-    return store<int8_t>(p, i, floatToInt<int8_t>(v));
+    return store<int8_t>(p, i, saturatingFloatToInt<int8_t>(v));
   case DType::U8:
-    return store<uint8_t>(p, i, floatToInt<uint8_t>(v));
+    return store<uint8_t>(p, i, saturatingFloatToInt<uint8_t>(v));
   case DType::I32:
-    return store<int32_t>(p, i, floatToInt<int32_t>(v));
+    return store<int32_t>(p, i, saturatingFloatToInt<int32_t>(v));
   case DType::I64:
-    return store<int64_t>(p, i, floatToInt<int64_t>(v));
+    return store<int64_t>(p, i, saturatingFloatToInt<int64_t>(v));
   case DType::Bool:
     return store<uint8_t>(p, i, v != 0.0 ? 1 : 0);
   }

@@ -73,7 +73,6 @@ struct OneDnnCall {
   std::string measurement;
 };
 
-
 /// Builds a oneDNN step for `nodes` (anchor, then its epilogue chain). On
 /// failure `why` says why the anchor is not supported (unsupported dtype or
 /// configuration, or oneDNN's own refusal); no diagnostic is emitted.
