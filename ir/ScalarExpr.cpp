@@ -276,25 +276,6 @@ int64_t intRem(int64_t a, int64_t b) {
   return a % b;
 }
 
-/// Exact integer power with wrap-around; a negative exponent gives
-/// trunc(1 / base^-e) and 0 for base 0 (the reference kernel reports that).
-int64_t intPow(int64_t base, int64_t exp) {
-  if (exp < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return exp % 2 == 0 ? 1 : -1;
-    return 0;
-  }
-  int64_t result = 1;
-  for (; exp > 0; exp >>= 1) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-  }
-  return result;
-}
-
 double roundHalfToEven(double x) {
   if (std::fabs(x - std::trunc(x)) == 0.5)
     return 2.0 * std::round(x / 2.0);
@@ -671,7 +652,7 @@ ScalarValue evalBinary(const ScalarNode &n, const ScalarValue &a, const ScalarVa
     v = std::min(x, y);
     break;
   case ScalarOp::Pow:
-    v = intPow(x, y);
+    v = wrappingIntPow(x, y);
     break;
   case ScalarOp::And:
     v = x != 0 && y != 0;
@@ -728,6 +709,23 @@ std::vector<ScalarValue> evaluateScalars(
     vals.push_back(r);
   }
   return vals;
+}
+
+int64_t wrappingIntPow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return exp % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (uint64_t e = static_cast<uint64_t>(exp); e > 0; e >>= 1) {
+    if (e & 1)
+      result *= b;
+    b *= b;
+  }
+  return static_cast<int64_t>(result);
 }
 
 } // namespace kiln

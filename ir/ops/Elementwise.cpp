@@ -5,6 +5,7 @@
 // differ only in a scalar lambda; see Note [Elementwise arithmetic].
 //
 //===----------------------------------------------------------------------===//
+#include "ir/ScalarExpr.h"
 #include "ir/ops/Internal.h"
 
 #include <algorithm>
@@ -207,26 +208,6 @@ int64_t wrapMul(int64_t a, int64_t b) {
 }
 int64_t wrapNeg(int64_t a) {
   return wrap(0 - static_cast<uint64_t>(a));
-}
-
-/// Integer power; `zeroToNegative` is set for 0 raised to a negative power.
-int64_t intPow(int64_t base, int64_t exp, bool &zeroToNegative) {
-  if (exp < 0) {
-    if (base == 0)
-      zeroToNegative = true;
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return exp % 2 == 0 ? 1 : -1;
-    return 0;
-  }
-  int64_t result = 1;
-  for (; exp > 0; exp >>= 1) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-  }
-  return result;
 }
 
 double nanOr(double a, double b, double value) {
@@ -522,7 +503,10 @@ Outputs referencePow(const OpContext &ctx, Inputs in, Results rt) {
   bool zeroToNegative = false;
   auto out = mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double a, double b) { return std::pow(a, b); },
-      [&](int64_t a, int64_t b) { return intPow(a, b, zeroToNegative); });
+      [&](int64_t a, int64_t b) {
+        zeroToNegative |= a == 0 && b < 0;
+        return wrappingIntPow(a, b);
+      });
   if (zeroToNegative)
     return ctx.emitError() << "integer 0 raised to a negative power";
   return out;
