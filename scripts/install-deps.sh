@@ -13,6 +13,7 @@ packages=(
   libdnnl-dev
   python3 python3-numpy
   python3-torch python3-torchvision python3-onnx
+  python3-matplotlib
 )
 
 missing=()
