@@ -4,6 +4,15 @@
 // constant a step reads (sharing the constant's bytes), and one Temp per
 // other value a step writes; graph outputs are whatever buffers hold them.
 //
+// Note [In-place kernels]
+// A kernel group with one output may write it into the memory of an input
+// that dies there: an intermediate (not a graph input, constant or output)
+// that no later group reads, with the same element size and count, when
+// the kernel reads each of its elements only where it writes the output
+// (codegen::canWriteInPlace). The kernel is then compiled to store through
+// the input's pointer, the step declares the pair, and the memory plan
+// gives both one block; Executable::checkMemory() verifies the result.
+//
 // Note [Fallback steps]
 // A node no backend handles runs on its reference kernel (evaluateNode) as
 // an extern step of its own: operands are borrowed from the buffers as
@@ -18,6 +27,7 @@
 #include "codegen/Fusion.h"
 #include "codegen/cpu/CpuJit.h"
 #include "ir/Interpreter.h"
+#include "passes/MemoryPlan.h"
 #include "passes/PassManager.h"
 
 #include <algorithm>
@@ -110,9 +120,19 @@ private:
 /// Builds the Executable step by step.
 class ExecutableBuilder {
 public:
-  ExecutableBuilder(const CompileOptions &options, DiagnosticEngine &diag, CompileReport &report)
+  ExecutableBuilder(const Graph &g, const FusionPlan &plan, const CompileOptions &options,
+                    DiagnosticEngine &diag, CompileReport &report)
       : options_(options), diag_(diag), report_(report),
-        exe_(std::make_unique<runtime::Executable>()) {}
+        exe_(std::make_unique<runtime::Executable>()) {
+    for (const Value *v : g.outputs())
+      graphOutputs_.insert(v);
+    for (size_t i = 0; i < plan.groups.size(); ++i)
+      for (const Value *v : plan.groups[i].inputs)
+        lastReader_[v] = i;
+  }
+
+  /// Groups are added in order; this is the index of the current one.
+  void beginGroup(size_t index) { group_ = index; }
 
   runtime::Executable &exe() { return *exe_; }
   std::unique_ptr<runtime::Executable> take() { return std::move(exe_); }
@@ -155,7 +175,8 @@ public:
     std::vector<const Value *> args(n->operands().begin(), n->operands().end());
     for (unsigned r = 0; r < n->numResults(); ++r)
       args.push_back(n->result(r));
-    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), buffersOf(args));
+    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), buffersOf(args),
+                        static_cast<int32_t>(n->numOperands()));
   }
 
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
@@ -175,6 +196,13 @@ public:
     // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
     schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kernel->inner));
     schedule.parallel = kernel->numOuter() >= 2 * schedule.grain;
+    std::vector<std::pair<int32_t, int32_t>> inPlace;
+    if (const Value *dying = inPlaceCandidate(group, *kernel)) {
+      auto input =
+          std::find(group.inputs.begin(), group.inputs.end(), dying) - group.inputs.begin();
+      schedule.inPlaceInput = {static_cast<int32_t>(input)};
+      inPlace.emplace_back(bufferOf(group.outputs[0]), bufferOf(dying));
+    }
     if (options_.emitKernels)
       report_.kernels += kernel->str() + "\n";
     if (options_.emitLLVM || options_.emitLLVMOptimized) {
@@ -190,8 +218,9 @@ public:
     }
     std::vector<const Value *> args = group.inputs;
     args.insert(args.end(), group.outputs.begin(), group.outputs.end());
-    exe_->addKernelStep(kernel->name, *fn, buffersOf(args), kernel->numOuter(), schedule.parallel,
-                        schedule.grain);
+    exe_->addKernelStep(kernel->name, *fn, buffersOf(args),
+                        static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
+                        schedule.parallel, schedule.grain, std::move(inPlace));
     ++report_.numKernels;
   }
 
@@ -224,7 +253,7 @@ public:
     }
     std::vector<const Value *> args = call->operands;
     args.push_back(call->result);
-    exe_->addExternStep(call->step, buffersOf(args));
+    exe_->addExternStep(call->step, buffersOf(args), static_cast<int32_t>(call->operands.size()));
     std::string line = nodeName(group.nodes.front());
     for (size_t i = 1; i < call->numNodes; ++i)
       line += "+" + nodeName(group.nodes[i]);
@@ -239,12 +268,77 @@ public:
   }
 
 private:
+  /// An input of `group` its one output can overwrite. See Note [In-place
+  /// kernels].
+  const Value *inPlaceCandidate(const FusionGroup &group, const Kernel &kernel) {
+    if (group.outputs.size() != 1 || graphOutputs_.count(group.outputs[0]))
+      return nullptr;
+    for (size_t i = 0; i < group.inputs.size(); ++i) {
+      const Value *v = group.inputs[i];
+      const Node *def = v->definingNode();
+      auto it = buffers_.find(v);
+      if (def && def->kind() != OpKind::Constant && !graphOutputs_.count(v) &&
+          it != buffers_.end() && lastReader_[v] == group_ &&
+          canWriteInPlace(kernel, 0, static_cast<int32_t>(i)))
+        return v;
+    }
+    return nullptr;
+  }
+
   const CompileOptions &options_;
   DiagnosticEngine &diag_;
   CompileReport &report_;
   std::unique_ptr<runtime::Executable> exe_;
   std::unordered_map<const Value *, int32_t> buffers_;
+  std::set<const Value *> graphOutputs_;
+  std::unordered_map<const Value *, size_t> lastReader_;
+  size_t group_ = 0;
 };
+
+/// Plans the arena of `exe` (passes/MemoryPlan.h) and finalizes it.
+LogicalResult planAndFinalize(runtime::Executable &exe, CompileReport &report,
+                              DiagnosticEngine &diag) {
+  const auto &buffers = exe.buffers();
+  std::vector<runtime::BufferLifetime> life = exe.lifetimes();
+  std::vector<LiveInterval> intervals(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (exe.isArenaBuffer(static_cast<int32_t>(i)))
+      intervals[i] = LiveInterval{buffers[i].byteSize(), life[i].first, life[i].last, -1};
+  for (const runtime::Step &s : exe.steps())
+    for (auto [written, read] : s.inPlace)
+      intervals[static_cast<size_t>(written)].reuses = read;
+  MemoryPlan plan = planMemory(intervals);
+  runtime::Status st = exe.finalize(plan.arenaBytes, plan.offsets);
+  if (!st.ok())
+    return diag.emitError(Location()) << "internal error: the memory plan is unsafe: " << st.error;
+
+  MemoryReport &m = report.memory;
+  m.arenaBytes = plan.arenaBytes;
+  m.lowerBound = plan.lowerBound;
+  m.naiveBytes = plan.naiveBytes;
+  m.outputBytes = exe.outputBlockBytes();
+  m.constantBytes = exe.constantBytes();
+  m.peakStep = plan.peakStep;
+  for (const runtime::Step &s : exe.steps())
+    m.inPlace += static_cast<int>(s.inPlace.size());
+  m.buffers.clear();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const runtime::BufferDesc &b = buffers[i];
+    if (b.kind != runtime::BufferDesc::Kind::Temp)
+      continue;
+    MemoryReport::Buffer rb;
+    rb.name = b.name;
+    rb.inArena = b.placement == runtime::BufferDesc::Placement::Arena;
+    rb.offset = b.offset;
+    rb.bytes = b.byteSize();
+    rb.first = life[i].first;
+    rb.last = life[i].last;
+    if (intervals[i].reuses >= 0)
+      rb.inPlaceOf = buffers[static_cast<size_t>(intervals[i].reuses)].name;
+    m.buffers.push_back(std::move(rb));
+  }
+  return success();
+}
 
 /// Replaces symbolic dims of the inputs by their bound sizes.
 LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
@@ -305,6 +399,50 @@ std::string CompileReport::summary() const {
       s += buf;
     }
     s += ")";
+  }
+  return s;
+}
+
+std::string MemoryReport::str(bool perBuffer) const {
+  auto ratio = [](uint64_t a, uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.3f",
+                  b ? static_cast<double>(a) / static_cast<double>(b) : 1.0);
+    return std::string(buf);
+  };
+  auto both = [](uint64_t n) { return formatBytes(n) + " (" + std::to_string(n) + " bytes)"; };
+  std::string s = "memory plan (greedy by size, best fit, 64-byte aligned):\n";
+  s += "  arena        " + both(arenaBytes) + "\n";
+  s += "  lower bound  " + both(lowerBound) + ", the largest live set (step " +
+       std::to_string(peakStep) + "); arena / lower bound = " + ratio(arenaBytes, lowerBound) +
+       "\n";
+  s += "  naive sum    " + both(naiveBytes) +
+       ", every buffer its own memory; arena / naive = " + ratio(arenaBytes, naiveBytes) + "\n";
+  s += "  in place     " + std::to_string(inPlace) + " buffer" + (inPlace == 1 ? "" : "s") +
+       " written over a dying input\n";
+  s += "  outputs      " + both(outputBytes) + " per call (output block)\n";
+  s += "  constants    " + both(constantBytes) + "\n";
+  if (!perBuffer)
+    return s;
+  size_t width = 6;
+  for (const Buffer &b : buffers)
+    width = std::max(width, b.name.size() + 1);
+  char line[512];
+  std::snprintf(line, sizeof(line), "  %-*s %-7s %12s %12s  %-11s %s\n", static_cast<int>(width),
+                "buffer", "region", "offset", "bytes", "steps", "note");
+  s += line;
+  for (const Buffer &b : buffers) {
+    std::string steps =
+        b.first < 0 ? "unused" : std::to_string(b.first) + ".." + std::to_string(b.last);
+    std::string note = b.inPlaceOf.empty() ? "" : "in place of %" + b.inPlaceOf;
+    std::snprintf(line, sizeof(line), "  %-*s %-7s %12llu %12llu  %-11s %s",
+                  static_cast<int>(width), ("%" + b.name).c_str(), b.inArena ? "arena" : "output",
+                  static_cast<unsigned long long>(b.offset),
+                  static_cast<unsigned long long>(b.bytes), steps.c_str(), note.c_str());
+    std::string l = line;
+    while (!l.empty() && l.back() == ' ')
+      l.pop_back();
+    s += l + "\n";
   }
   return s;
 }
@@ -376,10 +514,12 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
       return failure();
     jit = *created;
   }
-  ExecutableBuilder builder(options, diag, report);
+  ExecutableBuilder builder(*g, *plan, options, diag, report);
   builder.addInputs(*g);
   double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0;
-  for (const FusionGroup &group : plan->groups) {
+  for (size_t gi = 0; gi < plan->groups.size(); ++gi) {
+    const FusionGroup &group = plan->groups[gi];
+    builder.beginGroup(gi);
     const auto t0 = Clock::now();
     switch (group.kind) {
     case FusionGroup::Kind::Kernel:
@@ -414,6 +554,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   exe.keepAlive(g);
   if (jit)
     exe.keepAlive(jit);
+  if (failed(planAndFinalize(exe, report, diag)))
+    return failure();
+  endPhase("memory");
   report.steps = exe.describe();
   report.totalSeconds = secondsSince(start);
   return builder.take();

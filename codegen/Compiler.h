@@ -67,6 +67,32 @@ struct CompileOptions {
   std::string dumpDir;
 };
 
+/// The memory plan of a compiled model (passes/MemoryPlan.h).
+struct MemoryReport {
+  uint64_t arenaBytes = 0;
+  /// The largest live set (no plan can use less), at step `peakStep`.
+  uint64_t lowerBound = 0;
+  int32_t peakStep = -1;
+  /// Every intermediate in memory of its own.
+  uint64_t naiveBytes = 0;
+  /// The per-call output block and the constants.
+  uint64_t outputBytes = 0, constantBytes = 0;
+  /// Buffers written in place of a dying input.
+  int inPlace = 0;
+  struct Buffer {
+    std::string name;
+    bool inArena = true; ///< else a graph output, in the output block
+    uint64_t offset = 0, bytes = 0;
+    int32_t first = -1, last = -1; ///< steps
+    std::string inPlaceOf;
+  };
+  /// Every Temp buffer, in buffer order.
+  std::vector<Buffer> buffers;
+
+  /// The summary lines, and with `perBuffer` a table of every buffer.
+  std::string str(bool perBuffer) const;
+};
+
 /// What compile() did.
 struct CompileReport {
   /// FusionPlan::explain() (with options.explain).
@@ -85,6 +111,8 @@ struct CompileReport {
   std::vector<std::string> fallbacks;
   /// The steps (runtime::Executable::describe()).
   std::string steps;
+  /// The memory plan.
+  MemoryReport memory;
 
   /// "3 kernels, 2 library calls, 0 fallbacks; compiled in 41.2 ms (...)".
   std::string summary() const;

@@ -215,6 +215,48 @@ uint64_t Kernel::hash() const {
   return h;
 }
 
+bool canWriteInPlace(const Kernel &k, int32_t output, int32_t input) {
+  if (output < 0 || static_cast<size_t>(output) >= k.outputs.size() || input < 0 ||
+      static_cast<size_t>(input) >= k.inputs.size() || k.outputs.size() != 1 || k.stages.empty())
+    return false;
+  const KernelBuffer &in = k.inputs[static_cast<size_t>(input)];
+  const KernelBuffer &out = k.outputs[static_cast<size_t>(output)];
+  if (dtypeSize(in.dtype) != dtypeSize(out.dtype) || in.numElements() != out.numElements())
+    return false;
+  // One store, in the last stage, a Map.
+  const Stage &last = k.stages.back();
+  if (last.kind != Stage::Kind::Map || last.stores.size() != 1)
+    return false;
+  for (size_t s = 0; s + 1 < k.stages.size(); ++s)
+    if (!k.stages[s].stores.empty())
+      return false;
+  const ScalarRef target = last.stores[0].offset;
+  // Every load of the input reachable from a stage reads `target`.
+  const auto &nodes = k.dag.nodes();
+  std::vector<bool> needed(nodes.size(), false);
+  auto mark = [&](ScalarRef r) {
+    if (r.valid())
+      needed[static_cast<size_t>(r.id)] = true;
+  };
+  for (const Stage &st : k.stages) {
+    mark(st.value);
+    for (const Store &store : st.stores) {
+      mark(store.offset);
+      mark(store.value);
+    }
+  }
+  for (size_t i = nodes.size(); i-- > 0;) {
+    if (!needed[i])
+      continue;
+    const ScalarNode &n = nodes[i];
+    for (unsigned a = 0; a < scalarArity(n.op); ++a)
+      mark(n.args[a]);
+    if (n.op == ScalarOp::Load && n.slot == input && !(n.args[0] == target))
+      return false;
+  }
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // The interpreter
 //===----------------------------------------------------------------------===//

@@ -115,7 +115,21 @@ struct Schedule {
   int64_t grain = 1;
   /// Vector width hint for the inner loop (0: let the backend choose).
   int vectorWidth = 0;
+  /// Per output: the input whose memory it is written into (in place), or
+  /// -1; empty means none. Only pairs canWriteInPlace() accepts. The
+  /// runtime passes the same pointer for both; the backend stores through
+  /// the input's pointer so that the aliasing is visible to its optimizer.
+  std::vector<int32_t> inPlaceInput;
 };
+
+/// Whether output `output` of `k` may be written into the memory of input
+/// `input` (which nobody reads after this kernel): the kernel has that one
+/// output, stored once, by its last stage (a Map); the two buffers have the
+/// same element size and count; and every load of the input reads exactly
+/// the element the store writes at that point (the same offset
+/// expression). Then each element is read only at the point that
+/// overwrites it, by that point's earlier stages or before the store.
+bool canWriteInPlace(const Kernel &k, int32_t output, int32_t input);
 
 /// Runs a kernel on host buffers with evaluateScalars: slow, obviously
 /// correct; the oracle for backend tests. `buffers` holds the inputs then the

@@ -13,6 +13,20 @@
 // calling thread's data environment only, so concurrent runs with different
 // thread counts do not disturb each other.
 //
+// Note [Arena]
+// finalize() turns the plan into an argument table: one pointer per
+// (step, buffer) slot, steps' slots contiguous from Step::argBegin. A
+// context owns an arena and a copy of the table with the arena and constant
+// pointers resolved; per call only the slots of inputs and output-block
+// buffers are patched (a short list), so a step costs a load of its
+// argument base and a direct call of its KernelFn (or one virtual call for
+// an extern step): no lookups, no allocation. Contexts are pooled: a call
+// takes one under a mutex (uncontended: tens of nanoseconds, once per
+// call) and returns it; the pool grows to the most calls that ever ran at
+// once. The output block of a call is handed out inside the output
+// tensors' shared storage; when the caller drops the last of them it goes
+// back to the pool (or is freed, if the Executable is gone).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/Executable.h"
 
@@ -23,6 +37,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <set>
 
 namespace kiln::runtime {
 
@@ -38,6 +54,10 @@ std::shared_ptr<void> alignedAlloc(size_t bytes, bool zero) {
   if (zero)
     std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void *q) { std::free(q); });
+}
+
+uint64_t roundUp(uint64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 bool isAligned(const void *p) {
@@ -120,8 +140,40 @@ int64_t BufferDesc::numElements() const {
 ExternStep::~ExternStep() = default;
 
 //===----------------------------------------------------------------------===//
+// Pools
+//===----------------------------------------------------------------------===//
+
+/// A call's arena and resolved argument table. See Note [Arena].
+struct Executable::Context {
+  std::shared_ptr<void> arena;
+  std::vector<void *> args;
+};
+
+struct Executable::Pools {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Context>> contexts;
+  size_t created = 0;
+  std::vector<void *> outputBlocks;
+  uint64_t outputBytes = 0;
+
+  ~Pools() {
+    for (void *p : outputBlocks)
+      std::free(p);
+  }
+};
+
+namespace {
+
+enum ArgKind : uint8_t { kAbsolute, kArena, kInput, kOutputBlock };
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
 // Building
 //===----------------------------------------------------------------------===//
+
+Executable::Executable() : pools_(std::make_shared<Pools>()) {}
+Executable::~Executable() = default;
 
 int32_t Executable::addInput(DType dtype, std::vector<int64_t> shape, std::string name) {
   BufferDesc b;
@@ -162,26 +214,248 @@ int32_t Executable::addTemp(DType dtype, std::vector<int64_t> shape, std::string
 }
 
 void Executable::addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers,
-                               int64_t numOuter, bool parallel, int64_t grain) {
+                               int32_t numReads, int64_t numOuter, bool parallel, int64_t grain,
+                               std::vector<std::pair<int32_t, int32_t>> inPlace) {
   Step s;
   s.kind = Step::Kind::Kernel;
   s.name = std::move(name);
   s.fn = fn;
   s.buffers = std::move(buffers);
+  s.numReads = numReads;
+  s.inPlace = std::move(inPlace);
   s.numOuter = numOuter;
   s.parallel = parallel;
   s.grain = std::max<int64_t>(grain, 1);
   steps_.push_back(std::move(s));
 }
 
-void Executable::addExternStep(std::shared_ptr<const ExternStep> step,
-                               std::vector<int32_t> buffers) {
+void Executable::addExternStep(std::shared_ptr<const ExternStep> step, std::vector<int32_t> buffers,
+                               int32_t numReads) {
   Step s;
   s.kind = Step::Kind::Extern;
   s.name = step->describe();
   s.buffers = std::move(buffers);
+  s.numReads = numReads;
   s.externStep = std::move(step);
   steps_.push_back(std::move(s));
+}
+
+std::vector<BufferLifetime> Executable::lifetimes() const {
+  std::vector<BufferLifetime> life(buffers_.size());
+  for (size_t si = 0; si < steps_.size(); ++si)
+    for (int32_t id : steps_[si].buffers) {
+      if (id < 0 || static_cast<size_t>(id) >= buffers_.size())
+        continue;
+      BufferLifetime &l = life[static_cast<size_t>(id)];
+      if (l.first < 0)
+        l.first = static_cast<int32_t>(si);
+      l.last = static_cast<int32_t>(si);
+    }
+  return life;
+}
+
+bool Executable::isArenaBuffer(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= buffers_.size() ||
+      buffers_[static_cast<size_t>(id)].kind != BufferDesc::Kind::Temp)
+    return false;
+  return std::find(outputs_.begin(), outputs_.end(), id) == outputs_.end();
+}
+
+Status Executable::finalize() {
+  std::vector<uint64_t> offsets(buffers_.size(), 0);
+  uint64_t end = 0;
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (isArenaBuffer(static_cast<int32_t>(i))) {
+      offsets[i] = end;
+      end += roundUp(buffers_[i].byteSize());
+    }
+  return finalize(end, offsets);
+}
+
+Status Executable::finalize(uint64_t arenaBytes, const std::vector<uint64_t> &offsets) {
+  if (finalized_)
+    return Status::failure("the executable is already finalized");
+  if (offsets.size() != buffers_.size())
+    return Status::failure("the memory plan has " + std::to_string(offsets.size()) +
+                           " offsets for " + std::to_string(buffers_.size()) + " buffers");
+  // Place: arena Temps at their planned offsets, graph outputs one after
+  // the other in the output block (a buffer named twice once).
+  const std::vector<BufferDesc> saved = buffers_;
+  uint64_t outputEnd = 0;
+  std::set<int32_t> seen;
+  for (int32_t id : outputs_) {
+    if (id < 0 || static_cast<size_t>(id) >= buffers_.size())
+      return Status::failure("output buffer " + std::to_string(id) + " does not exist");
+    BufferDesc &b = buffers_[static_cast<size_t>(id)];
+    if (!seen.insert(id).second)
+      continue;
+    b.placement = BufferDesc::Placement::OutputBlock;
+    b.offset = outputEnd;
+    outputEnd += roundUp(b.byteSize());
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (isArenaBuffer(static_cast<int32_t>(i))) {
+      buffers_[i].placement = BufferDesc::Placement::Arena;
+      buffers_[i].offset = offsets[i];
+    }
+  arenaBytes_ = arenaBytes;
+  outputBytes_ = outputEnd;
+  if (Status st = checkMemory(); !st.ok()) {
+    buffers_ = saved;
+    arenaBytes_ = outputBytes_ = 0;
+    return st;
+  }
+
+  // The argument table. See Note [Arena].
+  argTemplate_.clear();
+  argKind_.clear();
+  mayParallel_.clear();
+  for (Step &s : steps_) {
+    s.argBegin = static_cast<uint32_t>(argTemplate_.size());
+    for (int32_t id : s.buffers) {
+      const BufferDesc &b = buffers_[static_cast<size_t>(id)];
+      switch (b.kind) {
+      case BufferDesc::Kind::Input:
+        argKind_.push_back(kInput);
+        argTemplate_.push_back(static_cast<uintptr_t>(b.inputIndex));
+        break;
+      case BufferDesc::Kind::Constant:
+        argKind_.push_back(kAbsolute);
+        argTemplate_.push_back(reinterpret_cast<uintptr_t>(b.constant.data));
+        break;
+      case BufferDesc::Kind::Temp:
+        argKind_.push_back(b.placement == BufferDesc::Placement::Arena ? kArena : kOutputBlock);
+        argTemplate_.push_back(b.offset);
+        break;
+      }
+    }
+    mayParallel_.push_back(s.kind == Step::Kind::Kernel && s.parallel && s.numOuter >= 2 * s.grain);
+  }
+  pools_->outputBytes = outputBytes_;
+  finalized_ = true;
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Checking the memory layout
+//===----------------------------------------------------------------------===//
+
+Status Executable::checkMemory() const {
+  auto name = [&](int32_t id) { return "%" + buffers_[static_cast<size_t>(id)].name; };
+  auto range = [&](int32_t id) {
+    const BufferDesc &b = buffers_[static_cast<size_t>(id)];
+    return "[" + std::to_string(b.offset) + ", " + std::to_string(b.offset + b.byteSize()) + ")";
+  };
+  const size_t n = buffers_.size();
+
+  // Structure, and where each buffer is first written and last accessed.
+  std::vector<int32_t> def(n, -1), last(n, -1);
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step &s = steps_[si];
+    const std::string where = "step " + std::to_string(si) + " (" + s.name + ")";
+    if (s.numReads < 0 || static_cast<size_t>(s.numReads) > s.buffers.size())
+      return Status::failure(where + " reads " + std::to_string(s.numReads) + " of its " +
+                             std::to_string(s.buffers.size()) + " buffers");
+    if (s.kind == Step::Kind::Kernel ? !s.fn : !s.externStep)
+      return Status::failure(where + " has nothing to run");
+    for (size_t j = 0; j < s.buffers.size(); ++j) {
+      int32_t id = s.buffers[j];
+      if (id < 0 || static_cast<size_t>(id) >= n)
+        return Status::failure(where + " names buffer " + std::to_string(id) +
+                               ", which does not exist");
+      const BufferDesc &b = buffers_[static_cast<size_t>(id)];
+      const bool writes = j >= static_cast<size_t>(s.numReads);
+      if (writes && std::find(s.buffers.begin(), s.buffers.begin() + s.numReads, id) !=
+                        s.buffers.begin() + s.numReads)
+        return Status::failure(where + " reads and writes " + name(id));
+      if (writes && b.kind != BufferDesc::Kind::Temp)
+        return Status::failure(where + " writes " + name(id) + ", " +
+                               (b.kind == BufferDesc::Kind::Input ? "an input" : "a constant"));
+      if (b.kind == BufferDesc::Kind::Temp) {
+        if (!writes && def[static_cast<size_t>(id)] < 0)
+          return Status::failure(where + " reads " + name(id) + " before any step writes it");
+        if (writes && def[static_cast<size_t>(id)] < 0)
+          def[static_cast<size_t>(id)] = static_cast<int32_t>(si);
+      }
+      last[static_cast<size_t>(id)] = static_cast<int32_t>(si);
+    }
+  }
+  for (int32_t id : outputs_)
+    if (id >= 0 && static_cast<size_t>(id) < n &&
+        buffers_[static_cast<size_t>(id)].kind == BufferDesc::Kind::Temp &&
+        def[static_cast<size_t>(id)] < 0)
+      return Status::failure("output " + name(id) + " is never written");
+
+  // Placement: aligned, inside its region.
+  std::vector<int32_t> arena, outputBlock;
+  for (size_t i = 0; i < n; ++i) {
+    const BufferDesc &b = buffers_[i];
+    if (b.kind != BufferDesc::Kind::Temp)
+      continue;
+    const auto id = static_cast<int32_t>(i);
+    uint64_t limit = 0;
+    if (b.placement == BufferDesc::Placement::Arena) {
+      limit = arenaBytes_;
+      if (def[i] >= 0)
+        arena.push_back(id);
+    } else if (b.placement == BufferDesc::Placement::OutputBlock) {
+      limit = outputBytes_;
+      outputBlock.push_back(id);
+    } else {
+      if (def[i] >= 0)
+        return Status::failure(name(id) + " has no memory");
+      continue;
+    }
+    if (b.offset % kAlignment != 0)
+      return Status::failure(name(id) + " at offset " + std::to_string(b.offset) +
+                             " is not aligned to " + std::to_string(kAlignment) + " bytes");
+    if (b.offset > limit || b.byteSize() > limit - b.offset)
+      return Status::failure(
+          name(id) + " " + range(id) + " is outside its " +
+          (b.placement == BufferDesc::Placement::Arena ? "arena" : "output block") + " of " +
+          std::to_string(limit) + " bytes");
+  }
+  auto overlap = [&](int32_t a, int32_t b) {
+    const BufferDesc &x = buffers_[static_cast<size_t>(a)], &y = buffers_[static_cast<size_t>(b)];
+    return x.byteSize() && y.byteSize() && x.offset < y.offset + y.byteSize() &&
+           y.offset < x.offset + x.byteSize();
+  };
+  // Outputs are all live to the end of the call.
+  for (size_t i = 0; i < outputBlock.size(); ++i)
+    for (size_t j = i + 1; j < outputBlock.size(); ++j)
+      if (overlap(outputBlock[i], outputBlock[j]))
+        return Status::failure("outputs " + name(outputBlock[i]) + " " + range(outputBlock[i]) +
+                               " and " + name(outputBlock[j]) + " " + range(outputBlock[j]) +
+                               " overlap");
+
+  // Walk the steps: what a step writes must not overlap anything live.
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step &s = steps_[si];
+    const auto step = static_cast<int32_t>(si);
+    for (size_t j = static_cast<size_t>(s.numReads); j < s.buffers.size(); ++j) {
+      const int32_t w = s.buffers[j];
+      if (buffers_[static_cast<size_t>(w)].placement != BufferDesc::Placement::Arena)
+        continue;
+      for (int32_t u : arena) {
+        const auto ui = static_cast<size_t>(u);
+        if (u == w || def[ui] > step || last[ui] < step || !overlap(u, w))
+          continue;
+        const bool declared =
+            std::find(s.inPlace.begin(), s.inPlace.end(), std::make_pair(w, u)) != s.inPlace.end();
+        const bool readHere = std::find(s.buffers.begin(), s.buffers.begin() + s.numReads, u) !=
+                              s.buffers.begin() + s.numReads;
+        const BufferDesc &wb = buffers_[static_cast<size_t>(w)], &ub = buffers_[ui];
+        if (declared && readHere && last[ui] == step && def[ui] < step && wb.offset == ub.offset &&
+            wb.byteSize() == ub.byteSize())
+          continue;
+        return Status::failure("step " + std::to_string(si) + " (" + s.name + ") writes " +
+                               name(w) + " " + range(w) + " over " + name(u) + " " + range(u) +
+                               ", live from step " + std::to_string(def[ui]) + " to step " +
+                               std::to_string(last[ui]));
+      }
+    }
+  }
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -217,114 +491,174 @@ Status Executable::checkInputs(std::span<const HostTensor> inputs) const {
   return errors.empty() ? Status::success() : Status::failure(errors);
 }
 
-Status Executable::runKernelStep(const Step &s, void *const *ptrs, int threads) const {
-  const int64_t n = s.numOuter;
-  if (n <= 0)
-    return Status::success();
-  int64_t nt = std::min<int64_t>(threads, n / s.grain);
-  if (!s.parallel || nt < 2 || omp_in_parallel()) {
-    s.fn(ptrs, 0, n);
-    return Status::success();
+size_t Executable::pooledContexts() const {
+  std::lock_guard<std::mutex> lock(pools_->mutex);
+  return pools_->created;
+}
+
+Status Executable::runSteps(Context &ctx, int threads, const RunOptions &options,
+                            RunProfile *profile) const {
+  void *const *args = ctx.args.data();
+  // A call from inside an OpenMP region of the caller's runs serially (a
+  // nested region would be serialized anyway).
+  const bool serialOnly = threads < 2 || omp_in_parallel();
+  const bool timing = profile && options.profile;
+  if (timing && profile->stepSeconds.size() != steps_.size())
+    profile->stepSeconds.assign(steps_.size(), 0.0);
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step &s = steps_[si];
+    void *const *a = args + s.argBegin;
+    const auto start =
+        timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    if (s.kind == Step::Kind::Kernel) {
+      const int64_t n = s.numOuter;
+      if (serialOnly || !mayParallel_[si]) {
+        s.fn(a, 0, n);
+      } else {
+        const int nt = static_cast<int>(std::min<int64_t>(threads, n / s.grain));
+        const KernelFn fn = s.fn;
+#pragma omp parallel num_threads(nt)
+        {
+          const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+          const int64_t begin = n * t / count, end = n * (t + 1) / count;
+          if (begin < end)
+            fn(a, begin, end);
+        }
+      }
+    } else {
+      // A step that throws (out of memory in a library, say) fails this run
+      // with a status; it must not take the process down.
+      Status st;
+      try {
+        st = s.externStep->run(std::span<void *const>(a, s.buffers.size()), StepContext{threads});
+      } catch (const std::exception &e) {
+        st = Status::failure(std::string("exception: ") + e.what());
+      }
+      if (!st.ok())
+        return Status::failure("step " + std::to_string(si) + " (" + s.name + "): " + st.error);
+    }
+    if (timing)
+      profile->stepSeconds[si] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  const KernelFn fn = s.fn;
-#pragma omp parallel num_threads(static_cast <int>(nt))
-  {
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    const int64_t begin = n * t / count, end = n * (t + 1) / count;
-    if (begin < end)
-      fn(ptrs, begin, end);
-  }
+  if (timing)
+    ++profile->runs;
   return Status::success();
 }
 
 Status Executable::run(std::span<const HostTensor> inputs, std::vector<HostTensor> &outputs,
                        const RunOptions &options, RunProfile *profile) const {
+  if (!finalized_)
+    return Status::failure("the executable has no memory plan (finalize() was not called)");
   if (Status st = checkInputs(inputs); !st.ok())
     return st;
   const int threads = resolveThreads(options.threads);
-
-  // Bind every buffer: inputs (copied when misaligned), constants, and a
-  // fresh allocation per temp. See Note [Threads] for why this is reentrant.
-  std::vector<void *> ptrs(buffers_.size(), nullptr);
-  std::vector<std::shared_ptr<void>> owned(buffers_.size());
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    const BufferDesc &b = buffers_[i];
-    switch (b.kind) {
-    case BufferDesc::Kind::Input: {
-      const HostTensor &t = inputs[static_cast<size_t>(b.inputIndex)];
-      if (isAligned(t.data)) {
-        ptrs[i] = t.data;
-      } else {
-        owned[i] = alignedAlloc(b.byteSize(), false);
-        if (!owned[i])
-          return Status::failure("out of memory copying input %" + b.name);
-        std::memcpy(owned[i].get(), t.data, b.byteSize());
-        ptrs[i] = owned[i].get();
-      }
-      break;
-    }
-    case BufferDesc::Kind::Constant:
-      ptrs[i] = b.constant.data;
-      break;
-    case BufferDesc::Kind::Temp:
-      owned[i] = alignedAlloc(b.byteSize(), false);
-      if (!owned[i])
-        return Status::failure("out of memory allocating %" + b.name + " (" +
-                               std::to_string(b.byteSize()) + " bytes)");
-      ptrs[i] = owned[i].get();
-      break;
-    }
-  }
-
-  if (profile && options.profile && profile->stepSeconds.size() != steps_.size())
-    profile->stepSeconds.assign(steps_.size(), 0.0);
-  std::vector<void *> args;
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    const Step &s = steps_[si];
-    args.clear();
-    for (int32_t id : s.buffers)
-      args.push_back(ptrs[static_cast<size_t>(id)]);
-    const auto start = std::chrono::steady_clock::now();
-    Status st;
-    if (s.kind == Step::Kind::Kernel) {
-      st = runKernelStep(s, args.data(), threads);
-    } else {
-      ScopedOmpThreads scope(threads);
-      // A step that throws (out of memory in a library, say) fails this run
-      // with a status; it must not take the process down.
-      try {
-        st = s.externStep->run(std::span<void *const>(args.data(), args.size()),
-                               StepContext{threads});
-      } catch (const std::exception &e) {
-        st = Status::failure(std::string("exception: ") + e.what());
-      }
-    }
-    if (!st.ok())
-      return Status::failure("step " + std::to_string(si) + " (" + s.name + "): " + st.error);
-    if (profile && options.profile)
-      profile->stepSeconds[si] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  if (profile && options.profile)
-    ++profile->runs;
-
-  // Hand out the outputs: a temp's allocation moves to the first output
-  // naming it (later ones share it); inputs and constants are copied.
+  // The previous call's outputs, if the caller holds them nowhere else, go
+  // back to the pool before this call takes a block.
   outputs.clear();
+
+  // A context from the pool (or a new one). See Note [Arena].
+  std::unique_ptr<Context> ctx;
+  void *block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pools_->mutex);
+    if (!pools_->contexts.empty()) {
+      ctx = std::move(pools_->contexts.back());
+      pools_->contexts.pop_back();
+    }
+    if (!pools_->outputBlocks.empty()) {
+      block = pools_->outputBlocks.back();
+      pools_->outputBlocks.pop_back();
+    }
+  }
+  if (!ctx) {
+    ctx = std::make_unique<Context>();
+    ctx->arena = alignedAlloc(arenaBytes_, /*zero=*/false);
+    if (!ctx->arena)
+      return Status::failure("out of memory allocating the arena (" + std::to_string(arenaBytes_) +
+                             " bytes)");
+    auto *base = static_cast<char *>(ctx->arena.get());
+    ctx->args.resize(argTemplate_.size());
+    for (size_t i = 0; i < argTemplate_.size(); ++i)
+      ctx->args[i] = argKind_[i] == kArena      ? static_cast<void *>(base + argTemplate_[i])
+                     : argKind_[i] == kAbsolute ? reinterpret_cast<void *>(argTemplate_[i])
+                                                : nullptr;
+    std::lock_guard<std::mutex> lock(pools_->mutex);
+    ++pools_->created;
+  }
+  // Gives the context back however this call ends.
+  struct Return {
+    Pools &pools;
+    std::unique_ptr<Context> &ctx;
+    ~Return() {
+      std::lock_guard<std::mutex> lock(pools.mutex);
+      pools.contexts.push_back(std::move(ctx));
+    }
+  } giveBack{*pools_, ctx};
+
+  // The output block, owned by the outputs' storage: back to the pool when
+  // the caller drops the last of them.
+  if (!block) {
+    block = std::aligned_alloc(kAlignment, roundUp(std::max<uint64_t>(outputBytes_, 1)));
+    if (!block)
+      return Status::failure("out of memory allocating the outputs (" +
+                             std::to_string(outputBytes_) + " bytes)");
+  }
+  std::shared_ptr<void> blockOwner(block, [weak = std::weak_ptr<Pools>(pools_)](void *p) {
+    if (auto pools = weak.lock()) {
+      std::lock_guard<std::mutex> lock(pools->mutex);
+      pools->outputBlocks.push_back(p);
+    } else {
+      std::free(p);
+    }
+  });
+  auto *outBase = static_cast<char *>(block);
+
+  // Inputs (copied when misaligned) and output-block buffers.
+  std::vector<std::shared_ptr<void>> inputCopies;
+  std::vector<void *> inputPtrs(numInputs_);
+  for (size_t i = 0; i < numInputs_; ++i) {
+    const HostTensor &t = inputs[i];
+    if (isAligned(t.data)) {
+      inputPtrs[i] = t.data;
+      continue;
+    }
+    auto copy = alignedAlloc(t.byteSize(), false);
+    if (!copy)
+      return Status::failure("out of memory copying input %" +
+                             buffers_[static_cast<size_t>(inputIds_[i])].name);
+    std::memcpy(copy.get(), t.data, t.byteSize());
+    inputPtrs[i] = copy.get();
+    inputCopies.push_back(std::move(copy));
+  }
+  for (size_t i = 0; i < argTemplate_.size(); ++i) {
+    if (argKind_[i] == kInput)
+      ctx->args[i] = inputPtrs[argTemplate_[i]];
+    else if (argKind_[i] == kOutputBlock)
+      ctx->args[i] = outBase + argTemplate_[i];
+  }
+
+  // Extern steps (oneDNN) take their thread count from the calling thread's
+  // OpenMP ICV: set it for the call. See Note [Threads].
+  {
+    ScopedOmpThreads scope(threads);
+    if (Status st = runSteps(*ctx, threads, options, profile); !st.ok())
+      return st;
+  }
+
+  // The outputs: views of the block; inputs and constants are copied in.
+  outputs.reserve(outputs_.size());
   for (int32_t id : outputs_) {
     const BufferDesc &b = buffers_[static_cast<size_t>(id)];
     HostTensor t;
     t.dtype = b.dtype;
     t.shape = b.shape;
-    if (b.kind == BufferDesc::Kind::Temp) {
-      t.storage = owned[static_cast<size_t>(id)];
-    } else {
-      t.storage = alignedAlloc(b.byteSize(), false);
-      if (!t.storage)
-        return Status::failure("out of memory copying output %" + b.name);
-      std::memcpy(t.storage.get(), ptrs[static_cast<size_t>(id)], b.byteSize());
-    }
-    t.data = t.storage.get();
+    t.data = outBase + b.offset;
+    t.storage = std::shared_ptr<void>(blockOwner, t.data);
+    if (b.kind == BufferDesc::Kind::Input)
+      std::memcpy(t.data, inputs[static_cast<size_t>(b.inputIndex)].data, b.byteSize());
+    else if (b.kind == BufferDesc::Kind::Constant)
+      std::memcpy(t.data, b.constant.data, b.byteSize());
     outputs.push_back(std::move(t));
   }
   return Status::success();
@@ -334,10 +668,18 @@ Status Executable::run(std::span<const HostTensor> inputs, std::vector<HostTenso
 // Introspection
 //===----------------------------------------------------------------------===//
 
-size_t Executable::tempBytes() const {
-  size_t total = 0;
+uint64_t Executable::tempBytes() const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (isArenaBuffer(static_cast<int32_t>(i)))
+      total += buffers_[i].byteSize();
+  return total;
+}
+
+uint64_t Executable::constantBytes() const {
+  uint64_t total = 0;
   for (const BufferDesc &b : buffers_)
-    if (b.kind == BufferDesc::Kind::Temp)
+    if (b.kind == BufferDesc::Kind::Constant)
       total += b.byteSize();
   return total;
 }
@@ -353,6 +695,9 @@ std::string Executable::describe() const {
     s += ")";
     if (st.kind == Step::Kind::Kernel)
       s += " outer=" + std::to_string(st.numOuter) + (st.parallel ? " parallel" : " serial");
+    for (auto [w, r] : st.inPlace)
+      s += " %" + buffers_[static_cast<size_t>(w)].name + " in place of %" +
+           buffers_[static_cast<size_t>(r)].name;
     s += "\n";
   }
   return s;

@@ -1,8 +1,8 @@
 //===- Executable.h - A compiled model: buffers and steps -------*- C++ -*-===//
 //
 // An Executable is what the compiler produces and the runtime runs: a list
-// of buffers (graph inputs, outputs, constants, intermediates) and a list of
-// steps in execution order, each reading and writing buffers by id:
+// of buffers (graph inputs, constants, intermediates and outputs) and a
+// list of steps in execution order, each reading and writing buffers by id:
 //
 //   - kernel steps call a generated KernelFn (runtime/KernelABI.h) over the
 //     outer range [0, numOuter), split across OpenMP threads when the range
@@ -11,10 +11,16 @@
 //   - extern steps call an ExternStep, an interface implemented outside the
 //     runtime (oneDNN library calls, reference-kernel fallbacks).
 //
-// The Executable is immutable once built and run() is const and reentrant:
-// every call allocates its own intermediates (one 64-byte aligned
-// allocation per buffer for now; issue 5 replaces this with a pooled
-// arena), so several threads may run one Executable at once.
+// Memory (Note [Arena]): intermediates live in one arena at offsets the
+// compiler planned (passes/MemoryPlan.h), graph outputs in one output block
+// per call, constants in the Executable. finalize() fixes the layout and
+// resolves every step's argument pointers into a table; after it the
+// Executable is immutable, and run() is const and safe to call from many
+// threads at once: each call takes a context (its arena and its resolved
+// argument table) from a pool, patches the input and output pointers into
+// it and gives it back, so steady-state calls allocate nothing but the
+// output block, which is pooled too (it returns to the pool when the caller
+// drops the last output tensor of that call).
 //
 // The runtime does not link LLVM nor include the compiler (ir/ only for the
 // DType enum, which is header-only): a compiled model runs without them.
@@ -90,6 +96,9 @@ public:
 /// Description of one buffer.
 struct BufferDesc {
   enum class Kind : uint8_t { Input, Constant, Temp };
+  /// Where a Temp lives once finalized: in the arena, or (a graph output) in
+  /// the per-call output block.
+  enum class Placement : uint8_t { None, Arena, OutputBlock };
   Kind kind = Kind::Temp;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
@@ -99,6 +108,10 @@ struct BufferDesc {
   int inputIndex = -1;
   /// Constant: its bytes (64-byte aligned; copied at addConstant if not).
   HostTensor constant;
+  /// Temps (and inputs or constants that are graph outputs, copied into the
+  /// output block): where, after finalize().
+  Placement placement = Placement::None;
+  uint64_t offset = 0;
 
   int64_t numElements() const;
   size_t byteSize() const { return static_cast<size_t>(numElements()) * elementSize(dtype); }
@@ -110,8 +123,15 @@ struct Step {
   Kind kind = Kind::Kernel;
   /// For profiles: the kernel name or the extern step's description.
   std::string name;
-  /// Buffer ids: a kernel's inputs then outputs; an extern step's operands.
+  /// Buffer ids: a kernel's inputs then outputs; an extern step's operands
+  /// then results. The first `numReads` are only read, the rest written.
   std::vector<int32_t> buffers;
+  int32_t numReads = 0;
+  /// (written buffer, read buffer): the write takes over the read buffer's
+  /// memory (same offset), which dies at this step. Only for steps compiled
+  /// to allow it (a kernel reading each element of the input exactly where
+  /// it writes the output, before writing it); checkMemory() checks the rest.
+  std::vector<std::pair<int32_t, int32_t>> inPlace;
   // Kernel steps:
   KernelFn fn = nullptr;
   int64_t numOuter = 0;
@@ -121,6 +141,8 @@ struct Step {
   int64_t grain = 1;
   // Extern steps:
   std::shared_ptr<const ExternStep> externStep;
+  /// Set by finalize(): the step's arguments in a context's table.
+  uint32_t argBegin = 0;
 };
 
 /// Options of a run.
@@ -138,26 +160,37 @@ struct RunProfile {
   int64_t runs = 0;
 };
 
+/// First and last step accessing a buffer (inclusive; -1 when none does).
+struct BufferLifetime {
+  int32_t first = -1, last = -1;
+};
+
 class Executable {
 public:
-  Executable() = default;
+  Executable();
+  ~Executable();
   Executable(const Executable &) = delete;
   Executable &operator=(const Executable &) = delete;
 
   //===------------------------------------------------------------------===//
-  // Building (before the first run)
+  // Building (before finalize())
   //===------------------------------------------------------------------===//
 
   /// Adds graph input number inputIndex() (inputs must be added in order).
   int32_t addInput(DType dtype, std::vector<int64_t> shape, std::string name);
   /// Adds a constant; its bytes are shared (copied when not 64-byte aligned).
   int32_t addConstant(HostTensor value, std::string name);
-  /// Adds an intermediate or output buffer, allocated per run.
+  /// Adds an intermediate or output buffer.
   int32_t addTemp(DType dtype, std::vector<int64_t> shape, std::string name);
-  /// Appends a step; its buffer ids must exist.
-  void addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers, int64_t numOuter,
-                     bool parallel = true, int64_t grain = 1);
-  void addExternStep(std::shared_ptr<const ExternStep> step, std::vector<int32_t> buffers);
+  /// Appends a kernel step; `buffers` are its `numReads` inputs then its
+  /// outputs.
+  void addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers, int32_t numReads,
+                     int64_t numOuter, bool parallel = true, int64_t grain = 1,
+                     std::vector<std::pair<int32_t, int32_t>> inPlace = {});
+  /// Appends an extern step; `buffers` are its `numReads` operands then its
+  /// results.
+  void addExternStep(std::shared_ptr<const ExternStep> step, std::vector<int32_t> buffers,
+                     int32_t numReads);
   /// The graph outputs, in order (any buffer kind; ids may repeat).
   void setOutputs(std::vector<int32_t> outputs) { outputs_ = std::move(outputs); }
   /// Default thread count of run() (0: OpenMP's default, omp_get_max_threads()).
@@ -166,19 +199,46 @@ public:
   /// owns the kernels' code, the graph the fallback steps read, ...).
   void keepAlive(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
 
+  /// Each buffer's lifetime over the steps (what a memory plan packs).
+  std::vector<BufferLifetime> lifetimes() const;
+  /// True for the Temps that live in the arena (the others are inputs,
+  /// constants and graph outputs).
+  bool isArenaBuffer(int32_t id) const;
+
+  /// Fixes the memory layout: arena Temps at `offsets[id]` (indexed by
+  /// buffer id; other entries ignored) in an arena of `arenaBytes`, graph
+  /// outputs in the output block; then checks it (checkMemory()) and
+  /// resolves the argument table. Fails, changing nothing, when the plan is
+  /// wrong. Call once, after every step and setOutputs().
+  Status finalize(uint64_t arenaBytes, const std::vector<uint64_t> &offsets);
+  /// finalize() with every arena Temp in memory of its own (no sharing).
+  Status finalize();
+  bool finalized() const { return finalized_; }
+
   //===------------------------------------------------------------------===//
   // Running
   //===------------------------------------------------------------------===//
 
   /// Checks `inputs` (count, dtype, shape; each mismatch named with the
   /// expected and given types), runs every step, and returns the outputs in
-  /// `outputs`. Outputs never alias inputs or constants (those are copied).
-  /// Safe to call from several threads at once.
+  /// `outputs` (replacing what it held; a vector reused across calls lets
+  /// the previous call's output block be reused). Outputs never alias inputs
+  /// or constants (those are copied). Safe to call from several threads at
+  /// once. Fails before finalize().
   Status run(std::span<const HostTensor> inputs, std::vector<HostTensor> &outputs,
              const RunOptions &options = {}, RunProfile *profile = nullptr) const;
 
   /// Checks `inputs` only (what run() checks first).
   Status checkInputs(std::span<const HostTensor> inputs) const;
+
+  /// Proves the memory layout safe by walking the steps: every placed
+  /// buffer is aligned and inside its region; no step reads a Temp before a
+  /// step writes it or writes an input or a constant; and no buffer a step
+  /// writes overlaps a buffer that is live at that step (written before
+  /// and read at or after it, or written by the same step), except a
+  /// declared in-place pair (same offset and size, the read buffer dying
+  /// there). Independent of how the plan was made.
+  Status checkMemory() const;
 
   //===------------------------------------------------------------------===//
   // Introspection
@@ -191,13 +251,23 @@ public:
   int defaultThreads() const { return defaultThreads_; }
   /// The thread count a run with `requested` threads uses (>= 1).
   int resolveThreads(int requested) const;
-  /// Bytes of all Temp buffers (what one run allocates).
-  size_t tempBytes() const;
+  /// Bytes of the arena one call uses (after finalize()).
+  uint64_t arenaBytes() const { return arenaBytes_; }
+  /// Bytes of one call's output block (after finalize()).
+  uint64_t outputBlockBytes() const { return outputBytes_; }
+  /// Bytes of all Temp buffers that are not graph outputs, each on its own.
+  uint64_t tempBytes() const;
+  /// Bytes of the constants.
+  uint64_t constantBytes() const;
+  /// Contexts (arenas) created so far: the most calls that ran at once.
+  size_t pooledContexts() const;
   /// One line per step: kind, name, buffers (for `kiln compile` and tests).
   std::string describe() const;
 
 private:
-  Status runKernelStep(const Step &s, void *const *ptrs, int threads) const;
+  struct Context;
+  struct Pools;
+  Status runSteps(Context &ctx, int threads, const RunOptions &options, RunProfile *profile) const;
 
   /// First, so that it is destroyed last (after the steps that use it).
   std::vector<std::shared_ptr<const void>> owners_;
@@ -208,6 +278,18 @@ private:
   std::vector<int32_t> inputIds_;
   size_t numInputs_ = 0;
   int defaultThreads_ = 0;
+
+  // Set by finalize().
+  bool finalized_ = false;
+  uint64_t arenaBytes_ = 0, outputBytes_ = 0;
+  /// The argument table with arena and constant pointers relative to null
+  /// (arena buffers hold their offset; patched per context), and where
+  /// inputs and output-block buffers go (patched per call).
+  std::vector<uintptr_t> argTemplate_;
+  std::vector<uint8_t> argKind_;
+  /// Per step: whether it may ever run in parallel (numOuter >= 2 * grain).
+  std::vector<uint8_t> mayParallel_;
+  std::shared_ptr<Pools> pools_;
 };
 
 } // namespace kiln::runtime

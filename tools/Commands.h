@@ -24,6 +24,8 @@ int importCommand(const Args &args);
 int optCommand(const Args &args);
 int runCommand(const Args &args);
 int opsCommand(const Args &args);
+int benchCommand(const Args &args);
+int inspectCommand(const Args &args);
 
 /// A model read for a command, and the graph to work on.
 struct LoadedModel {
@@ -37,6 +39,15 @@ struct LoadedModel {
 FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &graphName,
                                  const std::map<std::string, int64_t> &onnxDims,
                                  DiagnosticEngine &diag);
+
+/// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
+FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag);
+/// DIR/stem_K.pb, else DIR/stem_K.npy; empty when neither exists.
+std::string findDataFile(const std::string &dir, const std::string &stem, size_t k);
+/// Random inputs for `g`: floats uniform in [-1, 1], integers in [0, 4),
+/// bools; symbolic dims from `dims` (else 1).
+std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
+                                 unsigned seed);
 
 /// If `arg` is `--name=value` returns value; if it is `--name` and a value
 /// follows, consumes it from `args` at `i`. nullopt when `arg` is not --name.

@@ -1,11 +1,13 @@
 //===- CompileCommand.cpp - kiln compile: the CPU compiler -----*- C++ -*-===//
 //
 //   kiln compile FILE.kir [--explain-fusion] [--emit=kernels|llvm|llvm-opt]
-//                [--threads N] [--dim N=1] [--steps] [--profile N] [--check]
+//                [--threads N] [--dim N=1] [--steps] [--report-memory]
+//                [--profile N] [--check]
 //
 // Compiles a graph for this CPU (codegen/Compiler.h) and prints what was
 // asked: fusion decisions by node name, kernel text, LLVM IR, the steps,
-// then a summary (kernels, library calls, fallbacks, compile time per
+// the memory plan (arena, lower bound, naive sum, every buffer's offset,
+// size and lifetime), then a summary (kernels, library calls, fallbacks, compile time per
 // phase). Warnings about fallbacks go to stderr. --profile runs the
 // compiled model N times on random inputs and prints each step's time next
 // to the interpreter's time for the whole graph; --check compares the
@@ -38,31 +40,11 @@ const char kCompileUsage[] =
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
     "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
     "  --steps                 print the executable's steps\n"
+    "  --report-memory         print the memory plan: arena, lower bound, naive sum\n"
+    "                          and each buffer's offset, size and lifetime (steps)\n"
     "  --profile N             run N times on random inputs; print time per step\n"
     "  --check                 compare outputs with the reference interpreter\n"
     "  --rtol R, --atol A      tolerances for --check (default 1e-4 and 1e-4)\n";
-
-/// Random inputs: floats uniform in [-1, 1], integers in [0, 4), bools.
-std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
-                                 unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::vector<Tensor> inputs;
-  for (const Value *v : g.inputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim &d : v->type().shape)
-      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
-    Tensor t = Tensor::zeros(v->type().dtype, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (isFloat(t.dtype()))
-        t.setDouble(i, real(rng));
-      else
-        t.setInt(i, static_cast<int64_t>(rng() % (t.dtype() == DType::Bool ? 2 : 4)));
-    }
-    inputs.push_back(t);
-  }
-  return inputs;
-}
 
 double secondsOf(const std::function<bool()> &fn, bool &ok) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,7 +57,7 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
 int compileCommand(const Args &args) {
   std::string file, graphName;
   codegen::CompileOptions options;
-  bool printSteps = false, check = false;
+  bool printSteps = false, check = false, reportMemory = false;
   int profileRuns = 0;
   double rtol = 1e-4, atol = 1e-4;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -88,6 +70,8 @@ int compileCommand(const Args &args) {
       options.explain = true;
     } else if (a == "--steps") {
       printSteps = true;
+    } else if (a == "--report-memory") {
+      reportMemory = true;
     } else if (a == "--check") {
       check = true;
     } else if (a == "--no-libraries") {
@@ -179,6 +163,8 @@ int compileCommand(const Args &args) {
     std::printf("// llvm\n%s", report.llvm.c_str());
   if (printSteps)
     std::printf("// steps\n%s", report.steps.c_str());
+  if (reportMemory)
+    std::printf("// %s", report.memory.str(/*perBuffer=*/true).c_str());
   for (const std::string &line : report.libraryCalls)
     std::printf("library call %s\n", line.c_str());
   for (const std::string &line : report.fallbacks)

@@ -5,8 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/Npy.h"
 #include "ir/Parser.h"
 #include "tools/Commands.h"
+
+#include <filesystem>
+#include <random>
 
 namespace kiln::tools {
 
@@ -31,6 +35,42 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
   if (!m.graph)
     return diag.emitError(Location::file(path)) << "no graph named '@" << graphName << "'";
   return m;
+}
+
+FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag) {
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pb") == 0)
+    return readOnnxTensorFile(path, diag);
+  return readNpy(path, diag);
+}
+
+std::string findDataFile(const std::string &dir, const std::string &stem, size_t k) {
+  for (const char *ext : {".pb", ".npy"}) {
+    std::filesystem::path p = std::filesystem::path(dir) / (stem + "_" + std::to_string(k) + ext);
+    if (std::filesystem::exists(p))
+      return p.string();
+  }
+  return "";
+}
+
+std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
+                                 unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::vector<Tensor> inputs;
+  for (const Value *v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
+    Tensor t = Tensor::zeros(v->type().dtype, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (isFloat(t.dtype()))
+        t.setDouble(i, real(rng));
+      else
+        t.setInt(i, static_cast<int64_t>(rng() % (t.dtype() == DType::Bool ? 2 : 4)));
+    }
+    inputs.push_back(t);
+  }
+  return inputs;
 }
 
 } // namespace kiln::tools

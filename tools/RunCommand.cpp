@@ -44,23 +44,6 @@ const char kRunUsage[] =
     "                         |got - want| > atol + rtol * |want| (repeatable)\n"
     "  --rtol R, --atol A     tolerances for --expect and --check (default 1e-4, 1e-5)\n";
 
-/// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
-FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag) {
-  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pb") == 0)
-    return readOnnxTensorFile(path, diag);
-  return readNpy(path, diag);
-}
-
-/// DIR/stem_K.pb, else DIR/stem_K.npy; empty when neither exists.
-std::string findDataFile(const std::string &dir, const std::string &stem, size_t k) {
-  for (const char *ext : {".pb", ".npy"}) {
-    std::filesystem::path p = std::filesystem::path(dir) / (stem + "_" + std::to_string(k) + ext);
-    if (std::filesystem::exists(p))
-      return p.string();
-  }
-  return "";
-}
-
 std::string preview(const Tensor &t, int64_t limit) {
   std::string s = "[";
   int64_t n = std::min<int64_t>(t.numel(), limit);
@@ -295,8 +278,17 @@ int runCommand(const Args &args) {
                 repeat);
   else
     std::printf("time: %.3f ms (%s, %zu nodes)\n", ms, how, g->numNodes());
-  if (exe)
+  if (exe) {
+    const codegen::MemoryReport &m = report.memory;
     std::printf("compile: %s\n", report.summary().c_str());
+    std::printf("memory: arena %llu bytes, lower bound %llu bytes, naive %llu bytes, %d in "
+                "place; arena / lower bound = %.3f (plan checked)\n",
+                static_cast<unsigned long long>(m.arenaBytes),
+                static_cast<unsigned long long>(m.lowerBound),
+                static_cast<unsigned long long>(m.naiveBytes), m.inPlace,
+                m.lowerBound ? static_cast<double>(m.arenaBytes) / static_cast<double>(m.lowerBound)
+                             : 1.0);
+  }
 
   bool checksOk = true;
   for (auto &[k, path] : expects) {

@@ -91,6 +91,8 @@ const char kUsage[] =
     "  ops                                       print the op table (Markdown)\n"
     "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
     "  compile MODEL [--explain-fusion] ...      compile for this CPU (JIT, oneDNN)\n"
+    "  bench MODEL [--data D] [--threads N]      time the compiled model (median, spread)\n"
+    "  inspect MODEL [--buffers]                 summarize a model and its compiled form\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 } // namespace
@@ -112,6 +114,10 @@ static int dispatch(int argc, char **argv) {
     return kiln::tools::compileCommand(args);
   if (cmd == "import")
     return kiln::tools::importCommand(args);
+  if (cmd == "bench")
+    return kiln::tools::benchCommand(args);
+  if (cmd == "inspect")
+    return kiln::tools::inspectCommand(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return 0;

@@ -737,12 +737,20 @@ bool KernelEmitter::emit(const std::string &symbol) {
   bodyFn->setDoesNotThrow();
   if (unsigned bits = isa_.preferredVectorBits())
     bodyFn->addFnAttr("prefer-vector-width", std::to_string(bits));
+  // An input written in place (Schedule::inPlaceInput) is stored through
+  // and so is not readonly; the output's own pointer is then unused.
+  std::vector<bool> writtenInPlace(k_.inputs.size(), false);
+  for (int32_t in : s_.inPlaceInput)
+    if (in >= 0 && static_cast<size_t>(in) < k_.inputs.size())
+      writtenInPlace[static_cast<size_t>(in)] = true;
   for (size_t i = 0; i < numBuffers; ++i) {
     unsigned a = static_cast<unsigned>(i);
     bodyFn->addParamAttr(a, llvm::Attribute::NoAlias);
     bodyFn->addParamAttr(a, llvm::Attribute::NoCapture);
-    bodyFn->addParamAttr(a, i < k_.inputs.size() ? llvm::Attribute::ReadOnly
-                                                 : llvm::Attribute::WriteOnly);
+    if (i >= k_.inputs.size())
+      bodyFn->addParamAttr(a, llvm::Attribute::WriteOnly);
+    else if (!writtenInPlace[i])
+      bodyFn->addParamAttr(a, llvm::Attribute::ReadOnly);
     bodyFn->getArg(a)->setName(i < k_.inputs.size() ? "in" + std::to_string(i)
                                                     : "out" + std::to_string(i - k_.inputs.size()));
   }
@@ -776,6 +784,9 @@ bool KernelEmitter::emit(const std::string &symbol) {
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", bodyFn));
   for (size_t i = 0; i < numBuffers; ++i)
     buffers_.push_back(bodyFn->getArg(static_cast<unsigned>(i)));
+  for (size_t o = 0; o < s_.inPlaceInput.size() && o < k_.outputs.size(); ++o)
+    if (int32_t in = s_.inPlaceInput[o]; in >= 0 && static_cast<size_t>(in) < k_.inputs.size())
+      buffers_[k_.inputs.size() + o] = buffers_[static_cast<size_t>(in)];
   memo_.assign(k_.dag.nodes().size(), nullptr);
   stageValues_.assign(k_.stages.size(), nullptr);
   int64_t numOuter = k_.numOuter();

@@ -6,14 +6,20 @@ usage: check_model.py KILN MODEL_DIR RTOL ATOL [--expect-fail] [EXTRA_KILN_ARG .
 MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
 `kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_0 --check
 --rtol RTOL --atol ATOL`, prints the command and kiln's
-report, and exits 1 unless every output is within tolerance. With
+report, and exits 1 unless every output is within tolerance. With --compile
+it also requires the memory plan (checked by the compiler itself, see
+Executable::checkMemory) to be within 1.25x of its lower bound, the
+largest live set. With
 --expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
 passes instead, so that a stale mark is noticed. A missing model or data set
 is an error, never a skip.
 """
 import os
+import re
 import sys
 import time
+
+ARENA_LIMIT = 1.25  # arena / lower bound (issue 5)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kiln_onnx  # noqa: E402
@@ -42,6 +48,15 @@ def main():
     print("$ " + cmd)
     print(out.rstrip())
     took = time.time() - t0
+    if "--compile" in extra and rc == 0:
+        m = re.search(r"arena / lower bound = ([0-9.]+)", out)
+        if not m:
+            print("check_model.py: FAIL: no memory plan line in kiln's output")
+            return 1
+        if float(m.group(1)) > ARENA_LIMIT:
+            print("check_model.py: FAIL: arena is %s x the lower bound (limit %.2f)"
+                  % (m.group(1), ARENA_LIMIT))
+            return 1
     if expect_fail:
         if rc == 0:
             print("check_model.py: UNEXPECTED PASS in %.1fs: drop 'xfail' from tests/models/tolerances"

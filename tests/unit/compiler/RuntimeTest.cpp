@@ -35,6 +35,13 @@ void countPoints(void *const *buffers, int64_t begin, int64_t end) {
     counts[i].fetch_add(1);
 }
 
+/// Zeroes buffers[0], whose size is in the executable's only buffer: the
+/// test keeps it in `gZeroCount`.
+int64_t gZeroCount = 0;
+void zeroInts(void *const *buffers, int64_t, int64_t) {
+  std::memset(buffers[0], 0, static_cast<size_t>(gZeroCount) * sizeof(int));
+}
+
 HostTensor filled(std::vector<int64_t> shape, float start) {
   HostTensor t = HostTensor::allocate(DType::F32, std::move(shape));
   for (int64_t i = 0; i < t.numElements(); ++i)
@@ -71,9 +78,10 @@ std::unique_ptr<Executable> makeExecutable() {
   int32_t c = exe->addConstant(filled({3, 8}, 100), "c");
   int32_t t = exe->addTemp(DType::F32, {3, 8}, "t");
   int32_t y = exe->addTemp(DType::F32, {3, 8}, "y");
-  exe->addKernelStep("axpy", axpyRows, {x, c, t}, 3, /*parallel=*/true, /*grain=*/1);
-  exe->addExternStep(std::make_shared<NegateStep>(), {t, y});
+  exe->addKernelStep("axpy", axpyRows, {x, c, t}, 2, 3, /*parallel=*/true, /*grain=*/1);
+  exe->addExternStep(std::make_shared<NegateStep>(), {t, y}, 1);
   exe->setOutputs({y, x, c, y});
+  EXPECT_TRUE(exe->finalize().ok());
   return exe;
 }
 
@@ -113,8 +121,9 @@ TEST(RuntimeTest, NamesInputMismatches) {
 TEST(RuntimeTest, ReportsStepFailures) {
   Executable exe;
   int32_t x = exe.addInput(DType::F32, {2}, "x");
-  exe.addExternStep(std::make_shared<FailingStep>(), {x});
+  exe.addExternStep(std::make_shared<FailingStep>(), {x}, 1);
   exe.setOutputs({x});
+  ASSERT_TRUE(exe.finalize().ok());
   HostTensor in = filled({2}, 0);
   std::vector<HostTensor> outs;
   EXPECT_EQ(exe.run({&in, 1}, outs).error, "step 0 (fails): it broke");
@@ -137,17 +146,19 @@ TEST(RuntimeTest, SplitsTheOuterRangeExactlyOnce) {
   for (int64_t n : {1, 2, 3, 7, 64, 1001}) {
     for (int64_t grain : {1, 4, 100}) {
       for (int threads : {1, 2, 3}) {
+        gZeroCount = n;
         Executable exe;
-        int32_t counts = exe.addInput(DType::I32, {n}, "counts");
-        exe.addKernelStep("count", countPoints, {counts}, n, true, grain);
-        exe.setOutputs({});
-        HostTensor c = HostTensor::allocate(DType::I32, {n});
+        int32_t counts = exe.addTemp(DType::I32, {n}, "counts");
+        exe.addKernelStep("zero", zeroInts, {counts}, 0, 1, false);
+        exe.addKernelStep("count", countPoints, {counts}, 0, n, true, grain);
+        exe.setOutputs({counts});
+        ASSERT_TRUE(exe.finalize().ok());
         std::vector<HostTensor> outs;
         RunOptions opts;
         opts.threads = threads;
-        ASSERT_TRUE(exe.run({&c, 1}, outs, opts).ok());
+        ASSERT_TRUE(exe.run({}, outs, opts).ok());
         for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(static_cast<int *>(c.data)[i], 1) << "n=" << n << " point " << i;
+          ASSERT_EQ(static_cast<int *>(outs[0].data)[i], 1) << "n=" << n << " point " << i;
       }
     }
   }

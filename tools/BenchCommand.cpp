@@ -1,0 +1,384 @@
+//===- BenchCommand.cpp - kiln bench: time a compiled model -----*- C++ -*-===//
+//
+//   kiln bench MODEL [--data DIR] [--threads N] [--runs N] [--warmup N]
+//              [--dim SYM=N] [--json] [--serve]
+//
+// Compiles MODEL for this CPU, runs it once (first-run latency), checks the
+// outputs against DIR/output_K when --data gives them, then times --runs
+// runs after --warmup untimed ones and prints the median, the 10th and 90th
+// percentiles, compile time, the memory plan and the process's peak
+// resident memory. Inputs come from DIR/input_K (else random). Runs go
+// through Executable::run with one output vector reused across calls, as
+// an application calling the model in a loop would.
+//
+// --serve speaks the line protocol of bench/harness (one JSON object per
+// line on stdout; commands on stdin), so that the harness can interleave
+// Kiln with other engines in separate processes:
+//   started:  {"event":"ready", "engine":"kiln", "compile_s":..., ...}
+//   warmup N: {"event":"warmup","n":N}
+//   run N:    {"event":"run","times":[s,...],"cpu_s":...,"wall_s":...}
+//   quit:     {"event":"quit","peak_rss_kb":...}
+// Errors before "ready" are printed to stderr and exit 1.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
+#include "passes/MemoryPlan.h"
+#include "tools/Commands.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+namespace kiln::tools {
+namespace {
+
+const char kBenchUsage[] =
+    "usage: kiln bench MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
+    "  --data DIR              inputs from DIR/input_K.pb (or .npy; else random) and\n"
+    "                          expected outputs from DIR/output_K to check against\n"
+    "  --threads N             threads of the compiled model (default: OpenMP's)\n"
+    "  --runs N                timed runs (default 50)\n"
+    "  --warmup N              untimed runs before them (default 5)\n"
+    "  --dim SYM=N             bind symbolic dim SYM (default: from the inputs, else 1)\n"
+    "  --rtol R, --atol A      check tolerance: |got - want| <= atol + rtol * max|want|\n"
+    "                          (default 1e-3 and 1e-4)\n"
+    "  --json                  print one JSON object instead of text\n"
+    "  --serve                 the line protocol of bench/harness (see bench/README.md)\n"
+    "  --graph NAME            the graph to compile (default: the first)\n";
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// User + system CPU seconds of the process (all threads).
+double cpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+long peakRssKb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += ' ';
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+/// Compares outputs with expected tensors: "ok" or what is wrong, and the
+/// largest absolute error.
+std::string checkOutputs(const std::vector<runtime::HostTensor> &outs,
+                         const std::vector<Tensor> &want, double rtol, double atol,
+                         double &maxAbsErr) {
+  maxAbsErr = 0;
+  std::string problems;
+  for (size_t k = 0; k < want.size() && k < outs.size(); ++k) {
+    Tensor got = codegen::fromHostTensor(outs[k]);
+    if (got.shape() != want[k].shape()) {
+      problems += "output " + std::to_string(k) + " has shape " + sizesStr(got.shape()) +
+                  ", expected " + sizesStr(want[k].shape()) + "; ";
+      continue;
+    }
+    double scale = 0, err = 0;
+    for (int64_t i = 0; i < want[k].numel(); ++i)
+      scale = std::max(scale, std::fabs(want[k].getDouble(i)));
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double d = std::fabs(got.getDouble(i) - want[k].getDouble(i));
+      err = std::isnan(d) ? INFINITY : std::max(err, d);
+    }
+    maxAbsErr = std::max(maxAbsErr, err);
+    if (!(err <= atol + rtol * scale))
+      problems += "output " + std::to_string(k) + " max abs error " + number(err) +
+                  " beyond atol + rtol * max|want| = " + number(atol + rtol * scale) + "; ";
+  }
+  if (outs.size() != want.size() && !want.empty())
+    problems +=
+        std::to_string(outs.size()) + " outputs, expected " + std::to_string(want.size()) + "; ";
+  if (problems.empty())
+    return "ok";
+  problems.resize(problems.size() - 2);
+  return problems;
+}
+
+} // namespace
+
+int benchCommand(const Args &args) {
+  std::string file, graphName, dataDir;
+  codegen::CompileOptions options;
+  int64_t runs = 50, warmup = 5;
+  bool json = false, serve = false;
+  double rtol = 1e-3, atol = 1e-4;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string v;
+    const std::string &a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--serve") {
+      serve = true;
+    } else if (matchFlag(args, i, "--data", v)) {
+      dataDir = v;
+    } else if (matchFlag(args, i, "--threads", v)) {
+      int64_t n;
+      if (!parseIntArg("kiln bench", "--threads", v, 1, 4096, n))
+        return 2;
+      options.threads = static_cast<int>(n);
+    } else if (matchFlag(args, i, "--runs", v)) {
+      if (!parseIntArg("kiln bench", "--runs", v, 1, 10000000, runs))
+        return 2;
+    } else if (matchFlag(args, i, "--warmup", v)) {
+      if (!parseIntArg("kiln bench", "--warmup", v, 0, 10000000, warmup))
+        return 2;
+    } else if (matchFlag(args, i, "--dim", v)) {
+      if (!parseDimArg("kiln bench", v, options.dims))
+        return 2;
+    } else if (matchFlag(args, i, "--rtol", v)) {
+      if (!parseDoubleArg("kiln bench", "--rtol", v, 0, rtol))
+        return 2;
+    } else if (matchFlag(args, i, "--atol", v)) {
+      if (!parseDoubleArg("kiln bench", "--atol", v, 0, atol))
+        return 2;
+    } else if (matchFlag(args, i, "--graph", v)) {
+      graphName = v;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "kiln bench: error: unknown option '%s'\n%s", a.c_str(), kBenchUsage);
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "kiln bench: error: more than one model file\n");
+      return 2;
+    }
+  }
+  if (file.empty()) {
+    std::fputs(kBenchUsage, stderr);
+    return 2;
+  }
+  if (!dataDir.empty() && !std::filesystem::is_directory(dataDir)) {
+    std::fprintf(stderr, "kiln bench: error: --data '%s' is not a folder\n", dataDir.c_str());
+    return 1;
+  }
+
+  DiagnosticEngine diag;
+  installStderrHandler(diag);
+  const auto loadStart = Clock::now();
+  auto model = loadModel(file, graphName, options.dims, diag);
+  if (failed(model))
+    return 1;
+  Graph *g = model->graph;
+  const double loadSeconds = secondsSince(loadStart);
+
+  // Inputs (and expected outputs) from --data, else random.
+  std::vector<Tensor> inputs, expected;
+  if (!dataDir.empty()) {
+    for (unsigned k = 0; k < g->numInputs(); ++k) {
+      std::string f = findDataFile(dataDir, "input", k);
+      if (f.empty()) {
+        std::fprintf(stderr, "kiln bench: error: '%s' has no input_%u.pb or .npy for %%%s\n",
+                     dataDir.c_str(), k, g->input(k)->name().c_str());
+        return 1;
+      }
+      auto t = readTensorFile(f, diag);
+      if (failed(t))
+        return 1;
+      inputs.push_back(t.take());
+    }
+    for (size_t k = 0; k < g->outputs().size(); ++k) {
+      std::string f = findDataFile(dataDir, "output", k);
+      if (f.empty()) {
+        expected.clear();
+        break;
+      }
+      auto t = readTensorFile(f, diag);
+      if (failed(t))
+        return 1;
+      expected.push_back(t.take());
+    }
+    // Symbolic dims the user did not bind come from the inputs.
+    for (unsigned i = 0; i < g->numInputs(); ++i) {
+      const Shape &shape = g->input(i)->type().shape;
+      if (inputs[i].shape().size() != shape.size())
+        continue; // compile() names the mismatch
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d].isSymbolic() && !shape[d].symbol().empty())
+          options.dims.emplace(shape[d].symbol(), inputs[i].shape()[d]);
+    }
+  } else {
+    for (const Value *v : g->inputs())
+      for (const Dim &d : v->type().shape)
+        if (d.isSymbolic() && !d.symbol().empty())
+          options.dims.emplace(d.symbol(), 1);
+    inputs = randomInputs(*g, options.dims, 1234);
+  }
+
+  codegen::CompileReport report;
+  const auto compileStart = Clock::now();
+  auto exe = codegen::compile(*g, options, diag, &report);
+  if (failed(exe))
+    return 1;
+  const double compileSeconds = secondsSince(compileStart);
+  const runtime::Executable &e = **exe;
+  const int threads = e.resolveThreads(options.threads);
+
+  std::vector<runtime::HostTensor> in, outs;
+  for (const Tensor &t : inputs)
+    in.push_back(codegen::toHostTensor(t));
+  runtime::RunOptions ropts;
+  ropts.threads = options.threads;
+  auto runOnce = [&]() -> bool {
+    runtime::Status st = e.run(in, outs, ropts);
+    if (!st.ok()) {
+      std::fprintf(stderr, "kiln bench: error: %s\n", st.error.c_str());
+      return false;
+    }
+    return true;
+  };
+  const auto firstStart = Clock::now();
+  if (!runOnce())
+    return 1;
+  const double firstRunSeconds = secondsSince(firstStart);
+  double maxAbsErr = 0;
+  std::string check = expected.empty() ? "no reference outputs"
+                                       : checkOutputs(outs, expected, rtol, atol, maxAbsErr);
+
+  const codegen::MemoryReport &m = report.memory;
+  std::ostringstream ready;
+  ready << "{\"event\":\"ready\",\"engine\":\"kiln\",\"model\":" << jsonString(file)
+        << ",\"threads\":" << threads << ",\"load_s\":" << number(loadSeconds)
+        << ",\"compile_s\":" << number(compileSeconds)
+        << ",\"first_run_s\":" << number(firstRunSeconds) << ",\"check\":" << jsonString(check)
+        << ",\"max_abs_err\":" << number(maxAbsErr) << ",\"kernels\":" << report.numKernels
+        << ",\"library_calls\":" << report.numLibraryCalls
+        << ",\"fallbacks\":" << report.numFallbacks << ",\"steps\":" << e.steps().size()
+        << ",\"arena_bytes\":" << m.arenaBytes << ",\"lower_bound_bytes\":" << m.lowerBound
+        << ",\"naive_bytes\":" << m.naiveBytes << ",\"output_bytes\":" << m.outputBytes
+        << ",\"constant_bytes\":" << m.constantBytes << ",\"in_place\":" << m.inPlace << "}";
+
+  auto timeRuns = [&](int64_t n, std::vector<double> &times, double &cpu, double &wall) -> bool {
+    times.clear();
+    const double cpu0 = cpuSeconds();
+    const auto wall0 = Clock::now();
+    for (int64_t r = 0; r < n; ++r) {
+      const auto t0 = Clock::now();
+      if (!runOnce())
+        return false;
+      times.push_back(secondsSince(t0));
+    }
+    wall = secondsSince(wall0);
+    cpu = cpuSeconds() - cpu0;
+    return true;
+  };
+
+  if (serve) {
+    std::printf("%s\n", ready.str().c_str());
+    std::fflush(stdout);
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      std::istringstream cmd(line);
+      std::string verb;
+      int64_t n = 0;
+      cmd >> verb >> n;
+      if (verb == "quit")
+        break;
+      if ((verb != "run" && verb != "warmup") || n < 0) {
+        std::printf("{\"event\":\"error\",\"message\":%s}\n",
+                    jsonString("unknown command '" + line + "'").c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      std::vector<double> times;
+      double cpu = 0, wall = 0;
+      if (!timeRuns(n, times, cpu, wall))
+        return 1;
+      if (verb == "warmup") {
+        std::printf("{\"event\":\"warmup\",\"n\":%lld}\n", static_cast<long long>(n));
+      } else {
+        std::string list;
+        for (double t : times)
+          list += (list.empty() ? "" : ",") + number(t);
+        std::printf("{\"event\":\"run\",\"times\":[%s],\"cpu_s\":%s,\"wall_s\":%s}\n", list.c_str(),
+                    number(cpu).c_str(), number(wall).c_str());
+      }
+      std::fflush(stdout);
+    }
+    std::printf("{\"event\":\"quit\",\"peak_rss_kb\":%ld}\n", peakRssKb());
+    std::fflush(stdout);
+    return 0;
+  }
+
+  std::vector<double> times;
+  double cpu = 0, wall = 0;
+  if (!timeRuns(warmup, times, cpu, wall) || !timeRuns(runs, times, cpu, wall))
+    return 1;
+  const double median = percentile(times, 0.5), p10 = percentile(times, 0.1),
+               p90 = percentile(times, 0.9);
+  if (json) {
+    std::string r = ready.str();
+    r.pop_back();
+    std::printf("%s,\"runs\":%lld,\"warmup\":%lld,\"median_s\":%s,\"p10_s\":%s,\"p90_s\":%s,"
+                "\"min_s\":%s,\"cpu_s\":%s,\"wall_s\":%s,\"peak_rss_kb\":%ld}\n",
+                r.c_str(), static_cast<long long>(runs), static_cast<long long>(warmup),
+                number(median).c_str(), number(p10).c_str(), number(p90).c_str(),
+                number(*std::min_element(times.begin(), times.end())).c_str(), number(cpu).c_str(),
+                number(wall).c_str(), peakRssKb());
+    return check == "ok" || expected.empty() ? 0 : 1;
+  }
+  std::printf("model:       %s (%zu nodes)\n", file.c_str(), g->numNodes());
+  std::printf("compiled:    %s\n", report.summary().c_str());
+  std::printf("check:       %s (max abs error %.3g)\n", check.c_str(), maxAbsErr);
+  std::printf("threads:     %d (cpu time / wall time during the runs: %.2f)\n", threads,
+              wall > 0 ? cpu / wall : 0.0);
+  std::printf("first run:   %.3f ms\n", firstRunSeconds * 1e3);
+  std::printf("latency:     median %.3f ms, p10 %.3f ms, p90 %.3f ms (%lld runs after %lld "
+              "warm-up)\n",
+              median * 1e3, p10 * 1e3, p90 * 1e3, static_cast<long long>(runs),
+              static_cast<long long>(warmup));
+  std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s\n",
+              formatBytes(m.arenaBytes).c_str(), formatBytes(m.lowerBound).c_str(),
+              formatBytes(m.naiveBytes).c_str(), formatBytes(m.outputBytes).c_str(),
+              formatBytes(m.constantBytes).c_str());
+  std::printf("peak RSS:    %.1f MiB\n", static_cast<double>(peakRssKb()) / 1024);
+  return check == "ok" || expected.empty() ? 0 : 1;
+}
+
+} // namespace kiln::tools
