@@ -9,6 +9,8 @@
 #
 # Arguments pass through to bench/harness/driver.py (--models, --threads,
 # --runs, --min-runs, --rounds, --warmup, --engines, --budget-min, ...).
+# KILN_BENCH_NO_BUILD=1 skips install-deps and the build (binaries already
+# built, e.g. while another build is using build/).
 # The first run installs: Debian packages (scripts/install-deps.sh), a venv
 # build/bench-venv with pinned PyPI wheels of PyTorch and ONNX Runtime, and
 # the model zoo (build/tests/models/zoo, cached).
@@ -20,8 +22,10 @@ build="$root/build"
 # Pinned: the versions this harness was written and checked against.
 pins=(torch==2.15.0 torchvision==0.29.2 onnxruntime==1.32.0 onnx==1.23.2 numpy==2.4.6)
 
-scripts/install-deps.sh
-KILN_TARGETS="kiln kiln_pointwise_bench kiln_ceilings" scripts/build.sh
+if [ "${KILN_BENCH_NO_BUILD:-0}" != 1 ]; then
+  scripts/install-deps.sh
+  KILN_TARGETS="kiln kiln_pointwise_bench kiln_ceilings" scripts/build.sh
+fi
 
 OMP_NUM_THREADS=1 /usr/bin/python3 scripts/make_models.py "$build/tests/models/zoo"
 

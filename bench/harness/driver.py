@@ -146,6 +146,16 @@ def busy_seconds():
         return None
 
 
+def proc_cpu_seconds(pid):
+    """User + system CPU seconds of process pid, all its threads (/proc/PID/stat), or 0."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def percentile(sorted_xs, q):
     if not sorted_xs:
         return None
@@ -278,6 +288,8 @@ def run_cell(model, model_dir, threads, args, log_dir, timed_share_s):
     cell["rounds"] = args.rounds
     samples = {e: dict(times=[], cpu_s=0.0, wall_s=0.0) for e in workers}
     order = list(workers)
+    pids = [w.proc.pid for w in workers.values()]
+    ours0 = sum(proc_cpu_seconds(p) for p in pids) + proc_cpu_seconds(os.getpid())
     busy0, wall0 = busy_seconds(), time.monotonic()
     for r in range(args.rounds):
         rot = order[r % len(order):] + order[:r % len(order)] if order else []
@@ -302,14 +314,19 @@ def run_cell(model, model_dir, threads, args, log_dir, timed_share_s):
             # before the next engine starts.
             time.sleep(args.gap_ms / 1e3)
     busy1, wall1 = busy_seconds(), time.monotonic()
+    ours1 = sum(proc_cpu_seconds(p) for p in pids) + proc_cpu_seconds(os.getpid())
     if busy0 is not None and busy1 is not None and wall1 > wall0:
-        ours = sum(s["cpu_s"] for s in samples.values())
+        timed_cpu = sum(s["cpu_s"] for s in samples.values())
         timed = sum(s["wall_s"] for s in samples.values())
-        cell["timed_phase_s"] = wall1 - wall0
-        # CPU used by anything but the timed runs, in cores, averaged over the
-        # timed phase (the driver and idle workers count too, a little).
-        cell["other_load_cores"] = max(0.0, (busy1 - busy0) - ours) / (wall1 - wall0)
-        cell["timed_fraction"] = timed / (wall1 - wall0)
+        span = wall1 - wall0
+        cell["timed_phase_s"] = span
+        cell["timed_fraction"] = timed / span
+        # In cores, averaged over the timed phase: CPU used by processes other
+        # than the driver and its workers (another build, say), and CPU the
+        # workers and driver used outside the timed runs (spinning threads,
+        # protocol handling). A worker killed mid-phase is not counted.
+        cell["other_load_cores"] = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / span
+        cell["harness_load_cores"] = max(0.0, (ours1 - ours0) - timed_cpu) / span
     try:
         cell["loadavg"] = open("/proc/loadavg").read().split()[:3]
     except OSError:

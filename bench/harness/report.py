@@ -192,12 +192,15 @@ class Report:
                         ratios[p].append(r)
                     rs.append(("**%s**" if r is not None and r > 1 else "%s") % fmt_ratio(r))
                 runs = c.get("rounds", 0) * c.get("runs_per_round", 0)
-                self.w("| %s | %s | %s | %d |" % (m, " | ".join(cols), " | ".join(rs), runs))
+                load = c.get("other_load_cores")
+                mark = " (noisy: %.2f)" % load if load is not None and load > 0.25 else ""
+                self.w("| %s%s | %s | %s | %d |" % (m, mark, " | ".join(cols), " | ".join(rs), runs))
             self.w("| **geomean** | | | | | %s | |" % " | ".join(
                 "%s (%d)" % (fmt_ratio(geomean(ratios[p])), len(ratios[p])) for p, _ in PEERS))
             self.w()
             self.w("Ratios > 1 (Kiln slower) in bold; geomean over the models where both engines ran "
-                   "(their count in parentheses).")
+                   "(their count in parentheses). \"noisy: x\": other processes used x cores on "
+                   "average during that model's timed phase (more than 0.25).")
             self.w()
 
     def threads_table(self):
@@ -313,8 +316,8 @@ class Report:
         self.w("Max |output - reference| against the export's output_K.pb (PyTorch 1.13's float32 "
                "outputs); Kiln's own check verdict (its per-model tolerance).")
         self.w()
-        self.w("| model | Kiln check | Kiln | eager | torch.compile | ORT |")
-        self.w("|---|---|---|---|---|---|")
+        self.w("| model | Kiln check | Kiln fallbacks | Kiln | eager | torch.compile | ORT |")
+        self.w("|---|---|---|---|---|---|---|")
         for m in self.models:
             cols = []
             for e in ["kiln"] + [p for p, _ in PEERS]:
@@ -322,7 +325,8 @@ class Report:
                 err = (rec.get("ready") or {}).get("max_abs_err")
                 cols.append("-" if err is None else "%.2g" % err)
             k = (self.eng(m, t, "kiln") or {}).get("ready") or {}
-            self.w("| %s | %s | %s |" % (m, short_error(k.get("check", "-"), 80), " | ".join(cols)))
+            self.w("| %s | %s | %s | %s |" % (m, short_error(k.get("check", "-"), 80),
+                                             k.get("fallbacks", "-"), " | ".join(cols)))
         self.w()
 
     def ceilings(self):
@@ -474,6 +478,7 @@ class Report:
         width = 0.8 / len(PEERS)
         colors = ["#4c72b0", "#dd8452", "#55a868"]
         for ax, t in zip(axes[:, 0], self.threads):
+            all_ys = []
             for i, (p, name) in enumerate(PEERS):
                 xs, ys = [], []
                 for j, m in enumerate(self.models):
@@ -481,15 +486,25 @@ class Report:
                     if r is not None:
                         xs.append(j + (i - (len(PEERS) - 1) / 2) * width)
                         ys.append(r)
-                ax.bar(xs, ys, width, label="Kiln / " + name, color=colors[i])
+                # bars grow from 1.0: down when Kiln is faster, up when slower
+                ax.bar(xs, [y - 1 for y in ys], width, bottom=1.0, label="Kiln / " + name,
+                       color=colors[i])
+                all_ys.extend(ys)
             ax.axhline(1.0, color="black", linewidth=1)
             ax.set_yscale("log")
+            lo = min(all_ys + [0.5]) / 1.3
+            hi = max(all_ys + [2.0]) * 1.3
+            ax.set_ylim(lo, hi)
+            ticks = [v * 10 ** e for e in range(-4, 5) for v in (1, 2, 5) if lo <= v * 10 ** e <= hi]
+            ax.set_yticks(ticks)
+            ax.set_yticklabels(["%g" % v for v in ticks])
+            ax.minorticks_off()
             ax.set_xticks(range(n))
             ax.set_xticklabels(self.models, rotation=60, ha="right", fontsize=8)
             ax.set_xlim(-0.6, n - 0.4)
             ax.set_ylabel("time ratio (log; < 1: Kiln faster)")
             ax.set_title("%d thread%s" % (t, "" if t == 1 else "s"))
-            ax.grid(axis="y", which="both", alpha=0.3)
+            ax.grid(axis="y", alpha=0.3)
             ax.legend(fontsize=8, loc="upper left")
         fig.suptitle("Kiln median latency / peer median latency (%s)" % self.res.get("date", ""), fontsize=10)
         fig.tight_layout()
