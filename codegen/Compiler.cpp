@@ -492,6 +492,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   // 3. Fusion.
   FusionOptions fusionOptions;
   fusionOptions.useLibraries = options.useLibraries;
+  fusionOptions.fuse = options.fuse;
   auto plan = planFusion(*g, fusionOptions, diag);
   if (failed(plan))
     return failure();

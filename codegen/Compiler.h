@@ -60,6 +60,9 @@ struct CompileOptions {
   bool useLibraries = true;
   /// Compile kernel groups with the JIT (else: reference kernels, per node).
   bool useKernels = true;
+  /// Fuse nodes into kernels (false: one kernel or library call per node,
+  /// for bisecting fusion bugs and measuring per-step overhead).
+  bool fuse = true;
   cpu::DnnlLayoutPolicy dnnlLayout = cpu::DnnlLayoutPolicy::Measure;
   /// LLVM optimization level of kernels.
   int optLevel = 3;

@@ -54,9 +54,14 @@ MemoryPlan planMemory(std::span<const LiveInterval> intervals, uint64_t alignmen
       i = root[i] = root[root[i]];
     return i;
   };
+  // An interval's memory goes to one taker at most (the first valid link):
+  // two takers would both be live where it dies.
+  std::vector<bool> taken(n, false);
   for (size_t i = 0; i < n; ++i)
-    if (validLink(i))
+    if (validLink(i) && !taken[static_cast<size_t>(intervals[i].reuses)]) {
+      taken[static_cast<size_t>(intervals[i].reuses)] = true;
       root[find(i)] = find(static_cast<size_t>(intervals[i].reuses));
+    }
 
   std::vector<Block> blocks;
   std::vector<int64_t> blockOf(n, -1);

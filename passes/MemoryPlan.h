@@ -62,7 +62,8 @@ struct MemoryPlan {
 
 /// Places `intervals` (sizes rounded up to `alignment`, a power of two).
 /// In-place links must point at an interval ending where the linking one
-/// starts, with the same rounded size; others are ignored (placed apart).
+/// starts, with the same rounded size, and an interval is taken over by one
+/// link at most (the first); other links are ignored (placed apart).
 MemoryPlan planMemory(std::span<const LiveInterval> intervals, uint64_t alignment = 64);
 
 /// "1.50 MiB" style.

@@ -48,6 +48,7 @@ const char kBenchUsage[] =
     "  --dim SYM=N             bind symbolic dim SYM (default: from the inputs, else 1)\n"
     "  --rtol R, --atol A      check tolerance: |got - want| <= atol + rtol * max|want|\n"
     "                          (default 1e-3 and 1e-4)\n"
+    "  --no-fusion             one kernel or library call per node\n"
     "  --json                  print one JSON object instead of text\n"
     "  --serve                 the line protocol of bench/harness (see bench/README.md)\n"
     "  --graph NAME            the graph to compile (default: the first)\n";
@@ -156,6 +157,8 @@ int benchCommand(const Args &args) {
       json = true;
     } else if (a == "--serve") {
       serve = true;
+    } else if (a == "--no-fusion") {
+      options.fuse = false;
     } else if (matchFlag(args, i, "--data", v)) {
       dataDir = v;
     } else if (matchFlag(args, i, "--threads", v)) {

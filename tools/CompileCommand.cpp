@@ -38,6 +38,7 @@ const char kCompileUsage[] =
     "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
     "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
+    "  --no-fusion             one kernel or library call per node\n"
     "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
     "  --steps                 print the executable's steps\n"
     "  --report-memory         print the memory plan: arena, lower bound, naive sum\n"
@@ -78,6 +79,8 @@ int compileCommand(const Args &args) {
       options.useLibraries = false;
     } else if (a == "--no-kernels") {
       options.useKernels = false;
+    } else if (a == "--no-fusion") {
+      options.fuse = false;
     } else if (matchFlag(args, i, "--emit", v)) {
       if (v == "kernels")
         options.emitKernels = true;
