@@ -504,6 +504,9 @@ def main():
                                      "OMP_WAIT_POLICY")},
                                command=" ".join(shlex.quote(a) for a in sys.argv)),
                    ceilings={}, cells=[])
+    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache_dir:
+        results["inductor_cache_files_at_start"] = sum(len(f) for _, _, f in os.walk(cache_dir))
     for t in thread_counts:
         log("ceilings at %d thread(s)" % t)
         results["ceilings"][str(t)] = ceilings(args, t)

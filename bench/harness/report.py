@@ -239,11 +239,16 @@ class Report:
         self.w()
         self.w("Seconds, per thread count as T=%s. Kiln: compile (import, passes, JIT) then its first "
                "run; torch.compile: its first call (tracing, Inductor code generation, C++ compile "
-               "and that first execution; the Inductor cache state, cold or warm, after it), then "
-               "the second call; ORT: session creation, then the first run; eager: the first call. "
+               "and that first execution; in parentheses whether Inductor's FX graph cache missed "
+               "(cold) or hit (warm), where recorded), then the second call; ORT: session creation, then the first run; eager: the first call. "
                "\"start\" is the whole worker startup seen by the driver (process start, imports, "
                "model load, compile, first run, output check)." % "/".join(str(t) for t in self.threads))
         self.w()
+        cache = self.res.get("inductor_cache_files_at_start")
+        if cache is not None:
+            self.w("The Inductor cache (TORCHINDUCTOR_CACHE_DIR) held %d files when this run started%s."
+                   % (cache, ": every torch.compile time below is a cold compile" if cache == 0 else ""))
+            self.w()
         self.w("| model | Kiln compile | Kiln first run | torch.compile first call | compile 2nd call | "
                "ORT session | ORT first run | eager first run | start Kiln / compile / ORT / eager |")
         self.w("|---|---|---|---|---|---|---|---|---|")
@@ -260,7 +265,7 @@ class Report:
                 elif rec.get("ready") and rec["ready"].get(key) is not None:
                     v = rec["ready"][key]
                     s = fmt % v if isinstance(v, (int, float)) else str(v)
-                    if key == "compile_s" and e == "torch_compile":
+                    if key == "compile_s" and e == "torch_compile" and "fxgraph_cache" in rec["ready"]:
                         s += " (%s)" % rec["ready"].get("inductor_cache", "?")
                     out.append(s)
                 elif rec.get("error") and "timeout" in rec["error"]:
