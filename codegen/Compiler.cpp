@@ -13,6 +13,20 @@
 // the input's pointer, the step declares the pair, and the memory plan
 // gives both one block; Executable::checkMemory() verifies the result.
 //
+// Note [Channels-last buffers]
+// oneDNN's fast convolutions (brgconv on AVX-512) want channels-last
+// activations (N, H, W, C: "acdb"); converting every conv's input and
+// output from and to row-major costs as much as the convs themselves
+// (mobilenet_v2: 104 reorders, half the run time). So a value produced by
+// a conv or pool library call whose every use is as the src of another
+// conv/pool call or as the residual added in such a call's epilogue is
+// stored channels-last, and those calls read and write it without
+// reorders. The choice is a prediction made when the producer is built;
+// any consumer that turns out to need row-major data (a kernel, a
+// reference fallback, a graph output, an epilogue node that did not map to
+// a post-op) reads a row-major twin that a to-row-major step fills on first
+// need. So a misprediction costs one conversion, never a wrong answer.
+//
 // Note [Fallback steps]
 // A node no backend handles runs on its reference kernel (evaluateNode) as
 // an extern step of its own: operands are borrowed from the buffers as
@@ -126,9 +140,13 @@ public:
         exe_(std::make_unique<runtime::Executable>()) {
     for (const Value *v : g.outputs())
       graphOutputs_.insert(v);
-    for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (size_t i = 0; i < plan.groups.size(); ++i) {
       for (const Value *v : plan.groups[i].inputs)
         lastReader_[v] = i;
+      if (plan.groups[i].kind == FusionGroup::Kind::Library)
+        for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
+          libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
+    }
   }
 
   /// Groups are added in order; this is the index of the current one.
@@ -166,16 +184,46 @@ public:
     return ids;
   }
 
+  /// The buffer holding `v` row-major: its own, or for a channels-last
+  /// value a twin filled by a to-row-major step (added on first need). See
+  /// Note [Channels-last buffers].
+  int32_t rowMajorBufferOf(const Value *v) {
+    if (!channelsLast_.count(v))
+      return bufferOf(v);
+    auto it = rowMajorTwin_.find(v);
+    if (it != rowMajorTwin_.end())
+      return it->second;
+    int32_t twin =
+        exe_->addTemp(v->type().dtype, staticSizes(v->type().shape), v->name() + ".row_major");
+    exe_->addExternStep(cpu::makeToRowMajorStep(v), {bufferOf(v), twin}, 1);
+    rowMajorTwin_[v] = twin;
+    return twin;
+  }
+
+  /// Row-major buffers of `reads`, then the buffers of `writes`.
+  std::vector<int32_t> stepBuffers(const std::vector<const Value *> &reads,
+                                   const std::vector<const Value *> &writes) {
+    std::vector<int32_t> ids;
+    for (const Value *v : reads)
+      ids.push_back(rowMajorBufferOf(v));
+    for (const Value *v : writes)
+      ids.push_back(bufferOf(v));
+    return ids;
+  }
+
+  /// A graph output's buffer (row-major).
+  int32_t outputBufferOf(const Value *v) { return rowMajorBufferOf(v); }
+
   /// A reference step for `n`, with a warning naming it.
   void addFallback(const Node *n, const std::string &reason) {
     diag_.emitWarning(n->loc()) << "node " << nodeName(n) << " ('" << n->mnemonic()
                                 << "') runs on the reference kernel: " << reason;
     report_.fallbacks.push_back(nodeName(n) + " (" + std::string(n->mnemonic()) + "): " + reason);
     ++report_.numFallbacks;
-    std::vector<const Value *> args(n->operands().begin(), n->operands().end());
+    std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
     for (unsigned r = 0; r < n->numResults(); ++r)
-      args.push_back(n->result(r));
-    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), buffersOf(args),
+      writes.push_back(n->result(r));
+    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), stepBuffers(reads, writes),
                         static_cast<int32_t>(n->numOperands()));
   }
 
@@ -196,12 +244,13 @@ public:
     // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
     schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kernel->inner));
     schedule.parallel = kernel->numOuter() >= 2 * schedule.grain;
+    std::vector<int32_t> ids = stepBuffers(group.inputs, group.outputs);
     std::vector<std::pair<int32_t, int32_t>> inPlace;
     if (const Value *dying = inPlaceCandidate(group, *kernel)) {
       auto input =
           std::find(group.inputs.begin(), group.inputs.end(), dying) - group.inputs.begin();
       schedule.inPlaceInput = {static_cast<int32_t>(input)};
-      inPlace.emplace_back(bufferOf(group.outputs[0]), bufferOf(dying));
+      inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
     }
     if (options_.emitKernels)
       report_.kernels += kernel->str() + "\n";
@@ -216,9 +265,7 @@ public:
         addFallback(n, "the JIT failed on its kernel '" + kernel->name + "'");
       return;
     }
-    std::vector<const Value *> args = group.inputs;
-    args.insert(args.end(), group.outputs.begin(), group.outputs.end());
-    exe_->addKernelStep(kernel->name, *fn, buffersOf(args),
+    exe_->addKernelStep(kernel->name, *fn, std::move(ids),
                         static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
                         schedule.parallel, schedule.grain, std::move(inPlace));
     ++report_.numKernels;
@@ -233,6 +280,14 @@ public:
     cpu::OneDnnOptions dnnl;
     dnnl.layout = options_.dnnlLayout;
     dnnl.threads = options_.threads;
+    // Values of this group: predicted; others: as stored. See Note
+    // [Channels-last buffers].
+    dnnl.channelsLast = [&](const Value *v) {
+      const Node *def = v->definingNode();
+      if (def && std::find(group.nodes.begin(), group.nodes.end(), def) != group.nodes.end())
+        return predictChannelsLast(v);
+      return channelsLast_.count(v) > 0;
+    };
     // A value the group exports must be a step's result: the library call
     // ends at the first node whose result leaves the group.
     size_t end = 1;
@@ -254,6 +309,8 @@ public:
     std::vector<const Value *> args = call->operands;
     args.push_back(call->result);
     exe_->addExternStep(call->step, buffersOf(args), static_cast<int32_t>(call->operands.size()));
+    if (dnnl.channelsLast(call->result))
+      channelsLast_.insert(call->result);
     std::string line = nodeName(group.nodes.front());
     for (size_t i = 1; i < call->numNodes; ++i)
       line += "+" + nodeName(group.nodes[i]);
@@ -285,6 +342,49 @@ private:
     return nullptr;
   }
 
+  /// Whether `v`, the result of a library call being built, should be
+  /// stored channels-last: every use reads it as the src of a conv or pool
+  /// call or as the residual added in such a call's epilogue. See Note
+  /// [Channels-last buffers].
+  bool predictChannelsLast(const Value *v) const {
+    const size_t rank = v->type().shape.size();
+    if (!options_.useLibraries || rank < 3 || rank > 5 || v->type().dtype != DType::F32 ||
+        graphOutputs_.count(v) || v->uses().empty())
+      return false;
+    auto channelsLastAnchor = [](const Node *n) {
+      switch (n->kind()) {
+      case OpKind::Conv:
+      case OpKind::ConvTranspose:
+      case OpKind::MaxPool:
+      case OpKind::AvgPool:
+      case OpKind::GlobalAvgPool:
+        return true;
+      default:
+        return false;
+      }
+    };
+    for (const Use &u : v->uses()) {
+      auto it = libraryPosition_.find(u.user);
+      if (it == libraryPosition_.end())
+        return false;
+      const auto [group, pos] = it->second;
+      if (!channelsLastAnchor(group->nodes.front()))
+        return false;
+      if (pos == 0) {
+        if (u.operandIndex != 0)
+          return false;
+        continue;
+      }
+      // An epilogue add: v is the residual, not the chain, and full size.
+      const Node *chain = group->nodes[pos - 1];
+      if (u.user->kind() != OpKind::Add || u.user->operand(1 - u.operandIndex) != chain->result() ||
+          u.user->operand(u.operandIndex) == chain->result() ||
+          !(v->type() == u.user->result()->type()))
+        return false;
+    }
+    return true;
+  }
+
   const CompileOptions &options_;
   DiagnosticEngine &diag_;
   CompileReport &report_;
@@ -292,6 +392,11 @@ private:
   std::unordered_map<const Value *, int32_t> buffers_;
   std::set<const Value *> graphOutputs_;
   std::unordered_map<const Value *, size_t> lastReader_;
+  /// Library nodes: their group and position in it.
+  std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
+  /// Values stored channels-last, and their row-major twins.
+  std::set<const Value *> channelsLast_;
+  std::unordered_map<const Value *, int32_t> rowMajorTwin_;
   size_t group_ = 0;
 };
 
@@ -548,7 +653,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   // 5. Outputs, owners.
   std::vector<int32_t> outputs;
   for (const Value *v : g->outputs())
-    outputs.push_back(builder.bufferOf(v));
+    outputs.push_back(builder.outputBufferOf(v));
   runtime::Executable &exe = builder.exe();
   exe.setOutputs(std::move(outputs));
   exe.setDefaultThreads(options.threads);

@@ -79,6 +79,22 @@ memory::desc plainMd(dims d) {
   return memory::desc(d, memory::data_type::f32, rowMajorStrides(d));
 }
 
+/// Channels-last f32 of `d` (N, C, spatial...) stored as N, spatial..., C:
+/// "acdb" for 4-D. See Note [Channels-last buffers].
+memory::desc channelsLastMd(const dims &d) {
+  const size_t rank = d.size();
+  dims strides(rank);
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= std::max<int64_t>(d[1], 1);
+  for (size_t i = rank; i-- > 2;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(d[i], 1);
+  }
+  strides[0] = stride;
+  return memory::desc(d, memory::data_type::f32, strides);
+}
+
 memory::desc anyMd(const dims &d) {
   return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
 }
@@ -214,9 +230,10 @@ public:
   memory::desc dstUserMd, dstPrimMd;
   /// Present when the primitive's dst layout is not plain.
   std::optional<dnnl::reorder> dstFromPrim;
-  /// The residual of a sum post-op (-1: none), and its reorder into a
-  /// non-plain dst.
+  /// The residual of a sum post-op (-1: none), its layout, and its reorder
+  /// into the primitive's dst when the layouts differ.
   int sumBuffer = -1;
+  memory::desc sumUserMd;
   std::optional<dnnl::reorder> sumToPrim;
   /// The OpenMP thread count the primitive was created under. oneDNN sizes
   /// its per-thread scratch at creation, so a run never uses more threads.
@@ -269,10 +286,10 @@ public:
       if (sumBuffer >= 0) {
         void *residual = buffers[static_cast<size_t>(sumBuffer)];
         if (sumToPrim) {
-          memory res(dstUserMd, eng, residual);
+          memory res(sumUserMd, eng, residual);
           sumToPrim->execute(s, res, dst);
         } else {
-          std::memcpy(buffers[static_cast<size_t>(outBuffer)], residual, dstUserMd.get_size());
+          std::memcpy(dst.get_data_handle(), residual, dstPrimMd.get_size());
         }
       }
       args.emplace(DNNL_ARG_DST, dst);
@@ -582,10 +599,12 @@ FailureOr<Anchor> poolAnchor(const Node &n, std::string &why) {
   a.graphShape = ys;
   a.dstDims = ys;
   a.inputs.push_back({DNNL_ARG_SRC, n.operand(0), nullptr, {}, plainMd(xs)});
-  a.makePd = [=](const dnnl::primitive_attr &attr, bool) -> dnnl::primitive_desc {
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, plainMd(xs),
-                                     plainMd(ys), win.strides, kernel, win.dilations, win.padL,
-                                     win.padR);
+  a.supportsBlocked = true;
+  a.makePd = [=](const dnnl::primitive_attr &attr, bool blocked) -> dnnl::primitive_desc {
+    // Pools take a concrete src layout: channels-last when `blocked`.
+    dnnl::pooling_v2_forward::desc d(
+        dnnl::prop_kind::forward_inference, alg, blocked ? channelsLastMd(xs) : plainMd(xs),
+        blocked ? anyMd(ys) : plainMd(ys), win.strides, kernel, win.dilations, win.padL, win.padR);
     return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpuEngine());
   };
   return a;
@@ -800,7 +819,10 @@ bool isStandardBroadcast(const dims &other, const dims &dst) {
 /// Creates the primitive for `ops` with the given layout; throws
 /// dnnl::error when oneDNN has no implementation.
 Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked, bool expand,
-                   const Value *result) {
+                   const Value *result, const std::function<bool(const Value *)> &channelsLast) {
+  auto isCL = [&](const Value *v) {
+    return a.supportsBlocked && channelsLast && v && v->type().shape.size() >= 3 && channelsLast(v);
+  };
   dnnl::engine &eng = cpuEngine();
   auto step = std::make_shared<DnnlStep>();
   step->createdThreads = omp_get_max_threads(); // set by buildOneDnnCall's ScopedThreads
@@ -812,6 +834,7 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     int index;
     const PostOp *op;
     bool expanded;
+    bool channelsLast;
   };
   std::vector<BinaryUse> binaries;
   const Value *sumValue = nullptr;
@@ -834,8 +857,10 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
       continue;
     }
     const bool doExpand = expand && !isStandardBroadcast(p.otherDims, a.dstDims);
-    po.append_binary(p.alg, plainMd(doExpand ? a.dstDims : p.otherDims));
-    binaries.push_back({static_cast<int>(i), &p, doExpand});
+    const bool otherCL = !constant && full && isCL(p.other);
+    po.append_binary(p.alg, otherCL ? channelsLastMd(a.dstDims)
+                                    : plainMd(doExpand ? a.dstDims : p.otherDims));
+    binaries.push_back({static_cast<int>(i), &p, doExpand, otherCL});
     opsText += algorithmName(p.alg);
   }
   dnnl::primitive_attr attr;
@@ -867,10 +892,11 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
       }
       continue;
     }
-    RuntimeArg r{in.arg, operands.indexOf(in.value), in.userMd, std::nullopt, primMd, false, {},
-                 {}};
-    if (primMd != in.userMd)
-      r.toPrim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, in.userMd, eng, primMd));
+    const memory::desc userMd =
+        in.arg == DNNL_ARG_SRC && isCL(in.value) ? channelsLastMd(in.userMd.dims()) : in.userMd;
+    RuntimeArg r{in.arg, operands.indexOf(in.value), userMd, std::nullopt, primMd, false, {}, {}};
+    if (primMd != userMd)
+      r.toPrim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, userMd, eng, primMd));
     step->runtimeArgs.push_back(std::move(r));
   }
   for (const BinaryUse &b : binaries) {
@@ -891,7 +917,8 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     }
     RuntimeArg r{arg,
                  operands.indexOf(p.other),
-                 plainMd(b.expanded ? a.dstDims : p.otherDims),
+                 b.channelsLast ? channelsLastMd(a.dstDims)
+                                : plainMd(b.expanded ? a.dstDims : p.otherDims),
                  std::nullopt,
                  memory::desc(),
                  b.expanded,
@@ -902,16 +929,17 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
   }
   s.wait();
 
-  step->dstUserMd = plainMd(a.dstDims);
+  step->dstUserMd = isCL(result) ? channelsLastMd(a.dstDims) : plainMd(a.dstDims);
   step->dstPrimMd = pd.dst_desc();
   if (step->dstPrimMd != step->dstUserMd)
     step->dstFromPrim =
         dnnl::reorder(dnnl::reorder::primitive_desc(eng, step->dstPrimMd, eng, step->dstUserMd));
   if (sumValue) {
     step->sumBuffer = operands.indexOf(sumValue);
-    if (step->dstFromPrim)
+    step->sumUserMd = isCL(sumValue) ? channelsLastMd(a.dstDims) : plainMd(a.dstDims);
+    if (step->sumUserMd != step->dstPrimMd)
       step->sumToPrim =
-          dnnl::reorder(dnnl::reorder::primitive_desc(eng, step->dstUserMd, eng, step->dstPrimMd));
+          dnnl::reorder(dnnl::reorder::primitive_desc(eng, step->sumUserMd, eng, step->dstPrimMd));
   }
   layouts += "dst " + layoutString(step->dstPrimMd);
   step->scratchMd = pd.scratchpad_desc();
@@ -974,6 +1002,42 @@ double timeCandidate(const Candidate &c, const Value *result, int threads) {
 
 } // namespace
 
+namespace {
+
+/// Channels-last to row-major, with a oneDNN reorder.
+class ToRowMajorStep final : public runtime::ExternStep {
+public:
+  explicit ToRowMajorStep(const Value *v)
+      : name_("to-row-major %" + v->name()), from_(channelsLastMd(sizesOf(v))),
+        to_(plainMd(sizesOf(v))),
+        reorder_(dnnl::reorder::primitive_desc(cpuEngine(), from_, cpuEngine(), to_)) {}
+
+  std::string describe() const override { return name_; }
+
+  runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
+    try {
+      dnnl::stream s(cpuEngine());
+      memory from(from_, cpuEngine(), buffers[0]), to(to_, cpuEngine(), buffers[1]);
+      reorder_.execute(s, from, to);
+      s.wait();
+    } catch (const dnnl::error &e) {
+      return runtime::Status::failure(std::string("onednn: ") + e.what());
+    }
+    return runtime::Status::success();
+  }
+
+private:
+  std::string name_;
+  memory::desc from_, to_;
+  dnnl::reorder reorder_;
+};
+
+} // namespace
+
+std::shared_ptr<const runtime::ExternStep> makeToRowMajorStep(const Value *v) {
+  return std::make_shared<ToRowMajorStep>(v);
+}
+
 std::string oneDnnVersion() {
   const dnnl_version_t *v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
@@ -1021,7 +1085,7 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
       for (bool expand : {false, true}) {
         for (bool blocked : layouts) {
           try {
-            candidates.push_back(assemble(a, ops, blocked, expand, result));
+            candidates.push_back(assemble(a, ops, blocked, expand, result, options.channelsLast));
           } catch (const dnnl::error &e) {
             lastError = e.what();
           }
@@ -1031,12 +1095,9 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
       }
       if (candidates.empty())
         continue;
-      // Two candidates with the same layouts are the same primitive.
-      if (candidates.size() == 2 && !candidates[1].step->dstFromPrim &&
-          candidates[1].step->runtimeArgs.size() == candidates[0].step->runtimeArgs.size() &&
-          std::none_of(candidates[1].step->runtimeArgs.begin(),
-                       candidates[1].step->runtimeArgs.end(),
-                       [](const RuntimeArg &r) { return r.toPrim.has_value(); }))
+      // Two candidates with the same implementation and layouts are the
+      // same primitive.
+      if (candidates.size() == 2 && candidates[0].detail == candidates[1].detail)
         candidates.pop_back();
       size_t best = 0;
       std::string measurement;

@@ -34,6 +34,7 @@
 #include "ir/Graph.h"
 #include "runtime/Executable.h"
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -55,7 +56,17 @@ struct OneDnnOptions {
   DnnlLayoutPolicy layout = DnnlLayoutPolicy::Measure;
   /// Threads used when measuring (0: OpenMP's default).
   int threads = 0;
+  /// Values (rank >= 3) whose buffers hold channels-last data (N, spatial...,
+  /// C: "acdb" for 4-D) instead of row-major; see Note [Channels-last
+  /// buffers] in codegen/Compiler.cpp. Only the src of a conv or pool, the
+  /// result, and full-size residual operands of the epilogue may be; the
+  /// caller reads result() back to know what the step wrote. Empty: none.
+  std::function<bool(const Value *)> channelsLast;
 };
+
+/// An extern step copying a channels-last buffer of `v` (its first buffer)
+/// into a row-major one (its second).
+std::shared_ptr<const runtime::ExternStep> makeToRowMajorStep(const Value *v);
 
 /// A library call built for nodes[0, numNodes).
 struct OneDnnCall {
