@@ -271,7 +271,7 @@ public:
     ++report_.numKernels;
   }
 
-  void addLibraryGroup(const FusionGroup &group) {
+  void addLibraryGroup(const FusionGroup &group, cpu::CpuJit *jit) {
     if (!options_.useLibraries) {
       for (const Node *n : group.nodes)
         addFallback(n, "library ops are disabled");
@@ -319,12 +319,45 @@ public:
       line += " (" + call->measurement + ")";
     report_.libraryCalls.push_back(line);
     ++report_.numLibraryCalls;
-    for (size_t i = call->numNodes; i < group.nodes.size(); ++i)
-      addFallback(group.nodes[i],
-                  "it has no oneDNN post-op after " + nodeName(group.nodes[call->numNodes - 1]));
+    if (call->numNodes < group.nodes.size())
+      addEpilogueKernel(group, call->numNodes, jit);
+  }
+
+  /// The epilogue nodes [first, end) of a library group that oneDNN did not
+  /// take as post-ops, as one kernel (they are elementwise and chained).
+  void addEpilogueKernel(const FusionGroup &group, size_t first, cpu::CpuJit *jit) {
+    FusionGroup tail;
+    tail.kind = FusionGroup::Kind::Kernel;
+    tail.nodes.assign(group.nodes.begin() + static_cast<std::ptrdiff_t>(first), group.nodes.end());
+    std::set<const Value *> produced;
+    for (const Node *n : tail.nodes)
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        produced.insert(n->result(r));
+    for (const Node *n : tail.nodes)
+      for (const Value *v : n->operands())
+        if (!produced.count(v) &&
+            std::find(tail.inputs.begin(), tail.inputs.end(), v) == tail.inputs.end())
+          tail.inputs.push_back(v);
+    for (const Node *n : tail.nodes)
+      for (unsigned r = 0; r < n->numResults(); ++r) {
+        const Value *v = n->result(r);
+        bool outside = graphOutputs_.count(v) > 0;
+        for (const Use &u : v->uses())
+          outside |= std::find(tail.nodes.begin(), tail.nodes.end(), u.user) == tail.nodes.end();
+        if (outside)
+          tail.outputs.push_back(v);
+      }
+    addKernelGroup(tail, jit);
   }
 
 private:
+  /// Whether no later group reads `v` (a value no other group reads is
+  /// internal to the current one).
+  bool diesInCurrentGroup(const Value *v) const {
+    auto it = lastReader_.find(v);
+    return it == lastReader_.end() || it->second == group_;
+  }
+
   /// An input of `group` its one output can overwrite. See Note [In-place
   /// kernels].
   const Value *inPlaceCandidate(const FusionGroup &group, const Kernel &kernel) {
@@ -335,7 +368,7 @@ private:
       const Node *def = v->definingNode();
       auto it = buffers_.find(v);
       if (def && def->kind() != OpKind::Constant && !graphOutputs_.count(v) &&
-          it != buffers_.end() && lastReader_[v] == group_ &&
+          it != buffers_.end() && diesInCurrentGroup(v) &&
           canWriteInPlace(kernel, 0, static_cast<int32_t>(i)))
         return v;
     }
@@ -609,7 +642,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   std::shared_ptr<cpu::CpuJit> jit;
   const bool needsJit =
       options.useKernels && std::any_of(plan->groups.begin(), plan->groups.end(), [](auto &grp) {
-        return grp.kind == FusionGroup::Kind::Kernel;
+        // Library groups too: epilogue nodes oneDNN does not take run as a
+        // kernel.
+        return grp.kind != FusionGroup::Kind::Fallback;
       });
   if (needsJit) {
     cpu::CpuJitOptions jitOptions;
@@ -633,7 +668,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
       kernelSeconds += secondsSince(t0);
       break;
     case FusionGroup::Kind::Library:
-      builder.addLibraryGroup(group);
+      builder.addLibraryGroup(group, jit.get());
       librarySeconds += secondsSince(t0);
       break;
     case FusionGroup::Kind::Fallback:

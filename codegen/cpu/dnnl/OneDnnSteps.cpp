@@ -480,13 +480,25 @@ FailureOr<Anchor> matmulAnchor(const Node &n, std::string &why) {
     dst[i] = std::max(lhs[i], rhs[i]);
   dst[rank - 2] = lhs[rank - 2];
   dst[rank - 1] = rhs[rank - 1];
+  // x[..., M, K] @ W[K, N] with a constant 2-D W is one [B*M, K] @ [K, N]
+  // product: oneDNN then lays W out for its brgemm kernels (2-D weights
+  // only) and runs one large GEMM instead of a batch of small ones.
+  const bool collapse = constantOf(n.operand(1)) && sizesOf(n.operand(1)).size() == 2 &&
+                        sizesOf(n.operand(0)).size() >= 3;
+  if (collapse) {
+    const int64_t rows = product(dims(lhs.begin(), lhs.end() - 1));
+    lhs = {rows, lhs.back()};
+    rhs = {rhs[rank - 2], rhs[rank - 1]};
+    dst = {rows, dst.back()};
+  }
+  const size_t mmRank = collapse ? 2 : rank;
   Anchor a;
   a.kindName = "matmul";
   a.graphShape = sizesOf(n.result());
   a.dstDims = dst;
   a.inputs.push_back({DNNL_ARG_SRC, n.operand(0), nullptr, {}, plainMd(lhs)});
   a.inputs.push_back({DNNL_ARG_WEIGHTS, n.operand(1), constantOf(n.operand(1)), {}, plainMd(rhs)});
-  const bool anyWeights = a.inputs[1].constant && rank == 2;
+  const bool anyWeights = a.inputs[1].constant && mmRank == 2;
   a.makePd = [=](const dnnl::primitive_attr &attr, bool) -> dnnl::primitive_desc {
     dnnl::matmul::desc d(plainMd(lhs), anyWeights ? anyMd(rhs) : plainMd(rhs), plainMd(dst));
     return dnnl::matmul::primitive_desc(d, attr, cpuEngine());
@@ -670,6 +682,17 @@ std::optional<dims> broadcastDims(const Value *other, const Anchor &a) {
     return b;
   if (allOnes)
     return dims(a.dstDims.size(), 1);
+  // A product with its leading dims collapsed into rows ([B, M, N] as
+  // [B*M, N]): the other operand is per column, or full.
+  if (a.dstDims.size() == 2 && gs.size() > 2 && gs.back() == a.dstDims[1] &&
+      product(dims(gs.begin(), gs.end() - 1)) == a.dstDims[0]) {
+    const dims lead(b.begin(), b.end() - 1);
+    if (std::all_of(lead.begin(), lead.end(), [](int64_t d) { return d == 1; }))
+      return dims{1, b.back()};
+    if (lead == dims(gs.begin(), gs.end() - 1))
+      return dims{a.dstDims[0], b.back()};
+    return std::nullopt;
+  }
   if (b == gs)
     return a.dstDims;
   return std::nullopt;
@@ -1093,6 +1116,15 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
         if (!candidates.empty())
           break;
       }
+      // oneDNN's reference implementations are orders of magnitude slower
+      // than its JIT ones (a post-op it cannot fuse sends a matmul there:
+      // 128 ms instead of 0.1 ms): with a shorter epilogue the rest runs as
+      // a kernel instead.
+      if (k > 0)
+        candidates.erase(
+            std::remove_if(candidates.begin(), candidates.end(),
+                           [](const Candidate &c) { return c.detail.rfind("ref", 0) == 0; }),
+            candidates.end());
       if (candidates.empty())
         continue;
       // Two candidates with the same implementation and layouts are the
