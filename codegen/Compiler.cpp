@@ -697,6 +697,13 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
     exe.keepAlive(jit);
   if (failed(planAndFinalize(exe, report, diag)))
     return failure();
+  // The steps hold what they read of the constants (buffers share the
+  // tensors' bytes; oneDNN keeps its reordered weights), and reference
+  // steps read operands from buffers, not from constant nodes: the kept
+  // graph's copies would only double the model's memory.
+  for (Node *n : g->nodes())
+    if (n->kind() == OpKind::Constant)
+      n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
   endPhase("memory");
   report.steps = exe.describe();
   report.totalSeconds = secondsSince(start);

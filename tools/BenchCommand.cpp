@@ -261,6 +261,11 @@ int benchCommand(const Args &args) {
     return 1;
   const double compileSeconds = secondsSince(compileStart);
   const runtime::Executable &e = **exe;
+  // The compiled model owns what it needs; the loaded one can go (as in an
+  // application that compiles once and keeps only the executable).
+  const size_t numNodes = g->numNodes();
+  model->module.reset();
+  g = nullptr;
   const int threads = e.resolveThreads(options.threads);
 
   std::vector<runtime::HostTensor> in, outs;
@@ -366,7 +371,7 @@ int benchCommand(const Args &args) {
                 number(wall).c_str(), peakRssKb());
     return check == "ok" || expected.empty() ? 0 : 1;
   }
-  std::printf("model:       %s (%zu nodes)\n", file.c_str(), g->numNodes());
+  std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
   std::printf("compiled:    %s\n", report.summary().c_str());
   std::printf("check:       %s (max abs error %.3g)\n", check.c_str(), maxAbsErr);
   std::printf("threads:     %d (cpu time / wall time during the runs: %.2f)\n", threads,

@@ -307,6 +307,9 @@ Value *ImportState::lookup(const std::string &name, const Location &loc) {
   if (!c)
     return nullptr;
   c->setName(name);
+  // The tensor holds the bytes now; the protobuf's copy goes (a model's
+  // weights are then in memory once, not twice, while the import runs).
+  std::string().swap(*const_cast<onnx::TensorProto *>(init->second)->mutable_raw_data());
   initializers.erase(init);
   values[name] = c;
   return c;

@@ -89,6 +89,9 @@ public:
   }
 
   FailureOr<std::unique_ptr<Module>> run(std::string_view bytes);
+  /// run() on bytes it owns: they are freed once parsed, so that the file,
+  /// the protobuf and the tensors are never in memory all at once.
+  FailureOr<std::unique_ptr<Module>> run(std::string &&bytes);
 
 private:
   InFlightDiagnostic modelError() {
@@ -128,8 +131,16 @@ private:
   std::vector<const Converter *> converters_;
 };
 
+FailureOr<std::unique_ptr<Module>> Importer::run(std::string &&bytes) {
+  if (failed(parse(bytes)))
+    return failure();
+  std::string().swap(bytes);
+  return run(std::string_view());
+}
+
 FailureOr<std::unique_ptr<Module>> Importer::run(std::string_view bytes) {
-  if (failed(parse(bytes)) || failed(checkOpsets()))
+  // An empty view after run(std::string &&): already parsed.
+  if ((bytes.data() && failed(parse(bytes))) || failed(checkOpsets()))
     return failure();
   // Structural checks report everything they find before giving up.
   bool ok = succeeded(indexValues());
@@ -535,8 +546,16 @@ FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, Diagnosti
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return diag.emitError(Location()) << "cannot open '" << path << "'";
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read into a string of the file's size (no stream buffer copies).
+  std::string bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0)
+    return diag.emitError(Location()) << "cannot read '" << path << "'";
+  bytes.resize(static_cast<size_t>(size));
+  if (!in.read(bytes.data(), size))
+    return diag.emitError(Location()) << "cannot read '" << path << "'";
   OnnxImportOptions o = opts;
   if (o.modelName.empty())
     o.modelName = path;
@@ -545,7 +564,8 @@ FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, Diagnosti
     if (o.externalDataDir.empty())
       o.externalDataDir = ".";
   }
-  return importOnnxBytes(ss.str(), diag, o);
+  onnximport::Importer importer(diag, o);
+  return importer.run(std::move(bytes));
 }
 
 bool isOnnxPath(std::string_view path) {
