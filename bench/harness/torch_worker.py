@@ -11,8 +11,8 @@ compares with the export's output_K.pb, which PyTorch 1.13 computed.
 
 compile mode: compile_s is the first call of torch.compile(model) (default
 backend, Inductor): tracing, code generation and that first execution, cold
-or warm depending on TORCHINDUCTOR_CACHE_DIR's contents ("inductor_cache"
-says whether the cache folder held anything before). first_run_s is the call
+or warm depending on TORCHINDUCTOR_CACHE_DIR's contents ("inductor_cache":
+"cold" when Inductor's FX graph cache missed, "warm" when it hit). first_run_s is the call
 after it. eager mode: compile_s is 0 and first_run_s the first call.
 Protocol: bench/harness/common.py.
 """
@@ -36,7 +36,7 @@ def main():
     engine = "torch_" + args.mode
     try:
         cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        cache_warm = bool(cache_dir and os.path.isdir(cache_dir) and os.listdir(cache_dir))
+        cache_nonempty = bool(cache_dir and os.path.isdir(cache_dir) and os.listdir(cache_dir))
         import torch
 
         torch.set_num_threads(args.threads)
@@ -85,7 +85,19 @@ def main():
         if failures:
             ready["fallback_reason"] = failures
         if args.mode == "compile":
-            ready["inductor_cache"] = "warm" if cache_warm else "cold"
+            # Inductor's FX graph cache: hits mean the compiled code came from
+            # TORCHINDUCTOR_CACHE_DIR (a warm compile), misses a cold one.
+            try:
+                from torch._dynamo.utils import counters
+                hits = int(counters["inductor"].get("fxgraph_cache_hit", 0))
+                misses = int(counters["inductor"].get("fxgraph_cache_miss", 0))
+                ready["fxgraph_cache"] = {"hits": hits, "misses": misses}
+                ready["inductor_cache"] = ("warm" if hits and not misses else
+                                           "cold" if misses and not hits else
+                                           "%d hits, %d misses" % (hits, misses))
+            except Exception as e:  # noqa: BLE001 - the counters are internal API
+                ready["inductor_cache"] = "unknown (%s)" % type(e).__name__
+            ready["inductor_cache_dir_was_empty"] = not cache_nonempty
     except Exception as e:  # noqa: BLE001 - report, do not crash silently
         common.emit({"event": "error", "engine": engine,
                      "message": "%s: %s" % (type(e).__name__, str(e)[:2000])})
