@@ -152,8 +152,8 @@ class Report:
                  if (c.get("other_load_cores") or 0) > 0.25]
         loads = [c.get("other_load_cores") for c in self.cells if c.get("other_load_cores") is not None]
         if loads:
-            self.w("- Other CPU load during the timed phases (all busy CPU time less the timed runs', "
-                   "in cores): median %.2f, max %.2f.%s"
+            self.w("- Other CPU load during the timed phases (busy CPU time of the machine less that of "
+                   "the driver and its workers, in cores): median %.2f, max %.2f.%s"
                    % (sorted(loads)[len(loads) // 2], max(loads),
                       " **Noisy cells (> 0.25 cores):** %s." % ", ".join("%s/T%d (%.2f)" % x for x in noisy)
                       if noisy else ""))
