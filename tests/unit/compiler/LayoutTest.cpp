@@ -26,6 +26,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <thread>
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -772,4 +773,54 @@ TEST(EpilogueKernelTest, ConvEpiloguePastThePostOpLimitRunsAsOneKernel) {
   CompileReport r = expectCorrectEverywhere(*c.graph, 1);
   EXPECT_EQ(r.numKernels, 1) << r.steps;
   EXPECT_EQ(r.steps.find("reference"), std::string::npos) << r.steps;
+}
+
+//===----------------------------------------------------------------------===//
+// Concurrent runs
+//===----------------------------------------------------------------------===//
+
+// Channels-last buffers, a to-row-major twin and an epilogue kernel, run
+// from 4 threads at once: every run equals the interpreter.
+TEST(ChannelsLastTest, ConcurrentRunsOfAMispredictedGraph) {
+  GraphCase c;
+  Value *x = c.input({1, 8, 12, 12}, "x");
+  Value *x0 = c.conv3x3(x, 8, "x0");
+  Value *r1 = c.relu(c.conv3x3(x0, 8, "c1"), "r1");
+  Value *t = c.conv3x3(r1, 8, "c2");
+  for (int i = 0; i < 34; ++i)
+    t = c.op(OpKind::Tanh, {t});
+  Value *y = c.relu(c.op(OpKind::Add, {t, x0}, {}, "sum"), "y");
+  Value *mp = c.op(OpKind::MaxPool, {y}, {{"kernel", Ints{2, 2}}, {"strides", Ints{2, 2}}}, "mp");
+  Value *z = c.conv3x3(mp, 4, "z");
+  c.graph->setOutputs({z});
+  std::mt19937 rng(5);
+  std::vector<Tensor> inputs{randomTensor({1, 8, 12, 12}, rng)};
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto want = interpret(*c.graph, inputs, diag);
+  ASSERT_TRUE(want.succeeded()) << collect.str();
+  CompileOptions opts;
+  opts.threads = 2;
+  CompileReport report;
+  auto exe = compile(*c.graph, opts, diag, &report);
+  ASSERT_TRUE(exe.succeeded()) << collect.str();
+  EXPECT_EQ(countOf(report.steps, "to-row-major"), 1) << report.steps;
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < errors.size(); ++k)
+    threads.emplace_back([&, k] {
+      for (int it = 0; it < 5 && errors[k].empty(); ++it) {
+        DiagnosticEngine d;
+        ScopedDiagnosticCollector col(d);
+        auto got = runCompiled(**exe, inputs, d);
+        if (failed(got))
+          errors[k] = "run failed: " + col.str();
+        else
+          errors[k] = compare((*got)[0], (*want)[0]);
+      }
+    });
+  for (std::thread &th : threads)
+    th.join();
+  for (size_t k = 0; k < errors.size(); ++k)
+    EXPECT_TRUE(errors[k].empty()) << "thread " << k << ": " << errors[k] << "\n" << report.steps;
 }
