@@ -140,17 +140,41 @@ public:
         exe_(std::make_unique<runtime::Executable>()) {
     for (const Value *v : g.outputs())
       graphOutputs_.insert(v);
+    std::unordered_map<Node *, size_t> lastToucher;
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       for (const Value *v : plan.groups[i].inputs)
         lastReader_[v] = i;
+      for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
+        for (const Node *n : *list)
+          for (const Value *v : n->operands())
+            if (Node *def = const_cast<Node *>(v->definingNode());
+                def && def->kind() == OpKind::Constant)
+              lastToucher[def] = i;
       if (plan.groups[i].kind == FusionGroup::Kind::Library)
         for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
           libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
     }
+    for (auto [node, last] : lastToucher)
+      if (!graphOutputs_.count(node->result()))
+        releaseOrder_.emplace_back(last, node);
+    std::sort(releaseOrder_.begin(), releaseOrder_.end(),
+              [](const auto &a, const auto &b) { return a.first > b.first; });
   }
 
   /// Groups are added in order; this is the index of the current one.
   void beginGroup(size_t index) { group_ = index; }
+
+  /// Drops the tensors of constant nodes that no group after the current
+  /// one reads, in the compiled graph (the steps share or copy what they
+  /// need). With a graph the compiler owns, this frees each weight once it
+  /// is packed, instead of holding every weight twice until the end.
+  void releaseConsumedConstants() {
+    while (!releaseOrder_.empty() && releaseOrder_.back().first <= group_) {
+      Node *n = releaseOrder_.back().second;
+      n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
+      releaseOrder_.pop_back();
+    }
+  }
 
   runtime::Executable &exe() { return *exe_; }
   std::unique_ptr<runtime::Executable> take() { return std::move(exe_); }
@@ -425,6 +449,8 @@ private:
   std::unordered_map<const Value *, int32_t> buffers_;
   std::set<const Value *> graphOutputs_;
   std::unordered_map<const Value *, size_t> lastReader_;
+  /// Constant nodes by the last group touching them, latest first.
+  std::vector<std::pair<size_t, Node *>> releaseOrder_;
   /// Library nodes: their group and position in it.
   std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
   /// Values stored channels-last, and their row-major twins.
@@ -602,6 +628,13 @@ Tensor fromHostTensor(const runtime::HostTensor &t) {
 FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
+                                                        CompileReport *report) {
+  return compile(source.clone(), options, diag, report);
+}
+
+FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> owned,
+                                                        const CompileOptions &options,
+                                                        DiagnosticEngine &diag,
                                                         CompileReport *reportOut) {
   CompileReport localReport;
   CompileReport &report = reportOut ? *reportOut : localReport;
@@ -614,7 +647,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   };
 
   // 1-2. Clone, bind dims, run the pipeline.
-  std::shared_ptr<Graph> g(source.clone().release());
+  std::shared_ptr<Graph> g(owned.release());
   if (failed(bindDims(*g, options, diag)))
     return failure();
   {
@@ -661,6 +694,11 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
   for (size_t gi = 0; gi < plan->groups.size(); ++gi) {
     const FusionGroup &group = plan->groups[gi];
     builder.beginGroup(gi);
+    // Constants no later group reads: the steps hold what they need.
+    struct Release {
+      ExecutableBuilder &b;
+      ~Release() { b.releaseConsumedConstants(); }
+    } release{builder};
     const auto t0 = Clock::now();
     switch (group.kind) {
     case FusionGroup::Kind::Kernel:

@@ -129,6 +129,14 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &g,
                                                         DiagnosticEngine &diag,
                                                         CompileReport *report = nullptr);
 
+/// compile() on a graph the compiler takes over (no copy): each constant is
+/// released as soon as the steps that read it are built, so a model's
+/// weights are not held twice (as given and as packed) while compiling.
+FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> graph,
+                                                        const CompileOptions &options,
+                                                        DiagnosticEngine &diag,
+                                                        CompileReport *report = nullptr);
+
 /// Runs a compiled model on kiln::Tensor inputs (zero-copy both ways) and
 /// returns its outputs; input mismatches (count, dtype, shape) and step
 /// failures are errors. Safe to call from several threads at once.

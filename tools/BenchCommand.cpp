@@ -256,14 +256,19 @@ int benchCommand(const Args &args) {
 
   codegen::CompileReport report;
   const auto compileStart = Clock::now();
-  auto exe = codegen::compile(*g, options, diag, &report);
+  // The compiler takes the graph over (see compile(std::unique_ptr<Graph>)).
+  std::unique_ptr<Graph> owned;
+  for (auto &graph : model->module->graphs())
+    if (graph.get() == g)
+      owned = std::move(graph);
+  const size_t numNodes = g->numNodes();
+  auto exe = codegen::compile(std::move(owned), options, diag, &report);
   if (failed(exe))
     return 1;
   const double compileSeconds = secondsSince(compileStart);
   const runtime::Executable &e = **exe;
   // The compiled model owns what it needs; the loaded one can go (as in an
   // application that compiles once and keeps only the executable).
-  const size_t numNodes = g->numNodes();
   model->module.reset();
   g = nullptr;
   const int threads = e.resolveThreads(options.threads);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
 #include <new>
 
 namespace kiln::tools {
@@ -127,6 +128,12 @@ static int dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  // Blocks of 1 MiB and more are mapped and unmapped, not kept in the heap:
+  // a model's weights are converted one by one while their protobuf copies
+  // are freed, and with glibc's dynamic threshold the freed blocks would
+  // stay resident (the peak then holds the weights twice). Steady-state
+  // runs allocate nothing large (arenas and output blocks are pooled).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Library code reports errors as diagnostics; what remains is running out
   // of memory (a model or tensor too large for this machine) or a third-party
   // library's exception: report it as an error, never a crash.

@@ -27,6 +27,8 @@
 #include <set>
 #include <sstream>
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
 // Note [Older opsets]
 // Kiln reads every converter's op at opsets 11 to 17. A model of an older
 // opset imports too when each of its nodes has a converter whose first opset
@@ -89,9 +91,9 @@ public:
   }
 
   FailureOr<std::unique_ptr<Module>> run(std::string_view bytes);
-  /// run() on bytes it owns: they are freed once parsed, so that the file,
-  /// the protobuf and the tensors are never in memory all at once.
-  FailureOr<std::unique_ptr<Module>> run(std::string &&bytes);
+  /// run() on a model read straight from `in` (`size` bytes): the file is
+  /// never in memory as a whole next to its parsed protobuf.
+  FailureOr<std::unique_ptr<Module>> run(std::istream &in, int64_t size);
 
 private:
   InFlightDiagnostic modelError() {
@@ -108,6 +110,8 @@ private:
   }
 
   LogicalResult parse(std::string_view bytes);
+  /// The checks after parsing (ir_version, graph, its name).
+  LogicalResult checkParsed();
   LogicalResult checkOpsets();
   LogicalResult indexValues();
   LogicalResult createInputs();
@@ -131,10 +135,19 @@ private:
   std::vector<const Converter *> converters_;
 };
 
-FailureOr<std::unique_ptr<Module>> Importer::run(std::string &&bytes) {
-  if (failed(parse(bytes)))
+FailureOr<std::unique_ptr<Module>> Importer::run(std::istream &in, int64_t size) {
+  if (size > static_cast<int64_t>(INT_MAX))
+    return modelError() << "the model is " << size
+                        << " bytes; protobuf reads at most 2 GiB (store the weights as external "
+                           "data)";
+  if (size == 0)
+    return modelError() << "the file is empty";
+  google::protobuf::io::IstreamInputStream stream(&in);
+  if (!model_.ParseFromZeroCopyStream(&stream))
+    return modelError() << "not a valid ONNX model: the protobuf data is corrupt or truncated ("
+                        << size << " bytes)";
+  if (failed(checkParsed()))
     return failure();
-  std::string().swap(bytes);
   return run(std::string_view());
 }
 
@@ -169,6 +182,10 @@ LogicalResult Importer::parse(std::string_view bytes) {
   if (!model_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return modelError() << "not a valid ONNX model: the protobuf data is corrupt or truncated ("
                         << bytes.size() << " bytes)";
+  return checkParsed();
+}
+
+LogicalResult Importer::checkParsed() {
   if (!model_.has_ir_version() || model_.ir_version() <= 0)
     return modelError() << "not an ONNX model: it has no ir_version";
   if (!model_.has_graph())
@@ -546,15 +563,10 @@ FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, Diagnosti
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return diag.emitError(Location()) << "cannot open '" << path << "'";
-  // Read into a string of the file's size (no stream buffer copies).
-  std::string bytes;
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (size < 0)
-    return diag.emitError(Location()) << "cannot read '" << path << "'";
-  bytes.resize(static_cast<size_t>(size));
-  if (!in.read(bytes.data(), size))
+  if (size < 0 || !in)
     return diag.emitError(Location()) << "cannot read '" << path << "'";
   OnnxImportOptions o = opts;
   if (o.modelName.empty())
@@ -565,7 +577,7 @@ FailureOr<std::unique_ptr<Module>> importOnnx(const std::string &path, Diagnosti
       o.externalDataDir = ".";
   }
   onnximport::Importer importer(diag, o);
-  return importer.run(std::move(bytes));
+  return importer.run(in, static_cast<int64_t>(size));
 }
 
 bool isOnnxPath(std::string_view path) {

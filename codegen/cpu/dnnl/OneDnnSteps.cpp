@@ -904,9 +904,9 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     if (ct) {
       // Constants: reordered once, here, when the primitive wants another
       // layout; otherwise used in place.
-      step->keepAlive.push_back(*ct);
       memory user(in.userMd, eng, const_cast<void *>(ct->rawData()));
       if (primMd == in.userMd) {
+        step->keepAlive.push_back(*ct); // used in place
         step->constArgs.push_back({in.arg, user});
       } else {
         memory packed(primMd, eng);
