@@ -309,7 +309,7 @@ public:
     dnnl.channelsLast = [&](const Value *v) {
       const Node *def = v->definingNode();
       if (def && std::find(group.nodes.begin(), group.nodes.end(), def) != group.nodes.end())
-        return predictChannelsLast(v);
+        return isChannelsLastAnchor(group.nodes.front()) && predictChannelsLast(v);
       return channelsLast_.count(v) > 0;
     };
     // A value the group exports must be a step's result: the library call
@@ -399,6 +399,20 @@ private:
     return nullptr;
   }
 
+  /// Anchors whose oneDNN calls read and write channels-last buffers.
+  static bool isChannelsLastAnchor(const Node *n) {
+    switch (n->kind()) {
+    case OpKind::Conv:
+    case OpKind::ConvTranspose:
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+    case OpKind::GlobalAvgPool:
+      return true;
+    default:
+      return false;
+    }
+  }
+
   /// Whether `v`, the result of a library call being built, should be
   /// stored channels-last: every use reads it as the src of a conv or pool
   /// call or as the residual added in such a call's epilogue. See Note
@@ -408,24 +422,12 @@ private:
     if (!options_.useLibraries || rank < 3 || rank > 5 || v->type().dtype != DType::F32 ||
         graphOutputs_.count(v) || v->uses().empty())
       return false;
-    auto channelsLastAnchor = [](const Node *n) {
-      switch (n->kind()) {
-      case OpKind::Conv:
-      case OpKind::ConvTranspose:
-      case OpKind::MaxPool:
-      case OpKind::AvgPool:
-      case OpKind::GlobalAvgPool:
-        return true;
-      default:
-        return false;
-      }
-    };
     for (const Use &u : v->uses()) {
       auto it = libraryPosition_.find(u.user);
       if (it == libraryPosition_.end())
         return false;
       const auto [group, pos] = it->second;
-      if (!channelsLastAnchor(group->nodes.front()))
+      if (!isChannelsLastAnchor(group->nodes.front()))
         return false;
       if (pos == 0) {
         if (u.operandIndex != 0)

@@ -349,6 +349,9 @@ struct Anchor {
   /// no implementation); `blocked` asks for layout `any` activations.
   std::function<dnnl::primitive_desc(const dnnl::primitive_attr &, bool blocked)> makePd;
   bool supportsBlocked = false;
+  /// Whether a same-shape residual may use the `sum` post-op (convs; oneDNN
+  /// 2.6's nhwc pooling ignores it).
+  bool supportsSum = false;
   /// Post-ops the anchor itself needs (gemm's alpha and C), before the
   /// epilogue's.
   std::vector<PostOp> ownPostOps;
@@ -434,6 +437,7 @@ FailureOr<Anchor> convAnchor(const Node &n, bool isTranspose, std::string &why) 
   a.graphShape = ys;
   a.dstDims = ys;
   a.supportsBlocked = true;
+  a.supportsSum = true;
   a.inputs.push_back({DNNL_ARG_SRC, x, nullptr, {}, plainMd(xs)});
   a.inputs.push_back({DNNL_ARG_WEIGHTS,
                       w,
@@ -871,8 +875,8 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     }
     const bool full = p.otherDims == a.dstDims;
     const bool constant = p.constant || !p.owned.isNull();
-    if (blocked && !usedSum && full && !constant && p.alg == algorithm::binary_add &&
-        p.scale == 1.f) {
+    if (blocked && a.supportsSum && !usedSum && full && !constant &&
+        p.alg == algorithm::binary_add && p.scale == 1.f) {
       po.append_sum(1.f);
       usedSum = true;
       sumValue = p.other;
@@ -890,6 +894,17 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_post_ops(po);
   dnnl::primitive_desc pd = a.makePd(attr, blocked);
+  // A binary operand spanning two or more dims must be laid out like the
+  // primitive's dst: oneDNN 2.6's nhwc kernels read it with the dst's
+  // strides whatever its descriptor says (wrong sums, no error).
+  for (const BinaryUse &b : binaries) {
+    const dims &od = b.expanded ? a.dstDims : b.op->otherDims;
+    if (std::count_if(od.begin(), od.end(), [](int64_t d) { return d != 1; }) < 2)
+      continue;
+    const memory::desc want = b.channelsLast ? channelsLastMd(a.dstDims) : plainMd(a.dstDims);
+    if (pd.dst_desc() != want)
+      throw dnnl::error(dnnl_unimplemented, "a multi-dim binary operand in another layout");
+  }
 
   dnnl::stream s(eng);
   std::string layouts;
