@@ -53,6 +53,34 @@ dnnl::engine &cpuEngine() {
   return engine;
 }
 
+/// One stream per calling thread, created once: a step's run costs
+/// microseconds, and creating a stream is a good part of that.
+dnnl::stream &threadStream() {
+  thread_local dnnl::stream stream(cpuEngine());
+  return stream;
+}
+
+/// Scratch memory per calling thread, grown as needed and kept: steps of a
+/// run execute one after the other on the thread that called run(), so
+/// they can share it (oneDNN's own scratchpad is per primitive per call).
+void *threadScratch(size_t bytes) {
+  struct Buffer {
+    void *p = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    std::free(buffer.p);
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    buffer.p = std::aligned_alloc(64, rounded);
+    buffer.size = buffer.p ? rounded : 0;
+    if (!buffer.p)
+      throw std::bad_alloc();
+  }
+  return buffer.p;
+}
+
 const Tensor *constantOf(const Value *v) {
   const Node *def = v->definingNode();
   if (!def || def->kind() != OpKind::Constant)
@@ -251,7 +279,7 @@ public:
     omp_set_num_threads(std::max(1, std::min(ctx.threads, createdThreads)));
     try {
       dnnl::engine &eng = cpuEngine();
-      dnnl::stream s(eng);
+      dnnl::stream &s = threadStream();
       std::unordered_map<int, memory> args;
       for (const ConstArg &c : constArgs)
         args.emplace(c.arg, c.mem);
@@ -294,7 +322,8 @@ public:
       }
       args.emplace(DNNL_ARG_DST, dst);
       if (scratchMd.get_size() > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchMd, eng));
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     memory(scratchMd, eng, threadScratch(scratchMd.get_size())));
       prim.execute(s, args);
       if (dstFromPrim)
         dstFromPrim->execute(s, dst, out);
@@ -1054,7 +1083,7 @@ public:
 
   runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
     try {
-      dnnl::stream s(cpuEngine());
+      dnnl::stream &s = threadStream();
       memory from(from_, cpuEngine(), buffers[0]), to(to_, cpuEngine(), buffers[1]);
       reorder_.execute(s, from, to);
       s.wait();
