@@ -24,7 +24,7 @@ pins=(torch==2.15.0 torchvision==0.29.2 onnxruntime==1.32.0 onnx==1.23.2 numpy==
 
 if [ "${KILN_BENCH_NO_BUILD:-0}" != 1 ]; then
   scripts/install-deps.sh
-  KILN_TARGETS="kiln kiln_pointwise_bench kiln_ceilings" scripts/build.sh
+  KILN_TARGETS="kiln kiln_pointwise_bench kiln_ceilings kiln_step_overhead" scripts/build.sh
 fi
 
 OMP_NUM_THREADS=1 /usr/bin/python3 scripts/make_models.py "$build/tests/models/zoo"

@@ -386,6 +386,20 @@ def pointwise(args):
     return res
 
 
+def step_overhead(args):
+    """The runtime's cost per step (build/bench/kiln_step_overhead)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = run_text([args.step_overhead, "1000", "300"], 300, env)
+    out = res.get("stdout") or ""
+    m = re.search(r"runtime overhead\s+([\d.]+) ns per step", out)
+    if m:
+        res["overhead_ns"] = float(m.group(1))
+    m = re.search(r"unfused: (\d+) steps\s+([\d.]+) ns per step", out)
+    if m:
+        res["tiny_kernel_ns"] = float(m.group(2))
+    return res
+
+
 def ceilings(args, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     res = run_text([args.ceilings, str(threads)], 300, env)
@@ -466,6 +480,7 @@ def main():
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "tools", "kiln"))
     ap.add_argument("--pointwise-bench", default=os.path.join(ROOT, "build", "bench", "kiln_pointwise_bench"))
     ap.add_argument("--ceilings", default=os.path.join(ROOT, "build", "bench", "kiln_ceilings"))
+    ap.add_argument("--step-overhead", default=os.path.join(ROOT, "build", "bench", "kiln_step_overhead"))
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench", "results.json"))
     args = ap.parse_args()
@@ -513,6 +528,9 @@ def main():
     if "pointwise" in names or not args.models:
         log("kiln_pointwise_bench")
         results["pointwise_bench"] = pointwise(args)
+    if not args.models:
+        log("kiln_step_overhead")
+        results["step_overhead"] = step_overhead(args)
 
     def save():
         results["elapsed_s"] = time.monotonic() - start

@@ -348,6 +348,24 @@ class Report:
                 self.w("| %d | error: %s | |" % (t, short_error(c.get("error") or c.get("stderr") or "?")))
         self.w()
 
+    def step_overhead_line(self):
+        so = self.res.get("step_overhead")
+        if not so:
+            return
+        self.w("## Runtime cost per step")
+        self.w()
+        if so.get("overhead_ns") is not None:
+            self.w("`%s` (one thread, median of 300 runs): a step of an Executable costs **%.1f ns** "
+                   "more than calling its kernel directly (1000 empty kernels); a model of 1000 tiny "
+                   "kernels (softmax/relu/neg on f32[1,16], fusion off) runs at %s ns per step, its "
+                   "computation included."
+                   % (so["command"], so["overhead_ns"],
+                      "%.1f" % so["tiny_kernel_ns"] if so.get("tiny_kernel_ns") else "?"))
+        else:
+            self.w("`%s` failed: rc %s, %s" % (so.get("command"), so.get("rc"),
+                                               short_error(so.get("error") or so.get("stderr"), 300)))
+        self.w()
+
     def pointwise_line(self):
         pb = self.res.get("pointwise_bench")
         self.w("## Pointwise model vs a hand-fused loop")
@@ -464,6 +482,7 @@ class Report:
         self.accuracy_table()
         self.ceilings()
         self.pointwise_line()
+        self.step_overhead_line()
         self.errors()
         self.w("Chart: [results.png](results.png). Raw data: build/bench/results.json (not committed); "
                "worker logs: build/bench/logs/.")
