@@ -16,6 +16,8 @@
 //      or the value itself when the types agree.
 //   7. cast-chain: cast(cast(x, T1), T2) -> cast(x, T2), or x when T2 is
 //      x's type, only when x -> T1 is exact. See Note [Cast chains].
+//   8. gelu-composite: x * 0.5 * (1 + erf(x / sqrt(2))), as exporters spell
+//      GELU, becomes gelu(x). See Note [GELU composites].
 // Every rewrite keeps the replaced value's type exactly, and every rewrite
 // removes at least one node (a chain that does not cancel out is merged
 // only when the inner node has no other user), which is why the driver
@@ -40,6 +42,7 @@
 #include "passes/Passes.h"
 #include "passes/PatternRewriter.h"
 
+#include <cmath>
 #include <cstdint>
 
 namespace kiln {
@@ -352,6 +355,91 @@ bool foldCastChain(Node *n, PatternRewriter &rw) {
 }
 
 //===----------------------------------------------------------------------===//
+// 8. gelu-composite
+//===----------------------------------------------------------------------===//
+
+// Note [GELU composites]
+// ONNX before opset 20 has no Gelu, so PyTorch exports F.gelu as
+//   %d = div(%x, 1.4142135)   (or mul(%x, 0.70710677))
+//   %e = erf(%d)
+//   %a = add(%e, 1.0)
+//   %m = mul(%x, %a)          (or mul(mul(%x, 0.5), %a), operands in any order)
+//   %y = mul(%m, 0.5)
+// which is gelu(x) with approximate = "none" by definition. As one op it
+// runs as a oneDNN post-op after a matmul or conv, or as one scalar
+// expression in a kernel, instead of five nodes that tie x to two users
+// (which keeps the chain out of library epilogues). Constants must be
+// scalar splats within 1e-6 of 0.5, 1, sqrt(2) or 1/sqrt(2), and the inner
+// nodes must have no other user.
+
+/// True when `v` is a constant whose elements all lie within `tol` of `x`.
+bool isSplatNear(const Value *v, double x, double tol = 1e-6) {
+  const Tensor *t = passes::constantValue(v);
+  if (!t || t->numel() == 0 || !isFloat(t->dtype()))
+    return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (std::fabs(t->getDouble(i) - x) > tol)
+      return false;
+  return true;
+}
+
+/// The single-use binary `kind` node defining `v`, or nullptr.
+Node *soleBinary(Value *v, OpKind kind) {
+  Node *d = v->definingNode();
+  return d && d->kind() == kind && d->numOperands() == 2 && hasSoleUser(d) ? d : nullptr;
+}
+
+/// x when `a` is 1 + erf(x / sqrt(2)) (single-use inner nodes), else nullptr.
+Value *geluErfArgument(Value *a) {
+  Node *add = soleBinary(a, OpKind::Add);
+  if (!add)
+    return nullptr;
+  for (unsigned i = 0; i < 2; ++i) {
+    Node *erf = add->operand(i)->definingNode();
+    if (!erf || erf->kind() != OpKind::Erf || !hasSoleUser(erf) ||
+        !isSplatNear(add->operand(1 - i), 1.0))
+      continue;
+    Value *d = erf->operand(0);
+    if (Node *div = soleBinary(d, OpKind::Div); div && isSplatNear(div->operand(1), M_SQRT2))
+      return div->operand(0);
+    if (Node *mul = soleBinary(d, OpKind::Mul))
+      for (unsigned j = 0; j < 2; ++j)
+        if (isSplatNear(mul->operand(1 - j), M_SQRT1_2))
+          return mul->operand(j);
+  }
+  return nullptr;
+}
+
+bool foldGeluComposite(Node *n, PatternRewriter &rw) {
+  if (n->kind() != OpKind::Mul || !isFloat(n->result(0)->type().dtype))
+    return false;
+  const TensorType &type = n->result(0)->type();
+  Value *x = nullptr;
+  for (unsigned i = 0; i < 2 && !x; ++i) {
+    Value *l = n->operand(i), *r = n->operand(1 - i);
+    Node *inner = soleBinary(l, OpKind::Mul);
+    if (!inner)
+      continue;
+    for (unsigned j = 0; j < 2 && !x; ++j) {
+      Value *s = inner->operand(j), *t = inner->operand(1 - j);
+      // mul(mul(x, 1 + erf(...)), 0.5)
+      if (isSplatNear(r, 0.5) && geluErfArgument(t) == s)
+        x = s;
+      // mul(mul(x, 0.5), 1 + erf(...))
+      else if (isSplatNear(t, 0.5) && geluErfArgument(r) == s)
+        x = s;
+    }
+  }
+  if (!x || x->type() != type)
+    return false;
+  Value *g = rw.createIfType(n, OpKind::Gelu, {x}, {{"approximate", std::string("none")}}, type);
+  if (!g)
+    return false;
+  rw.replaceNode(n, g);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -363,6 +451,7 @@ constexpr RewritePattern kPatterns[] = {
     {"transpose-chain", foldTransposeChain},
     {"reshape-chain", foldReshapeChain},
     {"cast-chain", foldCastChain},
+    {"gelu-composite", foldGeluComposite},
 };
 
 class CanonicalizePass : public Pass {
