@@ -153,6 +153,8 @@ public:
       if (plan.groups[i].kind == FusionGroup::Kind::Library)
         for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
           libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
+      if (isChannelConcatGroup(plan.groups[i]))
+        channelConcats_.insert(plan.groups[i].nodes.front());
     }
     for (auto [node, last] : lastToucher)
       if (!graphOutputs_.count(node->result()))
@@ -252,6 +254,8 @@ public:
   }
 
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
+    if (addChannelsLastConcat(group))
+      return;
     if (!options_.useKernels || !jit) {
       for (const Node *n : group.nodes)
         addFallback(n, options_.useKernels ? "no JIT available" : "kernels are disabled");
@@ -399,6 +403,42 @@ private:
     return nullptr;
   }
 
+  /// A kernel group that is one concat along the channels (dim 1) of f32
+  /// tensors of rank 3 to 5: it can run on channels-last buffers.
+  static bool isChannelConcatGroup(const FusionGroup &group) {
+    if (group.kind != FusionGroup::Kind::Kernel || group.nodes.size() != 1 ||
+        !group.recomputed.empty() || group.nodes.front()->kind() != OpKind::Concat)
+      return false;
+    const Node *n = group.nodes.front();
+    const TensorType &t = n->result()->type();
+    const int64_t rank = t.rank();
+    const int64_t axis = ConcatOp(*n).axis();
+    return t.dtype == DType::F32 && rank >= 3 && rank <= 5 && (axis == 1 || axis == 1 - rank);
+  }
+
+  /// A channel concat whose operands are all stored channels-last, as one
+  /// oneDNN concat writing a channels-last result. See Note [Channels-last
+  /// buffers].
+  bool addChannelsLastConcat(const FusionGroup &group) {
+    if (!options_.useLibraries || !channelConcats_.count(group.nodes.front()))
+      return false;
+    const Node *n = group.nodes.front();
+    for (const Value *v : n->operands())
+      if (!channelsLast_.count(v))
+        return false;
+    std::string why;
+    auto step = cpu::makeChannelsLastConcatStep(*n, why);
+    if (!step)
+      return false;
+    std::vector<const Value *> args(n->operands().begin(), n->operands().end());
+    args.push_back(n->result());
+    exe_->addExternStep(step, buffersOf(args), static_cast<int32_t>(n->numOperands()));
+    channelsLast_.insert(n->result());
+    report_.libraryCalls.push_back(nodeName(n) + ": concat on channels-last buffers");
+    ++report_.numLibraryCalls;
+    return true;
+  }
+
   /// Anchors whose oneDNN calls read and write channels-last buffers.
   static bool isChannelsLastAnchor(const Node *n) {
     switch (n->kind()) {
@@ -423,6 +463,8 @@ private:
         graphOutputs_.count(v) || v->uses().empty())
       return false;
     for (const Use &u : v->uses()) {
+      if (channelConcats_.count(u.user))
+        continue; // concatenated in place of layout, see addChannelsLastConcat
       auto it = libraryPosition_.find(u.user);
       if (it == libraryPosition_.end())
         return false;
@@ -455,6 +497,8 @@ private:
   std::vector<std::pair<size_t, Node *>> releaseOrder_;
   /// Library nodes: their group and position in it.
   std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
+  /// Concat nodes that are kernel groups of their own along the channels.
+  std::set<const Node *> channelConcats_;
   /// Values stored channels-last, and their row-major twins.
   std::set<const Value *> channelsLast_;
   std::unordered_map<const Value *, int32_t> rowMajorTwin_;
@@ -649,6 +693,8 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   };
 
   // 1-2. Clone, bind dims, run the pipeline.
+  if (!owned)
+    return diag.emitError(Location()) << "compile: no graph given";
   std::shared_ptr<Graph> g(owned.release());
   if (failed(bindDims(*g, options, diag)))
     return failure();

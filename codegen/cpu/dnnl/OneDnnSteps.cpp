@@ -1099,10 +1099,68 @@ private:
   dnnl::reorder reorder_;
 };
 
+/// A concat along the channel dim of channels-last buffers into a
+/// channels-last buffer, with oneDNN's concat (per pixel, one copy per
+/// input).
+class ChannelsLastConcatStep final : public runtime::ExternStep {
+public:
+  explicit ChannelsLastConcatStep(const Node &concat)
+      : name_("onednn concat %" + concat.result()->name()), createdThreads_(omp_get_max_threads()) {
+    std::vector<memory::desc> srcs;
+    for (const Value *v : concat.operands())
+      srcs.push_back(channelsLastMd(sizesOf(v)));
+    dst_ = channelsLastMd(sizesOf(concat.result()));
+    dnnl::concat::primitive_desc pd(dst_, 1, srcs, cpuEngine());
+    srcs_ = srcs;
+    prim_ = dnnl::concat(pd);
+  }
+
+  std::string describe() const override { return name_; }
+
+  runtime::Status run(std::span<void *const> buffers,
+                      const runtime::StepContext &ctx) const override {
+    struct RestoreThreads {
+      int saved = omp_get_max_threads();
+      ~RestoreThreads() { omp_set_num_threads(saved); }
+    } restore;
+    omp_set_num_threads(std::max(1, std::min(ctx.threads, createdThreads_)));
+    try {
+      std::unordered_map<int, memory> args;
+      for (size_t i = 0; i < srcs_.size(); ++i)
+        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i),
+                     memory(srcs_[i], cpuEngine(), buffers[i]));
+      args.emplace(DNNL_ARG_DST, memory(dst_, cpuEngine(), buffers[srcs_.size()]));
+      dnnl::stream &s = threadStream();
+      prim_.execute(s, args);
+      s.wait();
+    } catch (const dnnl::error &e) {
+      return runtime::Status::failure(std::string("onednn: ") + e.what());
+    }
+    return runtime::Status::success();
+  }
+
+private:
+  std::string name_;
+  std::vector<memory::desc> srcs_;
+  memory::desc dst_;
+  dnnl::primitive prim_;
+  int createdThreads_;
+};
+
 } // namespace
 
 std::shared_ptr<const runtime::ExternStep> makeToRowMajorStep(const Value *v) {
   return std::make_shared<ToRowMajorStep>(v);
+}
+
+std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node &concat,
+                                                                      std::string &why) {
+  try {
+    return std::make_shared<ChannelsLastConcatStep>(concat);
+  } catch (const dnnl::error &e) {
+    why = std::string("oneDNN concat: ") + e.what();
+    return nullptr;
+  }
 }
 
 std::string oneDnnVersion() {

@@ -68,6 +68,12 @@ struct OneDnnOptions {
 /// into a row-major one (its second).
 std::shared_ptr<const runtime::ExternStep> makeToRowMajorStep(const Value *v);
 
+/// An extern step concatenating channels-last buffers along dim 1 (the
+/// channels) into a channels-last buffer: `concat`'s operands' buffers,
+/// then its result's. Null, with `why`, when oneDNN refuses.
+std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node &concat,
+                                                                      std::string &why);
+
 /// A library call built for nodes[0, numNodes).
 struct OneDnnCall {
   std::shared_ptr<const runtime::ExternStep> step;
