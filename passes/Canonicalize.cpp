@@ -378,7 +378,7 @@ bool isSplatNear(const Value *v, double x, double tol = 1e-6) {
   if (!t || t->numel() == 0 || !isFloat(t->dtype()))
     return false;
   for (int64_t i = 0; i < t->numel(); ++i)
-    if (std::fabs(t->getDouble(i) - x) > tol)
+    if (!(std::fabs(t->getDouble(i) - x) <= tol)) // NaN is no splat
       return false;
   return true;
 }

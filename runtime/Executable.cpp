@@ -428,6 +428,31 @@ Status Executable::checkMemory() const {
                                " and " + name(outputBlock[j]) + " " + range(outputBlock[j]) +
                                " overlap");
 
+  // A declared in-place pair really shares memory: the kernel stores
+  // through the read buffer's pointer only.
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step &s = steps_[si];
+    for (auto [w, u] : s.inPlace) {
+      const std::string where = "step " + std::to_string(si) + " (" + s.name + ")";
+      if (w < 0 || u < 0 || static_cast<size_t>(w) >= n || static_cast<size_t>(u) >= n)
+        return Status::failure(where + " declares an in-place pair of missing buffers");
+      const BufferDesc &wb = buffers_[static_cast<size_t>(w)],
+                       &ub = buffers_[static_cast<size_t>(u)];
+      const bool readHere = std::find(s.buffers.begin(), s.buffers.begin() + s.numReads, u) !=
+                            s.buffers.begin() + s.numReads;
+      const bool writtenHere =
+          std::find(s.buffers.begin() + s.numReads, s.buffers.end(), w) != s.buffers.end();
+      if (wb.placement != BufferDesc::Placement::Arena ||
+          ub.placement != BufferDesc::Placement::Arena || wb.offset != ub.offset ||
+          wb.byteSize() != ub.byteSize() || !readHere || !writtenHere ||
+          last[static_cast<size_t>(u)] != static_cast<int32_t>(si))
+        return Status::failure(where + " writes " + name(w) + " " + range(w) + " in place of " +
+                               name(u) + " " + range(u) +
+                               ", but they do not share arena memory or " + name(u) +
+                               " is still read after it");
+    }
+  }
+
   // Walk the steps: what a step writes must not overlap anything live.
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step &s = steps_[si];
@@ -553,22 +578,20 @@ Status Executable::run(std::span<const HostTensor> inputs, std::vector<HostTenso
   if (Status st = checkInputs(inputs); !st.ok())
     return st;
   const int threads = resolveThreads(options.threads);
-  // The previous call's outputs, if the caller holds them nowhere else, go
-  // back to the pool before this call takes a block.
+  // The previous call's outputs stay alive until the steps are done: the
+  // caller may pass them back as this call's inputs (a recurrent state).
+  // Their block returns to the pool afterwards, so a loop alternates
+  // between two blocks without allocating.
+  std::vector<HostTensor> previous = std::move(outputs);
   outputs.clear();
 
   // A context from the pool (or a new one). See Note [Arena].
   std::unique_ptr<Context> ctx;
-  void *block = nullptr;
   {
     std::lock_guard<std::mutex> lock(pools_->mutex);
     if (!pools_->contexts.empty()) {
       ctx = std::move(pools_->contexts.back());
       pools_->contexts.pop_back();
-    }
-    if (!pools_->outputBlocks.empty()) {
-      block = pools_->outputBlocks.back();
-      pools_->outputBlocks.pop_back();
     }
   }
   if (!ctx) {
@@ -598,6 +621,14 @@ Status Executable::run(std::span<const HostTensor> inputs, std::vector<HostTenso
 
   // The output block, owned by the outputs' storage: back to the pool when
   // the caller drops the last of them.
+  void *block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pools_->mutex);
+    if (!pools_->outputBlocks.empty()) {
+      block = pools_->outputBlocks.back();
+      pools_->outputBlocks.pop_back();
+    }
+  }
   if (!block) {
     block = std::aligned_alloc(kAlignment, roundUp(std::max<uint64_t>(outputBytes_, 1)));
     if (!block)

@@ -94,6 +94,8 @@ public:
   /// run() on a model read straight from `in` (`size` bytes): the file is
   /// never in memory as a whole next to its parsed protobuf.
   FailureOr<std::unique_ptr<Module>> run(std::istream &in, int64_t size);
+  /// The rest of run() once model_ is parsed.
+  FailureOr<std::unique_ptr<Module>> runParsed();
 
 private:
   InFlightDiagnostic modelError() {
@@ -148,12 +150,17 @@ FailureOr<std::unique_ptr<Module>> Importer::run(std::istream &in, int64_t size)
                         << size << " bytes)";
   if (failed(checkParsed()))
     return failure();
-  return run(std::string_view());
+  return runParsed();
 }
 
 FailureOr<std::unique_ptr<Module>> Importer::run(std::string_view bytes) {
-  // An empty view after run(std::string &&): already parsed.
-  if ((bytes.data() && failed(parse(bytes))) || failed(checkOpsets()))
+  if (failed(parse(bytes)))
+    return failure();
+  return runParsed();
+}
+
+FailureOr<std::unique_ptr<Module>> Importer::runParsed() {
+  if (failed(checkOpsets()))
     return failure();
   // Structural checks report everything they find before giving up.
   bool ok = succeeded(indexValues());

@@ -202,3 +202,22 @@ TEST(RuntimeTest, ProfilesSteps) {
   EXPECT_NE(exe->describe().find("1: extern negate (%t, %y)"), std::string::npos)
       << exe->describe();
 }
+
+TEST(RuntimeTest, OutputsCanBeFedBackAsInputs) {
+  // A recurrent loop: run(state, state). The previous outputs must stay
+  // valid while the call reads them, and the result must equal a run on a
+  // copy of them.
+  auto exe = makeExecutable();
+  HostTensor x = filled({3, 8}, 1);
+  std::vector<HostTensor> state;
+  ASSERT_TRUE(exe->run({&x, 1}, state).ok());
+  for (int step = 0; step < 4; ++step) {
+    HostTensor copy = HostTensor::allocate(DType::F32, {3, 8});
+    std::memcpy(copy.data, state[0].data, copy.byteSize());
+    std::vector<HostTensor> want;
+    ASSERT_TRUE(exe->run({&copy, 1}, want).ok());
+    Status st = exe->run({state.data(), 1}, state);
+    ASSERT_TRUE(st.ok()) << st.error;
+    ASSERT_EQ(std::memcmp(state[0].data, want[0].data, want[0].byteSize()), 0) << "step " << step;
+  }
+}
