@@ -237,7 +237,8 @@ class Report:
     def startup_table(self):
         self.w("## Compile time and first run")
         self.w()
-        self.w("Seconds, per thread count as T=%s. Kiln: compile (import, passes, JIT) then its first "
+        self.w("Seconds, per thread count as T=%s. Kiln: compile (passes, fusion, JIT kernels, oneDNN "
+               "primitives and weight packing, memory plan; not the ONNX import) then its first "
                "run; torch.compile: its first call (tracing, Inductor code generation, C++ compile "
                "and that first execution; in parentheses whether Inductor's FX graph cache missed "
                "(cold) or hit (warm), where recorded), then the second call; ORT: session creation, then the first run; eager: the first call. "
