@@ -39,6 +39,7 @@
 #include "codegen/Compiler.h"
 
 #include "codegen/Fusion.h"
+#include "codegen/Internal.h"
 #include "codegen/cpu/CpuJit.h"
 #include "ir/Interpreter.h"
 #include "passes/MemoryPlan.h"
@@ -155,6 +156,10 @@ public:
           libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
       if (isChannelConcatGroup(plan.groups[i]))
         channelConcats_.insert(plan.groups[i].nodes.front());
+      if (plan.groups[i].kind == FusionGroup::Kind::Kernel)
+        for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
+          for (const Node *n : *list)
+            kernelGroupsOf_[n].push_back(&plan.groups[i]);
     }
     for (auto [node, last] : lastToucher)
       if (!graphOutputs_.count(node->result()))
@@ -261,7 +266,22 @@ public:
         addFallback(n, options_.useKernels ? "no JIT available" : "kernels are disabled");
       return;
     }
-    auto kernel = lowerGroup(group, diag_);
+    // Pointwise kernels reading a channels-last input of their own shape
+    // iterate in channels-last order and write channels-last results. See
+    // Note [Channels-last buffers].
+    const bool iterateCL =
+        isChannelsLastKernel(group) &&
+        std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
+          return channelsLast_.count(v) && v->type().shape == group.outputs.front()->type().shape;
+        });
+    KernelLayouts layouts;
+    layouts.iterateChannelsLast = iterateCL;
+    layouts.channelsLast = [&](const Value *v) {
+      return channelsLast_.count(v) > 0 ||
+             (iterateCL &&
+              std::find(group.outputs.begin(), group.outputs.end(), v) != group.outputs.end());
+    };
+    auto kernel = lowerGroup(group, diag_, layouts);
     if (failed(kernel)) {
       for (const Node *n : group.nodes)
         addFallback(n, "its kernel group could not be lowered");
@@ -272,7 +292,11 @@ public:
     // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
     schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kernel->inner));
     schedule.parallel = kernel->numOuter() >= 2 * schedule.grain;
-    std::vector<int32_t> ids = stepBuffers(group.inputs, group.outputs);
+    // Inputs as they are stored (the kernel reads channels-last ones with
+    // their strides); outputs channels-last when the kernel iterates so.
+    std::vector<int32_t> ids = buffersOf(group.inputs);
+    for (const Value *v : group.outputs)
+      ids.push_back(bufferOf(v));
     std::vector<std::pair<int32_t, int32_t>> inPlace;
     if (const Value *dying = inPlaceCandidate(group, *kernel)) {
       auto input =
@@ -293,6 +317,8 @@ public:
         addFallback(n, "the JIT failed on its kernel '" + kernel->name + "'");
       return;
     }
+    if (iterateCL)
+      channelsLast_.insert(group.outputs.begin(), group.outputs.end());
     exe_->addKernelStep(kernel->name, *fn, std::move(ids),
                         static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
                         schedule.parallel, schedule.grain, std::move(inPlace));
@@ -403,6 +429,25 @@ private:
     return nullptr;
   }
 
+  /// A pointwise kernel group (no reduction or other row stage) whose
+  /// outputs all have one shape of rank 3 to 5: it can iterate in
+  /// channels-last order.
+  static bool isChannelsLastKernel(const FusionGroup &group) {
+    if (group.kind != FusionGroup::Kind::Kernel || group.outputs.empty())
+      return false;
+    const Shape &shape = group.outputs.front()->type().shape;
+    if (shape.size() < 3 || shape.size() > 5)
+      return false;
+    for (const Value *v : group.outputs)
+      if (v->type().shape != shape)
+        return false;
+    for (const auto *list : {&group.nodes, &group.recomputed})
+      for (const Node *n : *list)
+        if (detail::isStageNode(*n))
+          return false;
+    return true;
+  }
+
   /// A kernel group that is one concat along the channels (dim 1) of f32
   /// tensors of rank 3 to 5: it can run on channels-last buffers.
   static bool isChannelConcatGroup(const FusionGroup &group) {
@@ -465,6 +510,14 @@ private:
     for (const Use &u : v->uses()) {
       if (channelConcats_.count(u.user))
         continue; // concatenated in place of layout, see addChannelsLastConcat
+      if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
+        // Kernels iterating channels-last read it contiguously.
+        for (const FusionGroup *kg : k->second)
+          if (!isChannelConcatGroup(*kg) &&
+              (!isChannelsLastKernel(*kg) || kg->outputs.front()->type().shape != v->type().shape))
+            return false;
+        continue;
+      }
       auto it = libraryPosition_.find(u.user);
       if (it == libraryPosition_.end())
         return false;
@@ -497,6 +550,8 @@ private:
   std::vector<std::pair<size_t, Node *>> releaseOrder_;
   /// Library nodes: their group and position in it.
   std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
+  /// Nodes of kernel groups (owned or recomputed): their groups.
+  std::unordered_map<const Node *, std::vector<const FusionGroup *>> kernelGroupsOf_;
   /// Concat nodes that are kernel groups of their own along the channels.
   std::set<const Node *> channelConcats_;
   /// Values stored channels-last, and their row-major twins.

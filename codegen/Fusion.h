@@ -27,6 +27,7 @@
 #include "codegen/KernelIR.h"
 #include "ir/Graph.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,19 @@ struct FusionOptions {
 /// Partitions `g` (static shapes required; an error otherwise).
 FailureOr<FusionPlan> planFusion(const Graph &g, const FusionOptions &opts, DiagnosticEngine &diag);
 
+/// How the buffers of a kernel are laid out (default: all row-major).
+struct KernelLayouts {
+  /// Values (rank >= 3) whose buffers are channels-last (N, spatial..., C):
+  /// loads and stores of them use those strides.
+  std::function<bool(const Value *)> channelsLast;
+  /// Pointwise kernels of rank >= 3 loop over N, spatial..., C (C inner),
+  /// which makes channels-last buffers contiguous in the inner loop.
+  bool iterateChannelsLast = false;
+};
+
 /// Lowers a Kernel group to a Kernel whose inputs are group.inputs and
 /// outputs are group.outputs, in that order.
-FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag);
+FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
+                             const KernelLayouts &layouts = {});
 
 } // namespace kiln::codegen

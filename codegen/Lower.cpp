@@ -326,7 +326,8 @@ std::string sanitize(const std::string &s) {
 /// Lowers one group with a given split of the pointwise domain.
 class GroupLowering {
 public:
-  GroupLowering(const FusionGroup &g, DiagnosticEngine &diag) : g_(g), diag_(diag), ib_(k_.dag) {}
+  GroupLowering(const FusionGroup &g, DiagnosticEngine &diag, const KernelLayouts &layouts = {})
+      : g_(g), diag_(diag), ib_(k_.dag), layouts_(layouts) {}
 
   /// `split`: for pointwise groups, the first domain dim in the inner loop.
   FailureOr<Kernel> run(size_t split);
@@ -344,6 +345,9 @@ private:
   ScalarRef load(const Value *v, const Index &idx);
   Index broadcastIndex(const Index &idx, const std::vector<int64_t> &operandShape);
   Affine linearize(const Index &idx, const std::vector<int64_t> &shape);
+  /// The element offset of `idx` in `v`'s buffer: row-major, or
+  /// channels-last when layouts_ says so.
+  Affine offsetIn(const Value *v, const Index &idx);
   Index delinearize(const Affine &flat, const std::vector<int64_t> &shape);
   Affine clampIndex(const Affine &a, int64_t max);
   ScalarRef fail(const std::string &msg) {
@@ -371,6 +375,7 @@ private:
   ScalarRef innerNode_;
   std::map<int32_t, bool> innerDeps_;
   int stridedLoads_ = 0;
+  KernelLayouts layouts_;
 };
 
 std::optional<size_t> GroupLowering::pointwiseRank() {
@@ -394,6 +399,27 @@ bool GroupLowering::dependsOnInner(int32_t id) {
 
 Affine GroupLowering::linearize(const Index &idx, const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides = stridesOf(shape);
+  Affine a;
+  for (size_t d = 0; d < idx.size(); ++d)
+    a = ib_.add(a, ib_.mul(idx[d], strides[d]));
+  return a;
+}
+
+Affine GroupLowering::offsetIn(const Value *v, const Index &idx) {
+  const std::vector<int64_t> shape = sizesOf(v);
+  if (!layouts_.channelsLast || shape.size() < 3 || idx.size() != shape.size() ||
+      !layouts_.channelsLast(v))
+    return linearize(idx, shape);
+  // N, C, spatial... stored as N, spatial..., C.
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= std::max<int64_t>(shape[1], 1);
+  for (size_t d = shape.size(); d-- > 2;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(shape[d], 1);
+  }
+  strides[0] = stride;
   Affine a;
   for (size_t d = 0; d < idx.size(); ++d)
     a = ib_.add(a, ib_.mul(idx[d], strides[d]));
@@ -437,7 +463,7 @@ ScalarRef GroupLowering::load(const Value *v, const Index &idx) {
   auto slot = inputSlot_.find(v);
   if (slot == inputSlot_.end())
     return fail("value read by the kernel is neither computed in it nor one of its inputs");
-  Affine off = linearize(idx, sizesOf(v));
+  Affine off = offsetIn(v, idx);
   // Classify for the inner-loop choice: contiguous (j + invariant),
   // invariant, or strided.
   int innerTerms = 0;
@@ -940,15 +966,27 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
       break;
     }
   std::vector<int64_t> domain = space_ ? space_->shape : sizesOf(g_.outputs.front());
+  // The loops run over the domain's dims in `order` (channels-last: N,
+  // spatial..., C, so that C is the inner loop); full_ stays in the
+  // domain's own order.
+  std::vector<size_t> order(domain.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (!space_ && layouts_.iterateChannelsLast && domain.size() >= 3) {
+    order.clear();
+    order.push_back(0);
+    for (size_t d = 2; d < domain.size(); ++d)
+      order.push_back(d);
+    order.push_back(1);
+  }
   std::vector<bool> innerDim(domain.size(), false);
   if (space_) {
     innerDim = space_->reduced;
   } else {
     for (size_t d = split; d < domain.size(); ++d)
-      innerDim[d] = true;
+      innerDim[order[d]] = true;
   }
   std::vector<int64_t> innerShape;
-  for (size_t d = 0; d < domain.size(); ++d) {
+  for (size_t d : order) {
     if (innerDim[d])
       innerShape.push_back(domain[d]);
     else
@@ -961,8 +999,9 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
   innerNode_ = k_.dag.index(k_.innerSlot());
   Index innerDigits =
       delinearize(ib_.atom(innerNode_, std::max<int64_t>(k_.inner - 1, 0)), innerShape);
-  for (size_t d = 0, o = 0, i = 0; d < domain.size(); ++d)
-    full_.push_back(innerDim[d] ? innerDigits[i++] : outer_[o++]);
+  full_.assign(domain.size(), Affine());
+  for (size_t k = 0, o = 0, i = 0; k < order.size(); ++k)
+    full_[order[k]] = innerDim[order[k]] ? innerDigits[i++] : outer_[o++];
 
   // Outputs: full-shape ones at the current point, per-row ones once per row.
   Stage rowStage, fullStage;
@@ -987,7 +1026,7 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
       break;
     }
     ScalarRef value = valueAt(v, at);
-    ScalarRef offset = ib_.emit(linearize(at, shape));
+    ScalarRef offset = ib_.emit(offsetIn(v, at));
     if (failed_)
       break;
     target->stores.push_back({static_cast<int32_t>(o), offset, value});
@@ -1021,7 +1060,8 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
 // as long as it leaves at least 16 outer points for the threads or its inner
 // loop has at most 4096 iterations.
 
-FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag) {
+FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
+                             const KernelLayouts &layouts) {
   if (group.kind != FusionGroup::Kind::Kernel)
     return diag.emitError(group.nodes.empty() ? Location() : group.nodes.front()->loc())
            << "internal error: only kernel groups lower to kernels";
@@ -1035,21 +1075,24 @@ FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag) {
   GroupLowering probe(group, diag);
   std::optional<size_t> rank = probe.pointwiseRank();
   if (!rank || *rank <= 1)
-    return GroupLowering(group, diag).run(0);
+    return GroupLowering(group, diag, layouts).run(0);
+  // Channels-last iteration: C alone in the inner loop.
+  if (layouts.iterateChannelsLast && *rank >= 3)
+    return GroupLowering(group, diag, layouts).run(*rank - 1);
   std::vector<int64_t> domain = sizesOf(group.outputs.front());
   // Baseline: the last dim alone.
   DiagnosticEngine quiet;
-  GroupLowering base(group, quiet);
+  GroupLowering base(group, quiet, layouts);
   auto baseline = base.run(*rank - 1);
   if (baseline.failed())
-    return GroupLowering(group, diag).run(*rank - 1); // reports the error
+    return GroupLowering(group, diag, layouts).run(*rank - 1); // reports the error
   for (size_t split = 0; split + 1 < *rank; ++split) {
     int64_t outer = 1, inner = 1;
     for (size_t d = 0; d < domain.size(); ++d)
       (d < split ? outer : inner) *= domain[d];
     if (outer < 16 && inner > 4096)
       continue;
-    GroupLowering candidate(group, quiet);
+    GroupLowering candidate(group, quiet, layouts);
     auto k = candidate.run(split);
     if (k.succeeded() && candidate.numStridedLoads() <= base.numStridedLoads())
       return k;
