@@ -12,8 +12,8 @@
 //                     best of 5 after one warm-up call
 // at THREADS OpenMP threads (default: OpenMP's default). oneDNN in Debian's
 // libdnnl is built on the same libgomp, so omp_set_num_threads governs both.
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +50,8 @@ double streamTriad(int reps, size_t *bytesOut) {
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < ln; ++i) a[i] = b[i] + s * c[i];
+    for (long i = 0; i < ln; ++i)
+      a[i] = b[i] + s * c[i];
     best = std::min(best, now() - t0);
   }
   // Keep the result observable so the loop is not removed.
@@ -79,16 +80,18 @@ double gemm(int reps, dnnl_dim_t m, int *statusOut) {
       *statusOut = static_cast<int>(st);
       return 0;
     }
-    if (r > 0) best = std::min(best, t);  // the first call is the warm-up
+    if (r > 0)
+      best = std::min(best, t); // the first call is the warm-up
   }
   *statusOut = 0;
   return best;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char **argv) {
-  if (argc > 2 || (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0))) {
+  if (argc > 2 ||
+      (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0))) {
     std::fprintf(stderr, "usage: kiln_ceilings [THREADS]\n");
     return argc == 2 ? 0 : 2;
   }
@@ -96,7 +99,8 @@ int main(int argc, char **argv) {
     char *end = nullptr;
     long t = std::strtol(argv[1], &end, 10);
     if (!end || *end || t < 1 || t > 4096) {
-      std::fprintf(stderr, "kiln_ceilings: THREADS must be an integer in [1, 4096], got '%s'\n", argv[1]);
+      std::fprintf(stderr, "kiln_ceilings: THREADS must be an integer in [1, 4096], got '%s'\n",
+                   argv[1]);
       return 2;
     }
     omp_set_num_threads(static_cast<int>(t));
@@ -113,10 +117,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   double flops = 2.0 * static_cast<double>(m) * m * m;
-  std::printf(
-      "{\"threads\": %d, \"stream_triad_gbs\": %.2f, \"stream_bytes\": %zu, \"stream_best_s\": %.6f, "
-      "\"gemm_gflops\": %.2f, \"gemm_mnk\": %ld, \"gemm_best_s\": %.6f}\n",
-      threads, static_cast<double>(bytes) / tStream / 1e9, bytes, tStream, flops / tGemm / 1e9,
-      static_cast<long>(m), tGemm);
+  std::printf("{\"threads\": %d, \"stream_triad_gbs\": %.2f, \"stream_bytes\": %zu, "
+              "\"stream_best_s\": %.6f, "
+              "\"gemm_gflops\": %.2f, \"gemm_mnk\": %ld, \"gemm_best_s\": %.6f}\n",
+              threads, static_cast<double>(bytes) / tStream / 1e9, bytes, tStream,
+              flops / tGemm / 1e9, static_cast<long>(m), tGemm);
   return 0;
 }

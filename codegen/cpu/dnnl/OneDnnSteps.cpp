@@ -60,6 +60,26 @@ dnnl::stream &threadStream() {
   return stream;
 }
 
+/// Sets the calling thread's OpenMP thread count while alive (0: leave it).
+/// omp_set_num_threads sets the calling thread's ICV only: reentrant.
+class ScopedThreads {
+public:
+  explicit ScopedThreads(int threads) : saved_(omp_get_max_threads()), set_(threads > 0) {
+    if (set_)
+      omp_set_num_threads(threads);
+  }
+  ~ScopedThreads() {
+    if (set_)
+      omp_set_num_threads(saved_);
+  }
+  ScopedThreads(const ScopedThreads &) = delete;
+  ScopedThreads &operator=(const ScopedThreads &) = delete;
+
+private:
+  int saved_;
+  bool set_;
+};
+
 /// Scratch memory per calling thread, grown as needed and kept: steps of a
 /// run execute one after the other on the thread that called run(), so
 /// they can share it (oneDNN's own scratchpad is per primitive per call).
@@ -271,12 +291,7 @@ public:
 
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override {
-    // omp_set_num_threads sets the calling thread's ICV only: reentrant.
-    struct RestoreThreads {
-      int saved = omp_get_max_threads();
-      ~RestoreThreads() { omp_set_num_threads(saved); }
-    } restore;
-    omp_set_num_threads(std::max(1, std::min(ctx.threads, createdThreads)));
+    ScopedThreads threads(std::max(1, std::min(ctx.threads, createdThreads)));
     try {
       dnnl::engine &eng = cpuEngine();
       dnnl::stream &s = threadStream();
@@ -1025,25 +1040,6 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
   return c;
 }
 
-/// Sets the calling thread's OpenMP thread count while alive (0: leave it).
-class ScopedThreads {
-public:
-  explicit ScopedThreads(int threads) : saved_(omp_get_max_threads()), set_(threads > 0) {
-    if (set_)
-      omp_set_num_threads(threads);
-  }
-  ~ScopedThreads() {
-    if (set_)
-      omp_set_num_threads(saved_);
-  }
-  ScopedThreads(const ScopedThreads &) = delete;
-  ScopedThreads &operator=(const ScopedThreads &) = delete;
-
-private:
-  int saved_;
-  bool set_;
-};
-
 /// Best-of-N wall time of `c` on zero-filled buffers, in seconds.
 double timeCandidate(const Candidate &c, const Value *result, int threads) {
   std::vector<std::vector<float>> data;
@@ -1119,11 +1115,7 @@ public:
 
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override {
-    struct RestoreThreads {
-      int saved = omp_get_max_threads();
-      ~RestoreThreads() { omp_set_num_threads(saved); }
-    } restore;
-    omp_set_num_threads(std::max(1, std::min(ctx.threads, createdThreads_)));
+    ScopedThreads threads(std::max(1, std::min(ctx.threads, createdThreads_)));
     try {
       std::unordered_map<int, memory> args;
       for (size_t i = 0; i < srcs_.size(); ++i)
