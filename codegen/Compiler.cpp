@@ -465,7 +465,8 @@ private:
   /// oneDNN concat writing a channels-last result. See Note [Channels-last
   /// buffers].
   bool addChannelsLastConcat(const FusionGroup &group) {
-    if (!options_.useLibraries || !channelConcats_.count(group.nodes.front()))
+    if (!options_.useLibraries || group.nodes.size() != 1 ||
+        !channelConcats_.count(group.nodes.front()))
       return false;
     const Node *n = group.nodes.front();
     for (const Value *v : n->operands())
