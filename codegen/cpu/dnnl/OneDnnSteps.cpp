@@ -1067,6 +1067,24 @@ double timeCandidate(const Candidate &c, const Value *result, int threads) {
 
 namespace {
 
+/// Runs `prim` on the calling thread's stream with each (arg, (desc,
+/// pointer)) bound as a memory; a dnnl::error becomes a failed status.
+runtime::Status
+executeOnThisThread(const dnnl::primitive &prim,
+                    const std::vector<std::pair<int, std::pair<memory::desc, void *>>> &args) {
+  try {
+    std::unordered_map<int, memory> bound;
+    for (const auto &[arg, md] : args)
+      bound.emplace(arg, memory(md.first, cpuEngine(), md.second));
+    dnnl::stream &s = threadStream();
+    prim.execute(s, bound);
+    s.wait();
+  } catch (const dnnl::error &e) {
+    return runtime::Status::failure(std::string("onednn: ") + e.what());
+  }
+  return runtime::Status::success();
+}
+
 /// Channels-last to row-major, with a oneDNN reorder.
 class ToRowMajorStep final : public runtime::ExternStep {
 public:
@@ -1078,15 +1096,8 @@ public:
   std::string describe() const override { return name_; }
 
   runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
-    try {
-      dnnl::stream &s = threadStream();
-      memory from(from_, cpuEngine(), buffers[0]), to(to_, cpuEngine(), buffers[1]);
-      reorder_.execute(s, from, to);
-      s.wait();
-    } catch (const dnnl::error &e) {
-      return runtime::Status::failure(std::string("onednn: ") + e.what());
-    }
-    return runtime::Status::success();
+    return executeOnThisThread(
+        reorder_, {{DNNL_ARG_FROM, {from_, buffers[0]}}, {DNNL_ARG_TO, {to_, buffers[1]}}});
   }
 
 private:
@@ -1116,19 +1127,11 @@ public:
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override {
     ScopedThreads threads(std::max(1, std::min(ctx.threads, createdThreads_)));
-    try {
-      std::unordered_map<int, memory> args;
-      for (size_t i = 0; i < srcs_.size(); ++i)
-        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i),
-                     memory(srcs_[i], cpuEngine(), buffers[i]));
-      args.emplace(DNNL_ARG_DST, memory(dst_, cpuEngine(), buffers[srcs_.size()]));
-      dnnl::stream &s = threadStream();
-      prim_.execute(s, args);
-      s.wait();
-    } catch (const dnnl::error &e) {
-      return runtime::Status::failure(std::string("onednn: ") + e.what());
-    }
-    return runtime::Status::success();
+    std::vector<std::pair<int, std::pair<memory::desc, void *>>> args;
+    for (size_t i = 0; i < srcs_.size(); ++i)
+      args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), {srcs_[i], buffers[i]}});
+    args.push_back({DNNL_ARG_DST, {dst_, buffers[srcs_.size()]}});
+    return executeOnThisThread(prim_, args);
   }
 
 private:
