@@ -170,8 +170,18 @@ std::unique_ptr<llvm::Module> CpuJitImpl::buildModule(const Kernel &k, const Sch
   }
   if (unoptimizedText)
     *unoptimizedText = moduleText(*m);
-  if (optimizeIt)
+  if (optimizeIt) {
     optimize(*m);
+    // The optimizer must leave valid IR (Note [Wrapper signatures] in
+    // VectorMath.cpp: a call with the wrong arity was once a wrong answer).
+    std::string afterMessage;
+    llvm::raw_string_ostream aos(afterMessage);
+    if (llvm::verifyModule(*m, &aos)) {
+      diag.emitError(Location()) << "cpu codegen of kernel '" << k.name
+                                 << "' produced invalid LLVM IR after optimization: " << aos.str();
+      return nullptr;
+    }
+  }
   return m;
 }
 

@@ -27,6 +27,19 @@
 // zmm registers and `_ZGVeN16v_` calls, and 16 lanes measured ~1.4x faster
 // than 8 on the pointwise benchmark (bench/pointwise_bench.cpp).
 //
+// Note [Wrapper signatures]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The wrappers are internal functions, so without care the O3 pipeline may
+// rewrite their signatures: when every call of kiln.powf passes the same
+// constant exponent (x ** 2 of an exported LayerNorm), IPSCCP propagates it
+// into the body and dead-argument elimination drops the parameter. The
+// vectorizer then maps the one-argument kiln.powf to the two-argument
+// _ZGVeN16vv_powf and calls it with one vector: the exponent register holds
+// garbage and every vector-body element is wrong (inf/NaN) while the scalar
+// remainder is right. Listing the wrappers in llvm.compiler.used makes them
+// address-taken, which both passes respect; CpuJit also verifies each module
+// after optimization, so a malformed call is an error, never a wrong answer.
+//
 // libmvec was chosen over SLEEF because it is about 2.6x faster on the
 // GELU/tanh-heavy loops we care about (see the reference notes
 // CPU-CODEGEN-NOTES.md); glibc documents up to 4 ulp. Max ulp against
@@ -52,6 +65,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/TypeSize.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <vector>
 
@@ -191,6 +205,10 @@ llvm::FunctionCallee getMathFunction(llvm::Module &m, MathFn fn, llvm::Type *typ
       llvm::Function::Create(fnType, llvm::GlobalValue::InternalLinkage, names.wrapper, m);
   markPure(wrapper);
   wrapper->addFnAttr(llvm::Attribute::NoInline);
+  // The wrapper's signature must stay the vector function's (Note [Wrapper
+  // signatures]): in llvm.compiler.used it counts as address-taken, which
+  // keeps IPSCCP and dead-argument elimination off its parameters.
+  llvm::appendToCompilerUsed(m, {wrapper});
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "entry", wrapper));
   std::vector<llvm::Value *> args;
   for (unsigned i = 0; i < arity; ++i)
