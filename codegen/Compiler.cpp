@@ -41,6 +41,7 @@
 #include "codegen/Fusion.h"
 #include "codegen/Internal.h"
 #include "codegen/cpu/CpuJit.h"
+#include "codegen/cpu/dnnl/DnnlIsa.h"
 #include "ir/Interpreter.h"
 #include "passes/MemoryPlan.h"
 #include "passes/PassManager.h"
@@ -258,6 +259,18 @@ public:
                         static_cast<int32_t>(n->numOperands()));
   }
 
+  /// CompileOptions::debugFaultKernel: every value stored to the first
+  /// output gets 1 added, so the bisection has a wrong kernel to find.
+  void plantFault(Kernel &kernel) {
+    for (Stage &stage : kernel.stages)
+      for (Store &store : stage.stores)
+        if (store.output == 0)
+          store.value =
+              kernel.dag.add(store.value, kernel.dag.constant(kernel.dag.type(store.value), 1.0));
+    diag_.emitWarning(Location::name(kernel.name))
+        << "--debug-fault-kernel: kernel '" << kernel.name << "' adds 1 to its first output";
+  }
+
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
     if (addChannelsLastConcat(group))
       return;
@@ -287,6 +300,8 @@ public:
         addFallback(n, "its kernel group could not be lowered");
       return;
     }
+    if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
+      plantFault(*kernel);
     Schedule schedule;
     // About 16K inner iterations per thread chunk keeps tiny kernels serial
     // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
@@ -727,6 +742,21 @@ Tensor fromHostTensor(const runtime::HostTensor &t) {
   return Tensor::borrow(t.dtype, t.shape, t.storage, t.data);
 }
 
+FailureOr<std::unique_ptr<Graph>>
+prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
+  if (!g)
+    return diag.emitError(Location()) << "compile: no graph given";
+  if (failed(bindDims(*g, options, diag)))
+    return failure();
+  PassManager pm;
+  if (failed(parsePassPipeline(options.pipeline, pm, diag)) || failed(pm.run(*g, diag)))
+    return failure();
+  if (failed(requireStatic(*g, diag)))
+    return failure();
+  nameValues(*g);
+  return g;
+}
+
 FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
@@ -751,17 +781,15 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   // 1-2. Clone, bind dims, run the pipeline.
   if (!owned)
     return diag.emitError(Location()) << "compile: no graph given";
-  std::shared_ptr<Graph> g(owned.release());
-  if (failed(bindDims(*g, options, diag)))
+  auto target = cpu::resolveCpuTarget(options.cpu, diag);
+  if (failed(target))
     return failure();
-  {
-    PassManager pm;
-    if (failed(parsePassPipeline(options.pipeline, pm, diag)) || failed(pm.run(*g, diag)))
-      return failure();
-  }
-  if (failed(requireStatic(*g, diag)))
+  if (options.useLibraries && failed(cpu::capOneDnnIsa(*target, diag)))
     return failure();
-  nameValues(*g);
+  auto prepared = prepareGraph(std::move(owned), options, diag);
+  if (failed(prepared))
+    return failure();
+  std::shared_ptr<Graph> g(prepared->release());
   endPhase("passes");
 
   // 3. Fusion.
@@ -785,12 +813,24 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       });
   if (needsJit) {
     cpu::CpuJitOptions jitOptions;
+    jitOptions.target = *target;
     jitOptions.optLevel = options.optLevel;
     jitOptions.dumpDir = options.dumpDir;
     auto created = cpu::CpuJit::create(jitOptions, diag);
     if (failed(created))
       return failure();
     jit = *created;
+  }
+  {
+    // "x86_64-pc-linux-gnu, cpu haswell, vector math ...", without the
+    // feature list.
+    std::string jitTarget = jit ? jit->targetDescription() : "cpu " + target->cpu;
+    jitTarget = jitTarget.substr(0, jitTarget.find(", features"));
+    report.target = "--cpu " + target->requested + " (" + jitTarget +
+                    (!options.useLibraries ? ""
+                     : target->native      ? ", oneDNN ISA uncapped"
+                                           : ", oneDNN ISA " + cpu::oneDnnIsaFor(*target)) +
+                    ")";
   }
   ExecutableBuilder builder(*g, *plan, options, diag, report);
   builder.addInputs(*g);

@@ -44,6 +44,10 @@ struct CompileOptions {
   /// Threads a run uses by default (0: OpenMP's default). Also the thread
   /// count oneDNN layout choices are measured with.
   int threads = 0;
+  /// The CPU to compile for (`--cpu`, codegen/cpu/CpuTarget.h): "native" or
+  /// an LLVM x86-64 CPU name ("haswell", "x86-64-v2", "x86-64"). Sets the
+  /// JIT's target features and caps oneDNN's ISA alike.
+  std::string cpu = "native";
   /// Sizes of symbolic input dims, by symbol (`--dim N=1`).
   std::map<std::string, int64_t> dims;
   /// Fill CompileReport::fusion with the fusion decisions.
@@ -68,6 +72,11 @@ struct CompileOptions {
   int optLevel = 3;
   /// Per-kernel LLVM IR dumps (empty: none).
   std::string dumpDir;
+  /// Debugging aid (`--debug-fault-kernel`): the kernel of this name (as in
+  /// --emit=kernels, e.g. `kernel_y`) gets a wrong answer on purpose: each
+  /// value it stores to its first output has 1 added. Tests of the
+  /// bisection (codegen/Bisect.h) plant faults with it; empty: none.
+  std::string debugFaultKernel;
 };
 
 /// The memory plan of a compiled model (passes/MemoryPlan.h).
@@ -114,6 +123,8 @@ struct CompileReport {
   std::vector<std::string> fallbacks;
   /// The steps (runtime::Executable::describe()).
   std::string steps;
+  /// The target: --cpu name, LLVM CPU, vector math, oneDNN ISA.
+  std::string target;
   /// The memory plan.
   MemoryReport memory;
 
@@ -136,6 +147,12 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> g
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
                                                         CompileReport *report = nullptr);
+
+/// Steps 1-2 of compile(): binds the dims of `g`, runs the pipeline,
+/// requires static shapes and names every value. compile() and the
+/// bisection (codegen/Bisect.h) start from this graph.
+FailureOr<std::unique_ptr<Graph>>
+prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag);
 
 /// Runs a compiled model on kiln::Tensor inputs (zero-copy both ways) and
 /// returns its outputs; input mismatches (count, dtype, shape) and step

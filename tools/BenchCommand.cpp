@@ -42,16 +42,18 @@ const char kBenchUsage[] =
     "usage: kiln bench MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
     "  --data DIR              inputs from DIR/input_K.pb (or .npy; else random) and\n"
     "                          expected outputs from DIR/output_K to check against\n"
-    "  --threads N             threads of the compiled model (default: OpenMP's)\n"
     "  --runs N                timed runs (default 50)\n"
     "  --warmup N              untimed runs before them (default 5)\n"
-    "  --dim SYM=N             bind symbolic dim SYM (default: from the inputs, else 1)\n"
-    "  --rtol R, --atol A      check tolerance: |got - want| <= atol + rtol * max|want|\n"
-    "                          (default 1e-3 and 1e-4)\n"
-    "  --no-fusion             one kernel or library call per node\n"
     "  --json                  print one JSON object instead of text\n"
     "  --serve                 the line protocol of bench/harness (see bench/README.md)\n"
-    "  --graph NAME            the graph to compile (default: the first)\n";
+    "  --graph NAME            the graph to compile (default: the first)\n"
+    "  (symbolic dims not given with --dim come from the inputs, else 1)\n";
+
+void printBenchUsage(FILE *f) {
+  std::fputs(kBenchUsage, f);
+  std::fputs(kCompileFlagsUsage, f);
+  std::fputs(kToleranceUsage, f);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -107,8 +109,7 @@ std::string number(double v) {
 /// Compares outputs with expected tensors: "ok" or what is wrong, and the
 /// largest absolute error.
 std::string checkOutputs(const std::vector<runtime::HostTensor> &outs,
-                         const std::vector<Tensor> &want, double rtol, double atol,
-                         double &maxAbsErr) {
+                         const std::vector<Tensor> &want, const Tolerance &tol, double &maxAbsErr) {
   maxAbsErr = 0;
   std::string problems;
   for (size_t k = 0; k < want.size() && k < outs.size(); ++k) {
@@ -118,17 +119,10 @@ std::string checkOutputs(const std::vector<runtime::HostTensor> &outs,
                   ", expected " + sizesStr(want[k].shape()) + "; ";
       continue;
     }
-    double scale = 0, err = 0;
-    for (int64_t i = 0; i < want[k].numel(); ++i)
-      scale = std::max(scale, std::fabs(want[k].getDouble(i)));
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      double d = std::fabs(got.getDouble(i) - want[k].getDouble(i));
-      err = std::isnan(d) ? INFINITY : std::max(err, d);
-    }
-    maxAbsErr = std::max(maxAbsErr, err);
-    if (!(err <= atol + rtol * scale))
-      problems += "output " + std::to_string(k) + " max abs error " + number(err) +
-                  " beyond atol + rtol * max|want| = " + number(atol + rtol * scale) + "; ";
+    Comparison c = compareTensors(got, want[k], tol);
+    maxAbsErr = std::max(maxAbsErr, c.maxAbs);
+    if (!c.ok())
+      problems += "output " + std::to_string(k) + " " + describe(c, tol) + "; ";
   }
   if (outs.size() != want.size() && !want.empty())
     problems +=
@@ -146,45 +140,37 @@ int benchCommand(const Args &args) {
   codegen::CompileOptions options;
   int64_t runs = 50, warmup = 5;
   bool json = false, serve = false;
-  double rtol = 1e-3, atol = 1e-4;
+  Tolerance tol;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
+    FlagMatch fm = matchCompileFlag("kiln bench", args, i, options);
+    if (fm == FlagMatch::No)
+      fm = matchToleranceFlag("kiln bench", args, i, tol);
+    if (fm == FlagMatch::Bad)
+      return 2;
+    if (fm == FlagMatch::Taken)
+      continue;
     if (a == "--help" || a == "-h") {
-      std::fputs(kBenchUsage, stdout);
+      printBenchUsage(stdout);
       return 0;
     } else if (a == "--json") {
       json = true;
     } else if (a == "--serve") {
       serve = true;
-    } else if (a == "--no-fusion") {
-      options.fuse = false;
     } else if (matchFlag(args, i, "--data", v)) {
       dataDir = v;
-    } else if (matchFlag(args, i, "--threads", v)) {
-      int64_t n;
-      if (!parseIntArg("kiln bench", "--threads", v, 1, 4096, n))
-        return 2;
-      options.threads = static_cast<int>(n);
     } else if (matchFlag(args, i, "--runs", v)) {
       if (!parseIntArg("kiln bench", "--runs", v, 1, 10000000, runs))
         return 2;
     } else if (matchFlag(args, i, "--warmup", v)) {
       if (!parseIntArg("kiln bench", "--warmup", v, 0, 10000000, warmup))
         return 2;
-    } else if (matchFlag(args, i, "--dim", v)) {
-      if (!parseDimArg("kiln bench", v, options.dims))
-        return 2;
-    } else if (matchFlag(args, i, "--rtol", v)) {
-      if (!parseDoubleArg("kiln bench", "--rtol", v, 0, rtol))
-        return 2;
-    } else if (matchFlag(args, i, "--atol", v)) {
-      if (!parseDoubleArg("kiln bench", "--atol", v, 0, atol))
-        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln bench: error: unknown option '%s'\n%s", a.c_str(), kBenchUsage);
+      std::fprintf(stderr, "kiln bench: error: unknown option '%s'\n", a.c_str());
+      printBenchUsage(stderr);
       return 2;
     } else if (file.empty()) {
       file = a;
@@ -194,7 +180,7 @@ int benchCommand(const Args &args) {
     }
   }
   if (file.empty()) {
-    std::fputs(kBenchUsage, stderr);
+    printBenchUsage(stderr);
     return 2;
   }
   if (!dataDir.empty() && !std::filesystem::is_directory(dataDir)) {
@@ -291,8 +277,8 @@ int benchCommand(const Args &args) {
     return 1;
   const double firstRunSeconds = secondsSince(firstStart);
   double maxAbsErr = 0;
-  std::string check = expected.empty() ? "no reference outputs"
-                                       : checkOutputs(outs, expected, rtol, atol, maxAbsErr);
+  std::string check =
+      expected.empty() ? "no reference outputs" : checkOutputs(outs, expected, tol, maxAbsErr);
 
   const codegen::MemoryReport &m = report.memory;
   std::ostringstream ready;

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/Compiler.h"
+#include "ir/Compare.h"
 #include "ir/Graph.h"
 
 #include <map>
@@ -62,5 +64,22 @@ bool parseDoubleArg(const char *cmd, std::string_view flag, const std::string &v
                     double &out);
 /// Parses `SYM=N` (N >= 0) into `dims`; same reporting.
 bool parseDimArg(const char *cmd, const std::string &value, std::map<std::string, int64_t> &dims);
+
+/// What a shared flag parser made of args[i].
+enum class FlagMatch { No, Taken, Bad };
+
+/// Help text of the flags matchCompileFlag and matchToleranceFlag take.
+extern const char kCompileFlagsUsage[];
+extern const char kToleranceUsage[];
+
+/// The compile options every compiling command takes (--cpu, --threads,
+/// --dim, --passes, --no-libraries, --no-kernels, --no-fusion,
+/// --dnnl-layout). Bad values are reported as `cmd: error: ...` (Bad).
+/// `compileOnly` is set for a flag that means nothing without compiling
+/// (all but --dim), so `kiln run` can refuse it without --compile.
+FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
+                           codegen::CompileOptions &options, bool *compileOnly = nullptr);
+/// --rtol and --atol (ir/Compare.h: the one definition of --check).
+FlagMatch matchToleranceFlag(const char *cmd, const Args &args, size_t &i, Tolerance &tol);
 
 } // namespace kiln::tools

@@ -14,6 +14,7 @@
 // compiled outputs with the reference interpreter's.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/Bisect.h"
 #include "codegen/Compiler.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
@@ -27,25 +28,29 @@
 namespace kiln::tools {
 namespace {
 
-const char kCompileUsage[] =
+const char kCompileUsageHead[] =
     "usage: kiln compile MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
     "  --graph NAME            the graph to compile (default: the first)\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
     "                          optimization) or llvm-opt (after O3); repeatable\n"
-    "  --threads N             threads of the compiled model (default: OpenMP's)\n"
-    "  --dim SYM=SIZE          bind symbolic input dim SYM (repeatable)\n"
-    "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
-    "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
-    "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
-    "  --no-fusion             one kernel or library call per node\n"
-    "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
     "  --steps                 print the executable's steps\n"
     "  --report-memory         print the memory plan: arena, lower bound, naive sum\n"
     "                          and each buffer's offset, size and lifetime (steps)\n"
     "  --profile N             run N times on random inputs; print time per step\n"
     "  --check                 compare outputs with the reference interpreter\n"
-    "  --rtol R, --atol A      tolerances for --check (default 1e-4 and 1e-4)\n";
+    "  --bisect                with --check: when outputs differ, name the first step\n"
+    "                          that differs (its nodes, first bad element, kernel IR)\n"
+    "  --check-each            compare every step with the interpreter: a table of max\n"
+    "                          error per step, then the first bad step\n"
+    "  --debug-fault-kernel K  debugging aid: kernel K (a name from --emit=kernels)\n"
+    "                          adds 1 to its first output\n";
+
+void printCompileUsage(FILE *f) {
+  std::fputs(kCompileUsageHead, f);
+  std::fputs(kCompileFlagsUsage, f);
+  std::fputs(kToleranceUsage, f);
+}
 
 double secondsOf(const std::function<bool()> &fn, bool &ok) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -58,14 +63,21 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
 int compileCommand(const Args &args) {
   std::string file, graphName;
   codegen::CompileOptions options;
-  bool printSteps = false, check = false, reportMemory = false;
+  bool printSteps = false, check = false, reportMemory = false, bisect = false, checkEach = false;
   int profileRuns = 0;
-  double rtol = 1e-4, atol = 1e-4;
+  Tolerance tol;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
+    FlagMatch m = matchCompileFlag("kiln compile", args, i, options);
+    if (m == FlagMatch::No)
+      m = matchToleranceFlag("kiln compile", args, i, tol);
+    if (m == FlagMatch::Bad)
+      return 2;
+    if (m == FlagMatch::Taken)
+      continue;
     if (a == "--help" || a == "-h") {
-      std::fputs(kCompileUsage, stdout);
+      printCompileUsage(stdout);
       return 0;
     } else if (a == "--explain-fusion") {
       options.explain = true;
@@ -75,12 +87,16 @@ int compileCommand(const Args &args) {
       reportMemory = true;
     } else if (a == "--check") {
       check = true;
-    } else if (a == "--no-libraries") {
-      options.useLibraries = false;
-    } else if (a == "--no-kernels") {
-      options.useKernels = false;
-    } else if (a == "--no-fusion") {
-      options.fuse = false;
+    } else if (a == "--bisect") {
+      bisect = true;
+    } else if (a == "--check-each") {
+      checkEach = true;
+    } else if (matchFlag(args, i, "--debug-fault-kernel", v)) {
+      if (v.empty()) {
+        std::fprintf(stderr, "kiln compile: error: --debug-fault-kernel expects a kernel name\n");
+        return 2;
+      }
+      options.debugFaultKernel = v;
     } else if (matchFlag(args, i, "--emit", v)) {
       if (v == "kernels")
         options.emitKernels = true;
@@ -94,46 +110,16 @@ int compileCommand(const Args &args) {
                      v.c_str());
         return 2;
       }
-    } else if (matchFlag(args, i, "--threads", v)) {
-      int64_t n;
-      if (!parseIntArg("kiln compile", "--threads", v, 1, 4096, n))
-        return 2;
-      options.threads = static_cast<int>(n);
-    } else if (matchFlag(args, i, "--dim", v)) {
-      if (!parseDimArg("kiln compile", v, options.dims))
-        return 2;
-    } else if (matchFlag(args, i, "--passes", v)) {
-      options.pipeline = v;
-    } else if (matchFlag(args, i, "--dnnl-layout", v)) {
-      if (v == "plain")
-        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Plain;
-      else if (v == "blocked")
-        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Blocked;
-      else if (v == "measure")
-        options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Measure;
-      else {
-        std::fprintf(stderr,
-                     "kiln compile: error: --dnnl-layout expects plain, blocked or "
-                     "measure, got '%s'\n",
-                     v.c_str());
-        return 2;
-      }
     } else if (matchFlag(args, i, "--profile", v)) {
       int64_t n;
       if (!parseIntArg("kiln compile", "--profile", v, 1, 1000000, n))
         return 2;
       profileRuns = static_cast<int>(n);
-    } else if (matchFlag(args, i, "--rtol", v)) {
-      if (!parseDoubleArg("kiln compile", "--rtol", v, 0, rtol))
-        return 2;
-    } else if (matchFlag(args, i, "--atol", v)) {
-      if (!parseDoubleArg("kiln compile", "--atol", v, 0, atol))
-        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n%s", a.c_str(),
-                   kCompileUsage);
+      std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n", a.c_str());
+      printCompileUsage(stderr);
       return 2;
     } else if (file.empty()) {
       file = a;
@@ -142,8 +128,12 @@ int compileCommand(const Args &args) {
       return 2;
     }
   }
+  if (bisect && !check) {
+    std::fprintf(stderr, "kiln compile: error: --bisect needs --check\n");
+    return 2;
+  }
   if (file.empty()) {
-    std::fputs(kCompileUsage, stderr);
+    printCompileUsage(stderr);
     return 2;
   }
 
@@ -173,8 +163,9 @@ int compileCommand(const Args &args) {
   for (const std::string &line : report.fallbacks)
     std::printf("fallback %s\n", line.c_str());
   std::printf("summary: %s\n", report.summary().c_str());
+  std::printf("target: %s\n", report.target.c_str());
 
-  if (!check && profileRuns == 0)
+  if (!check && !checkEach && profileRuns == 0)
     return 0;
   std::vector<Tensor> inputs = randomInputs(*g, options.dims, 1234);
   bool ok = true;
@@ -216,26 +207,19 @@ int compileCommand(const Args &args) {
     return 1;
   if (profileRuns > 0)
     std::printf("interpreter: %.3f ms per run\n", interpSeconds * 1e3);
-  if (!check)
-    return 0;
   bool allOk = true;
-  for (size_t k = 0; k < reference.size(); ++k) {
-    const Tensor &got = compiled[k], &want = reference[k];
-    double maxAbs = 0;
-    int64_t bad = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const double a = got.getDouble(i), b = want.getDouble(i);
-      double diff = std::isnan(a) && std::isnan(b) ? 0 : std::fabs(a - b);
-      if (std::isnan(diff))
-        diff = INFINITY;
-      maxAbs = std::max(maxAbs, diff);
-      bad += diff > atol + rtol * std::fabs(b);
-    }
-    std::printf("check output %zu (%%%s): %s: max abs error %.3g, %lld of %lld elements beyond "
-                "tolerance\n",
-                k, g->outputs()[k]->name().c_str(), bad ? "FAIL" : "ok", maxAbs,
-                static_cast<long long>(bad), static_cast<long long>(want.numel()));
-    allOk &= bad == 0;
+  for (size_t k = 0; check && k < reference.size(); ++k) {
+    Comparison c = compareTensors(compiled[k], reference[k], tol);
+    std::printf("check output %zu (%%%s): %s\n", k, g->outputs()[k]->name().c_str(),
+                describe(c, tol).c_str());
+    allOk &= c.ok();
+  }
+  if (checkEach || (bisect && !allOk)) {
+    auto report = codegen::bisect(*g, inputs, options, tol, checkEach, diag);
+    if (failed(report))
+      return 1;
+    std::printf("%s", report->str(checkEach).c_str());
+    allOk &= report->firstBad < 0;
   }
   return allOk ? 0 : 1;
 }

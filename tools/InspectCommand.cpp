@@ -21,11 +21,15 @@ namespace {
 
 const char kInspectUsage[] =
     "usage: kiln inspect MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
-    "  --dim SYM=N             bind symbolic dim SYM (default 1)\n"
-    "  --threads N             threads the compiled model is planned for\n"
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
-    "  --graph NAME            the graph to inspect (default: the first)\n";
+    "  --graph NAME            the graph to inspect (default: the first)\n"
+    "  (symbolic dims not given with --dim are 1)\n";
+
+void printInspectUsage(FILE *f) {
+  std::fputs(kInspectUsage, f);
+  std::fputs(kCompileFlagsUsage, f);
+}
 
 } // namespace
 
@@ -36,26 +40,23 @@ int inspectCommand(const Args &args) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
+    FlagMatch fm = matchCompileFlag("kiln inspect", args, i, options);
+    if (fm == FlagMatch::Bad)
+      return 2;
+    if (fm == FlagMatch::Taken)
+      continue;
     if (a == "--help" || a == "-h") {
-      std::fputs(kInspectUsage, stdout);
+      printInspectUsage(stdout);
       return 0;
     } else if (a == "--buffers") {
       buffers = true;
     } else if (a == "--steps") {
       steps = true;
-    } else if (matchFlag(args, i, "--threads", v)) {
-      int64_t n;
-      if (!parseIntArg("kiln inspect", "--threads", v, 1, 4096, n))
-        return 2;
-      options.threads = static_cast<int>(n);
-    } else if (matchFlag(args, i, "--dim", v)) {
-      if (!parseDimArg("kiln inspect", v, options.dims))
-        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln inspect: error: unknown option '%s'\n%s", a.c_str(),
-                   kInspectUsage);
+      std::fprintf(stderr, "kiln inspect: error: unknown option '%s'\n", a.c_str());
+      printInspectUsage(stderr);
       return 2;
     } else if (file.empty()) {
       file = a;
@@ -65,7 +66,7 @@ int inspectCommand(const Args &args) {
     }
   }
   if (file.empty()) {
-    std::fputs(kInspectUsage, stderr);
+    printInspectUsage(stderr);
     return 2;
   }
   DiagnosticEngine diag;

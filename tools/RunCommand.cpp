@@ -9,6 +9,7 @@
 // ones when asked, and writes outputs as D/output_K.npy.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/Bisect.h"
 #include "codegen/Compiler.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Interpreter.h"
@@ -35,14 +36,23 @@ const char kRunUsage[] =
     "  --check                compare the outputs with the expected ones of --data\n"
     "  --dim SYM=N            give the model's symbolic dim SYM the size N (ONNX models)\n"
     "  --compile              compile the model for this CPU and run the compiled code\n"
-    "  --threads N            threads of the compiled model (default: all cores)\n"
+    "  --bisect               with --compile --check: when outputs differ, name the first\n"
+    "                         compiled step that differs from the interpreter\n"
+    "  --check-each           with --compile: compare every step with the interpreter\n"
+    "  --debug-fault-kernel K with --compile: kernel K adds 1 to its first output\n"
     "  --repeat N             run N times and print the median time (default 1)\n"
     "  --graph NAME           the graph to run when the file has several (default: the first)\n"
     "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
     "  --print-limit N        print at most N values per output (default 8)\n"
-    "  --expect K=FILE.npy    compare output K with FILE; fail when any element has\n"
-    "                         |got - want| > atol + rtol * |want| (repeatable)\n"
-    "  --rtol R, --atol A     tolerances for --expect and --check (default 1e-4, 1e-5)\n";
+    "  --expect K=FILE.npy    compare output K with FILE (repeatable)\n"
+    "compile options (with --compile; --dim also without):\n";
+
+void printRunUsage(FILE *f) {
+  std::fputs(kRunUsage, f);
+  std::fputs(kCompileFlagsUsage, f);
+  std::fputs("tolerance of --check and --expect:\n", f);
+  std::fputs(kToleranceUsage, f);
+}
 
 std::string preview(const Tensor &t, int64_t limit) {
   std::string s = "[";
@@ -64,18 +74,25 @@ std::string preview(const Tensor &t, int64_t limit) {
 
 int runCommand(const Args &args) {
   std::string file, graphName, outDir, dataDir;
-  bool check = false, compiled = false;
-  int threads = 0, repeat = 1;
-  OnnxImportOptions onnxOpts;
+  bool check = false, compiled = false, bisect = false, checkEach = false, compileOnly = false;
+  int repeat = 1;
+  codegen::CompileOptions copts;
+  Tolerance tol;
   int64_t printLimit = 8;
-  double rtol = 1e-4, atol = 1e-5;
   std::vector<std::pair<size_t, std::string>> expects;
   std::vector<std::pair<std::string, std::string>> inputs;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
+    FlagMatch fm = matchCompileFlag("kiln run", args, i, copts, &compileOnly);
+    if (fm == FlagMatch::No)
+      fm = matchToleranceFlag("kiln run", args, i, tol);
+    if (fm == FlagMatch::Bad)
+      return 2;
+    if (fm == FlagMatch::Taken)
+      continue;
     if (a == "--help" || a == "-h") {
-      std::fputs(kRunUsage, stdout);
+      printRunUsage(stdout);
       return 0;
     } else if (matchFlag(args, i, "--input", v)) {
       size_t eq = v.find('=');
@@ -97,12 +114,6 @@ int runCommand(const Args &args) {
         return 2;
       }
       expects.emplace_back(k, v.substr(eq + 1));
-    } else if (matchFlag(args, i, "--rtol", v)) {
-      if (!parseDoubleArg("kiln run", "--rtol", v, 0, rtol))
-        return 2;
-    } else if (matchFlag(args, i, "--atol", v)) {
-      if (!parseDoubleArg("kiln run", "--atol", v, 0, atol))
-        return 2;
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
     } else if (matchFlag(args, i, "--data", v)) {
@@ -111,26 +122,26 @@ int runCommand(const Args &args) {
       check = true;
     } else if (a == "--compile") {
       compiled = true;
-    } else if (matchFlag(args, i, "--threads", v)) {
-      int64_t n;
-      if (!parseIntArg("kiln run", "--threads", v, 1, 4096, n))
-        return 2;
-      threads = static_cast<int>(n);
+    } else if (a == "--bisect") {
+      bisect = true;
+    } else if (a == "--check-each") {
+      checkEach = true;
+    } else if (matchFlag(args, i, "--debug-fault-kernel", v)) {
+      copts.debugFaultKernel = v;
+      compileOnly = true;
     } else if (matchFlag(args, i, "--repeat", v)) {
       int64_t n;
       if (!parseIntArg("kiln run", "--repeat", v, 1, 1000000, n))
         return 2;
       repeat = static_cast<int>(n);
-    } else if (matchFlag(args, i, "--dim", v)) {
-      if (!parseDimArg("kiln run", v, onnxOpts.dimBindings))
-        return 2;
     } else if (matchFlag(args, i, "--output-dir", v)) {
       outDir = v;
     } else if (matchFlag(args, i, "--print-limit", v)) {
       if (!parseIntArg("kiln run", "--print-limit", v, 0, INT64_MAX, printLimit))
         return 2;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln run: error: unknown option '%s'\n%s", a.c_str(), kRunUsage);
+      std::fprintf(stderr, "kiln run: error: unknown option '%s'\n", a.c_str());
+      printRunUsage(stderr);
       return 2;
     } else if (file.empty()) {
       file = a;
@@ -140,7 +151,16 @@ int runCommand(const Args &args) {
     }
   }
   if (file.empty()) {
-    std::fputs(kRunUsage, stderr);
+    printRunUsage(stderr);
+    return 2;
+  }
+  if ((compileOnly || bisect || checkEach) && !compiled) {
+    std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
+                         "--check-each, ...) need --compile; without it the interpreter runs\n");
+    return 2;
+  }
+  if (bisect && !check) {
+    std::fprintf(stderr, "kiln run: error: --bisect needs --check\n");
     return 2;
   }
 
@@ -151,12 +171,12 @@ int runCommand(const Args &args) {
   DiagnosticEngine diag;
   installStderrHandler(diag);
   bool isOnnx = isOnnxPath(file);
-  if (!isOnnx && !onnxOpts.dimBindings.empty()) {
+  if (!isOnnx && !copts.dims.empty()) {
     std::fprintf(stderr, "kiln run: error: --dim applies to ONNX models; a .kir graph takes its "
                          "symbolic dims from its inputs\n");
     return 2;
   }
-  auto model = loadModel(file, graphName, onnxOpts.dimBindings, diag);
+  auto model = loadModel(file, graphName, copts.dims, diag);
   if (failed(model))
     return 1;
   Graph *g = model->graph;
@@ -233,8 +253,6 @@ int runCommand(const Args &args) {
   if (compiled) {
     if (failed(checkInputs(*g, values, diag)))
       return 1;
-    codegen::CompileOptions copts;
-    copts.threads = threads;
     for (unsigned i = 0; i < g->numInputs(); ++i) {
       const Shape &shape = g->input(i)->type().shape;
       for (size_t d = 0; d < shape.size(); ++d)
@@ -250,7 +268,7 @@ int runCommand(const Args &args) {
     if (!exe)
       return interpret(*g, values, diag);
     runtime::RunOptions ropts;
-    ropts.threads = threads;
+    ropts.threads = copts.threads;
     return codegen::runCompiled(*exe, values, diag, ropts);
   };
   std::vector<double> times;
@@ -281,6 +299,7 @@ int runCommand(const Args &args) {
   if (exe) {
     const codegen::MemoryReport &m = report.memory;
     std::printf("compile: %s\n", report.summary().c_str());
+    std::printf("target: %s\n", report.target.c_str());
     std::printf("memory: arena %llu bytes, lower bound %llu bytes, naive %llu bytes, %d in "
                 "place; arena / lower bound = %.3f (plan checked)\n",
                 static_cast<unsigned long long>(m.arenaBytes),
@@ -307,26 +326,17 @@ int runCommand(const Args &args) {
       checksOk = false;
       continue;
     }
-    double maxAbs = 0, maxRel = 0;
-    int64_t bad = 0;
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      double g = got.getDouble(i), w = want->getDouble(i);
-      double diff = std::fabs(g - w);
-      if (std::isnan(g) != std::isnan(w) || (std::isinf(w) && g != w))
-        diff = INFINITY;
-      else if (std::isnan(g) || g == w)
-        diff = 0;
-      maxAbs = std::max(maxAbs, diff);
-      if (w != 0)
-        maxRel = std::max(maxRel, diff / std::fabs(w));
-      if (diff > atol + rtol * std::fabs(w))
-        ++bad;
-    }
-    std::printf("check output %zu: %s: max abs error %.3g, max rel error %.3g, %lld of %lld "
-                "elements beyond atol %.1g + rtol %.1g\n",
-                k, bad ? "FAIL" : "ok", maxAbs, maxRel, static_cast<long long>(bad),
-                static_cast<long long>(got.numel()), atol, rtol);
-    checksOk &= bad == 0;
+    Comparison c = compareTensors(got, *want, tol);
+    std::printf("check output %zu: %s\n", k, describe(c, tol).c_str());
+    checksOk &= c.ok();
+  }
+  if (exe && (checkEach || (bisect && !checksOk))) {
+    // Against the interpreter on the same inputs, step by step.
+    auto rep = codegen::bisect(*g, values, copts, tol, checkEach, diag);
+    if (failed(rep))
+      return 1;
+    std::printf("%s", rep->str(checkEach).c_str());
+    checksOk &= rep->firstBad < 0;
   }
 
   if (!outDir.empty()) {

@@ -248,6 +248,11 @@ FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
   if (!jtmb)
     return diag.emitError(Location())
            << "cannot detect the host CPU for the JIT: " << llvm::toString(jtmb.takeError());
+  if (!opts.target.native) {
+    // A named CPU (--cpu): its name and its features only, as -march does.
+    jtmb->setCPU(opts.target.cpu);
+    jtmb->getFeatures() = llvm::SubtargetFeatures(opts.target.features);
+  }
   jtmb->setCodeGenOptLevel(opts.optLevel >= 3   ? llvm::CodeGenOpt::Aggressive
                            : opts.optLevel <= 0 ? llvm::CodeGenOpt::None
                                                 : llvm::CodeGenOpt::Default);
@@ -287,7 +292,8 @@ FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
     return diag.emitError(Location())
            << "cannot define the JIT's helper symbols: " << llvm::toString(std::move(err));
 
-  VectorMathIsa isa = VectorMathIsa::fromFeatures((*tm)->getTargetFeatureString().str());
+  VectorMathIsa isa = VectorMathIsa::fromFeatures(
+      opts.target.native ? (*tm)->getTargetFeatureString().str() : opts.target.features);
   if (!haveLibmvec)
     isa.abi = VectorMathIsa::Abi::None;
   return std::shared_ptr<CpuJit>(

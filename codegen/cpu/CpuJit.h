@@ -16,6 +16,7 @@
 #pragma once
 
 #include "codegen/KernelIR.h"
+#include "codegen/cpu/CpuTarget.h"
 #include "ir/Diagnostics.h"
 #include "runtime/KernelABI.h"
 
@@ -25,6 +26,8 @@
 namespace kiln::codegen::cpu {
 
 struct CpuJitOptions {
+  /// The CPU kernels are compiled for (resolveCpuTarget; default: native).
+  CpuTarget target;
   /// LLVM optimization level (0-3).
   int optLevel = 3;
   /// Dump folder for per-kernel LLVM IR (before and after optimization); empty: none.

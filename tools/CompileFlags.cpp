@@ -1,0 +1,99 @@
+//===- CompileFlags.cpp - Options shared by the commands that compile -----===//
+//
+// `kiln compile`, `kiln run --compile`, `kiln bench` and `kiln inspect` take
+// the same compile options and the same check tolerances, parsed here once
+// so that they cannot drift apart (kCompileFlagsUsage is their help text).
+//
+//===----------------------------------------------------------------------===//
+#include "tools/Commands.h"
+
+#include <cstdio>
+
+namespace kiln::tools {
+
+const char kCompileFlagsUsage[] =
+    "  --cpu NAME              the CPU to compile for: native (default) or an LLVM x86-64\n"
+    "                          name (haswell = AVX2, x86-64-v2, x86-64 = SSE2, ...); sets the\n"
+    "                          JIT's features and caps oneDNN's ISA alike\n"
+    "  --threads N             threads of the compiled model (default: OpenMP's)\n"
+    "  --dim SYM=SIZE          bind symbolic input dim SYM (repeatable)\n"
+    "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
+    "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
+    "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
+    "  --no-fusion             one kernel or library call per node\n"
+    "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n";
+
+const char kToleranceUsage[] =
+    "  --rtol R, --atol A      check tolerance: element i passes when\n"
+    "                          |got - want| <= A + R * |want| (default 1e-4 and 1e-4)\n";
+
+FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
+                           codegen::CompileOptions &options, bool *compileOnly) {
+  std::string v;
+  const std::string &a = args[i];
+  auto compileOnlyFlag = [&] {
+    if (compileOnly)
+      *compileOnly = true;
+    return FlagMatch::Taken;
+  };
+  if (a == "--no-libraries") {
+    options.useLibraries = false;
+    return compileOnlyFlag();
+  }
+  if (a == "--no-kernels") {
+    options.useKernels = false;
+    return compileOnlyFlag();
+  }
+  if (a == "--no-fusion") {
+    options.fuse = false;
+    return compileOnlyFlag();
+  }
+  if (matchFlag(args, i, "--cpu", v)) {
+    if (v.empty()) {
+      std::fprintf(stderr, "%s: error: --cpu expects a CPU name (native, haswell, x86-64, ...)\n",
+                   cmd);
+      return FlagMatch::Bad;
+    }
+    options.cpu = v;
+    return compileOnlyFlag();
+  }
+  if (matchFlag(args, i, "--threads", v)) {
+    int64_t n;
+    if (!parseIntArg(cmd, "--threads", v, 1, 4096, n))
+      return FlagMatch::Bad;
+    options.threads = static_cast<int>(n);
+    return compileOnlyFlag();
+  }
+  if (matchFlag(args, i, "--dim", v))
+    return parseDimArg(cmd, v, options.dims) ? FlagMatch::Taken : FlagMatch::Bad;
+  if (matchFlag(args, i, "--passes", v)) {
+    options.pipeline = v;
+    return compileOnlyFlag();
+  }
+  if (matchFlag(args, i, "--dnnl-layout", v)) {
+    if (v == "plain")
+      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Plain;
+    else if (v == "blocked")
+      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Blocked;
+    else if (v == "measure")
+      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Measure;
+    else {
+      std::fprintf(stderr, "%s: error: --dnnl-layout expects plain, blocked or measure, got '%s'\n",
+                   cmd, v.c_str());
+      return FlagMatch::Bad;
+    }
+    return compileOnlyFlag();
+  }
+  return FlagMatch::No;
+}
+
+FlagMatch matchToleranceFlag(const char *cmd, const Args &args, size_t &i, Tolerance &tol) {
+  std::string v;
+  if (matchFlag(args, i, "--rtol", v))
+    return parseDoubleArg(cmd, "--rtol", v, 0, tol.rtol) ? FlagMatch::Taken : FlagMatch::Bad;
+  if (matchFlag(args, i, "--atol", v))
+    return parseDoubleArg(cmd, "--atol", v, 0, tol.atol) ? FlagMatch::Taken : FlagMatch::Bad;
+  return FlagMatch::No;
+}
+
+} // namespace kiln::tools
