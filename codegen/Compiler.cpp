@@ -259,6 +259,21 @@ public:
                         static_cast<int32_t>(n->numOperands()));
   }
 
+  /// A group that reads or writes a zero-sized tensor (batch 0, an empty
+  /// slice) runs on reference kernels, which handle every empty case the
+  /// way the interpreter does (oneDNN divides by zero creating primitives
+  /// for them). Its recomputed nodes that no group materializes run first.
+  void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &owned) {
+    const std::string why = "it has a zero-sized operand or result (no kernel or library call "
+                            "is built for empty tensors)";
+    for (const Node *n : group.recomputed)
+      if (!owned.count(n) && emptyFallbacks_.insert(n).second)
+        addFallback(n, why);
+    for (const Node *n : group.nodes)
+      if (emptyFallbacks_.insert(n).second)
+        addFallback(n, why);
+  }
+
   /// CompileOptions::debugFaultKernel: every value stored to the first
   /// output gets 1 added, so the bisection has a wrong kernel to find.
   void plantFault(Kernel &kernel) {
@@ -571,6 +586,7 @@ private:
   /// Concat nodes that are kernel groups of their own along the channels.
   std::set<const Node *> channelConcats_;
   /// Values stored channels-last, and their row-major twins.
+  std::set<const Node *> emptyFallbacks_;
   std::set<const Value *> channelsLast_;
   std::unordered_map<const Value *, int32_t> rowMajorTwin_;
   size_t group_ = 0;
@@ -650,6 +666,24 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
     v->setType(t);
   }
   return ok ? success() : failure();
+}
+
+bool isEmptyValue(const Value *v) {
+  return numElements(staticSizes(v->type().shape)) == 0;
+}
+
+/// Whether a group reads or writes a tensor of zero elements.
+bool touchesEmptyTensor(const FusionGroup &group) {
+  auto anyResultEmpty = [](const std::vector<const Node *> &nodes) {
+    for (const Node *n : nodes)
+      for (unsigned i = 0; i < n->numResults(); ++i)
+        if (isEmptyValue(n->result(i)))
+          return true;
+    return false;
+  };
+  return std::any_of(group.inputs.begin(), group.inputs.end(), isEmptyValue) ||
+         std::any_of(group.outputs.begin(), group.outputs.end(), isEmptyValue) ||
+         anyResultEmpty(group.nodes) || anyResultEmpty(group.recomputed);
 }
 
 LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
@@ -832,6 +866,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
                                            : ", oneDNN ISA " + cpu::oneDnnIsaFor(*target)) +
                     ")";
   }
+  std::set<const Node *> grouped;
+  for (const FusionGroup &group : plan->groups)
+    grouped.insert(group.nodes.begin(), group.nodes.end());
   ExecutableBuilder builder(*g, *plan, options, diag, report);
   builder.addInputs(*g);
   double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0;
@@ -844,6 +881,11 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       ~Release() { b.releaseConsumedConstants(); }
     } release{builder};
     const auto t0 = Clock::now();
+    if (touchesEmptyTensor(group)) {
+      builder.addEmptyGroup(group, grouped);
+      fallbackSeconds += secondsSince(t0);
+      continue;
+    }
     switch (group.kind) {
     case FusionGroup::Kind::Kernel:
       builder.addKernelGroup(group, jit.get());
