@@ -12,7 +12,7 @@ namespace {
 #define KILN_ATTR_SPEC(Kind, name, dflt) AttrSpec{AttrKind::Kind, #name, dflt},
 
 // One static array of AttrSpec per op.
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, ...)                               \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   constexpr AttrSpec kAttrs##Class[] = {KILN_FOR_EACH(KILN_ATTR_SPEC, __VA_ARGS__)                 \
                                             AttrSpec{AttrKind::Int, "", nullptr}};
 #include "ir/Ops.def"
@@ -41,13 +41,14 @@ Attribute placeholder(AttrKind k) {
 
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, ...)                               \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   table.push_back(OpInfo{OpKind::Class,                                                            \
                          Mnemonic,                                                                 \
                          MinOps,                                                                   \
                          MaxOps,                                                                   \
                          NumResults,                                                               \
                          Traits,                                                                   \
+                         Ulps,                                                                     \
                          std::span<const AttrSpec>(kAttrs##Class, std::size(kAttrs##Class) - 1),   \
                          {},                                                                       \
                          &infer##Class,                                                            \

@@ -98,6 +98,9 @@ struct OpInfo {
   std::string_view mnemonic;
   int minOperands, maxOperands, numResults;
   uint32_t traits;
+  /// Accuracy bound against the reference kernel (the `ulps` column of
+  /// Ops.def: its meaning is written there, and in docs/NUMERICS.md).
+  int ulps;
   std::span<const AttrSpec> attrs;
   /// Parsed defaults, one per attribute (monostate-free: required ones hold
   /// a placeholder of the right kind).
@@ -157,7 +160,7 @@ protected:
   std::span<const Attribute> attrs_;
 };
 
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, ...)                               \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   class Class##Op : public OpView {                                                                \
   public:                                                                                          \
     using OpView::OpView;                                                                          \

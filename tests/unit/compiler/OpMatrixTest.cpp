@@ -1,0 +1,352 @@
+//===- OpMatrixTest.cpp - Every op compiled against the interpreter --------===//
+//
+// The differential matrix of issue 10, generated from the op table: every
+// op with the Elementwise, Reduction or Normalization trait, over every
+// dtype its type inference accepts, compiled (codegen::compile, for the CPU
+// named by $KILN_TEST_CPU, default native; ctest runs this binary at native,
+// haswell and x86-64) and compared with the reference interpreter within the
+// op's `ulps` column of ir/Ops.def:
+//
+//   sizes    1 3 7 8 15 16 17 31 32 33 63 64 65 1000 4099 along the
+//            innermost dim (vector bodies, remainders, both), 3 rows outside
+//   forms    elementwise binary ops: same shape, scalar constant, scalar
+//            input, row, column, column x row, scalar on the left; unary:
+//            same shape; where: same shape and row/scalar branches
+//   values   negative, +-0, subnormal, |x| up to 1e30, NaN, +-inf (floats);
+//            the dtype's extremes (integers); random in between
+//
+// One graph per (op, dtype, attributes) holds every size and form, so one
+// compile covers them all. A new op with one of these traits is covered
+// without touching this file; an elementwise op without a bound fails.
+// Data movement, window and library ops are checked elsewhere (CompilerTest,
+// LayoutTest, the lit suite) because their cases need attributes that no
+// default gives (shapes, pads, kernels).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
+#include "ir/Builder.h"
+#include "ir/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const int64_t kSizes[] = {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4099};
+constexpr int64_t kRows = 3;
+
+std::string testCpu() {
+  const char *cpu = std::getenv("KILN_TEST_CPU");
+  return cpu && *cpu ? cpu : "native";
+}
+
+/// Interesting values of a float dtype, and random ones around them.
+double floatValue(std::mt19937 &rng) {
+  static const double special[] = {0.0,    -0.0,   1.0,   -1.0,  0.5,  -2.5,  3.0,  1e-40,
+                                   -1e-40, 1e-310, 1e30,  -1e30, 1e10, -88.0, 88.0, 100.0,
+                                   kNaN,   kInf,   -kInf, 65504, 1e-5, 2.0,   -0.75};
+  if (rng() % 4 == 0)
+    return special[rng() % std::size(special)];
+  std::normal_distribution<double> normal(0.0, 3.0);
+  return normal(rng);
+}
+
+int64_t intValue(DType t, std::mt19937 &rng) {
+  int64_t lo = 0, hi = 1;
+  switch (t) {
+  case DType::I8:
+    lo = -128, hi = 127;
+    break;
+  case DType::U8:
+    lo = 0, hi = 255;
+    break;
+  case DType::I32:
+    lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+    break;
+  case DType::I64:
+    lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+    break;
+  default:
+    break;
+  }
+  if (t == DType::Bool)
+    return static_cast<int64_t>(rng() % 2);
+  int64_t special[] = {0, 1, -1, 2, -7, 100, lo, hi, lo + 1, hi - 1};
+  int64_t v = rng() % 3 == 0 ? special[rng() % std::size(special)]
+                             : static_cast<int64_t>(rng() % 201) - 100;
+  return std::clamp(v, lo, hi);
+}
+
+/// Operand `k` of `op` must stay where the reference kernel is defined
+/// (integer division by zero and negative integer powers are errors).
+bool needsSafeIntegers(const OpInfo &op, size_t k) {
+  return k == 1 && (op.kind == OpKind::Div || op.kind == OpKind::Pow);
+}
+
+Tensor fill(DType t, const std::vector<int64_t> &shape, std::mt19937 &rng, bool safeInts) {
+  Tensor x = Tensor::zeros(t, shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (isFloat(t))
+      x.setDouble(i, floatValue(rng));
+    else if (safeInts)
+      x.setInt(i, static_cast<int64_t>(rng() % 4) + 1);
+    else
+      x.setInt(i, intValue(t, rng));
+  }
+  return x;
+}
+
+/// One (shape per operand, which are constants) broadcast form.
+struct Form {
+  const char *name;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<bool> constant;
+};
+
+std::vector<Form> formsFor(const OpInfo &op, int64_t n, bool allForms) {
+  std::vector<int64_t> full{kRows, n}, row{n}, col{kRows, 1}, scalar{}, lrow{1, n};
+  if (op.minOperands == 1)
+    return {{"same", {full}, {false}}};
+  if (op.minOperands == 3)
+    return {{"same", {full, full, full}, {false, false, false}},
+            {"row-scalar", {full, row, scalar}, {false, false, true}}};
+  std::vector<Form> forms = {{"same", {full, full}, {false, false}},
+                             {"scalar-constant", {full, scalar}, {false, true}}};
+  if (allForms) {
+    forms.push_back({"scalar-input", {full, scalar}, {false, false}});
+    forms.push_back({"row", {full, row}, {false, false}});
+    forms.push_back({"column", {full, col}, {false, false}});
+    forms.push_back({"column-row", {col, lrow}, {false, false}});
+    forms.push_back({"scalar-left", {scalar, full}, {true, false}});
+  }
+  return forms;
+}
+
+/// Distance in ulps of dtype `t` (f32 grid for f32/f16/bf16 counts in their
+/// own grid through float bits; f64 in double bits).
+double ulpDistance(DType t, double a, double b) {
+  if (t == DType::F64) {
+    auto key = [](double v) {
+      int64_t bits = std::bit_cast<int64_t>(v);
+      return bits < 0 ? std::numeric_limits<int64_t>::min() - bits : bits;
+    };
+    int64_t ka = key(a), kb = key(b);
+    // In unsigned arithmetic: the keys are near 2^62, beyond double's 53 bits.
+    uint64_t d = ka > kb ? static_cast<uint64_t>(ka) - static_cast<uint64_t>(kb)
+                         : static_cast<uint64_t>(kb) - static_cast<uint64_t>(ka);
+    return static_cast<double>(d);
+  }
+  auto key = [](float v) {
+    int32_t bits = std::bit_cast<int32_t>(v);
+    return bits < 0 ? static_cast<int64_t>(std::numeric_limits<int32_t>::min()) - bits
+                    : static_cast<int64_t>(bits);
+  };
+  double d =
+      std::fabs(static_cast<double>(key(static_cast<float>(a)) - key(static_cast<float>(b))));
+  // f16 and bf16 values are f32 values with 13 and 16 low mantissa bits 0.
+  if (t == DType::F16)
+    d /= 8192;
+  else if (t == DType::BF16)
+    d /= 65536;
+  return d;
+}
+
+double halfUlpOfOne(DType t) {
+  return t == DType::F64    ? 0x1p-53
+         : t == DType::F16  ? 0x1p-11
+         : t == DType::BF16 ? 0x1p-8
+                            : 0x1p-24;
+}
+
+double ulpOf(DType t, double v) {
+  v = std::fabs(v);
+  if (v == 0 || !std::isfinite(v))
+    return 2 * halfUlpOfOne(t);
+  int e = std::ilogb(v);
+  return std::ldexp(2 * halfUlpOfOne(t), e);
+}
+
+/// Empty when `got` is within the op's bound of `want`, else the first
+/// element outside it.
+std::string compare(const OpInfo &op, const Tensor &got, const Tensor &want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return "type " + got.str() + " vs " + want.str();
+  DType t = want.dtype();
+  double scale = 0;
+  if (!op.hasTrait(Elementwise))
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (std::isfinite(want.getDouble(i)))
+        scale = std::max(scale, std::fabs(want.getDouble(i)));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    bool ok;
+    if (!isFloat(t)) {
+      ok = got.getInt(i) == want.getInt(i);
+    } else {
+      double g = got.getDouble(i), w = want.getDouble(i);
+      if (std::isnan(g) || std::isnan(w))
+        ok = std::isnan(g) && std::isnan(w);
+      else if (g == w)
+        ok = true;
+      else if (std::isinf(g) || std::isinf(w))
+        ok = false;
+      else if (op.hasTrait(Elementwise))
+        ok = ulpDistance(t, g, w) <= op.ulps || std::fabs(g - w) <= op.ulps * halfUlpOfOne(t);
+      else
+        ok = std::fabs(g - w) <= op.ulps * ulpOf(t, scale);
+    }
+    if (!ok) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "element %lld: got %.17g, want %.17g (bound %d ulps)",
+                    static_cast<long long>(i), got.getDouble(i), want.getDouble(i), op.ulps);
+      return buf;
+    }
+  }
+  return "";
+}
+
+struct Built {
+  std::unique_ptr<Graph> graph;
+  std::vector<Tensor> inputs;
+  std::vector<std::string> labels; ///< per output
+};
+
+/// Attribute settings of an op in the matrix: the defaults, `to` over every
+/// dtype for cast, the innermost axis for reductions and normalizations.
+std::vector<std::vector<NamedAttr>> attrVariants(const OpInfo &op) {
+  if (op.kind == OpKind::Cast) {
+    std::vector<std::vector<NamedAttr>> v;
+    for (unsigned i = 0; i < kNumDTypes; ++i)
+      v.push_back({{"to", static_cast<DType>(i)}});
+    return v;
+  }
+  for (const AttrSpec &a : op.attrs) {
+    if (std::string_view(a.name) == "axes")
+      return {{{"axes", std::vector<int64_t>{1}}}};
+    if (std::string_view(a.name) == "axis")
+      return {{{"axis", int64_t(1)}}};
+  }
+  return {{}};
+}
+
+/// The graph of one (op, dtype, attributes) case with every size and form;
+/// nullopt when the op's type inference refuses the dtype.
+std::optional<Built> build(const OpInfo &op, DType t, const std::vector<NamedAttr> &attrs,
+                           unsigned seed) {
+  Built b;
+  b.graph = std::make_unique<Graph>("matrix");
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector quiet(diag);
+  Builder builder(*b.graph, diag);
+  std::mt19937 rng(seed);
+  std::vector<Value *> outs;
+  const bool allForms = t == DType::F32;
+  const bool normalization = op.hasTrait(Normalization);
+  for (int64_t n : kSizes) {
+    if (!allForms && n != 1 && n != 7 && n != 16 && n != 17 && n != 65 && n != 4099)
+      continue;
+    std::vector<Form> forms;
+    if (op.hasTrait(Elementwise)) {
+      forms = formsFor(op, n, allForms);
+    } else if (op.kind == OpKind::LayerNorm) {
+      forms = {{"rows", {{kRows, n}, {n}}, {false, true}}};
+    } else {
+      forms = {{"rows", {{kRows, n}}, {false}}};
+    }
+    for (const Form &f : forms) {
+      std::vector<Value *> operands;
+      for (size_t k = 0; k < f.shapes.size(); ++k) {
+        DType ot = op.kind == OpKind::Where && k == 0 ? DType::Bool : t;
+        Tensor v = fill(ot, f.shapes[k], rng, !isFloat(ot) && needsSafeIntegers(op, k));
+        if (normalization && k == 0 && isFloat(ot))
+          for (int64_t i = 0; i < v.numel(); ++i) // finite rows; specials below
+            v.setDouble(i, std::uniform_real_distribution<double>(-4, 4)(rng));
+        if (!op.hasTrait(Elementwise) && k == 0 && isFloat(ot) && n > 2) {
+          v.setDouble(n + n / 2, kNaN); // row 1 has a NaN
+          v.setDouble(2 * n + 1, kInf); // row 2 an infinity
+        }
+        if (f.constant[k]) {
+          operands.push_back(builder.constant(v));
+        } else {
+          operands.push_back(b.graph->addInput(TensorType(ot, makeShape(f.shapes[k])),
+                                               "x" + std::to_string(b.inputs.size())));
+          b.inputs.push_back(v);
+        }
+      }
+      auto node = builder.create(op.kind, operands, attrs);
+      if (failed(node))
+        return std::nullopt;
+      outs.push_back((*node)->result());
+      b.labels.push_back(std::string(f.name) + " n=" + std::to_string(n));
+    }
+  }
+  b.graph->setOutputs(outs);
+  return b;
+}
+
+class OpMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
+
+TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
+  const OpInfo &op = *GetParam();
+  if (op.hasTrait(Elementwise)) {
+    ASSERT_GE(op.ulps, 0) << "'" << op.mnemonic << "' needs a bound in ir/Ops.def";
+  }
+  int cases = 0;
+  unsigned seed = 1;
+  for (const std::vector<NamedAttr> &attrs : attrVariants(op)) {
+    for (unsigned ti = 0; ti < kNumDTypes; ++ti) {
+      DType t = static_cast<DType>(ti);
+      auto built = build(op, t, attrs, seed++);
+      if (!built)
+        continue;
+      ++cases;
+      std::string label = std::string(op.mnemonic) + " " + std::string(dtypeName(t));
+      for (const NamedAttr &a : attrs)
+        label += " " + a.first;
+      DiagnosticEngine diag;
+      ScopedDiagnosticCollector collect(diag);
+      auto want = interpret(*built->graph, built->inputs, diag);
+      ASSERT_TRUE(want.succeeded()) << label << ": " << collect.str();
+      CompileOptions opts;
+      opts.cpu = testCpu();
+      opts.threads = 1;
+      auto exe = compile(*built->graph, opts, diag);
+      ASSERT_TRUE(exe.succeeded()) << label << ": " << collect.str();
+      auto got = runCompiled(**exe, built->inputs, diag);
+      ASSERT_TRUE(got.succeeded()) << label << ": " << collect.str();
+      int failures = 0;
+      for (size_t k = 0; k < want->size(); ++k) {
+        std::string bad = compare(op, (*got)[k], (*want)[k]);
+        if (!bad.empty() && failures++ < 4)
+          ADD_FAILURE() << label << " " << built->labels[k] << " (--cpu " << opts.cpu
+                        << "): " << bad;
+      }
+    }
+  }
+  EXPECT_GT(cases, 0) << "no dtype accepted by '" << op.mnemonic << "'";
+}
+
+std::vector<const OpInfo *> matrixOps() {
+  std::vector<const OpInfo *> ops;
+  for (const OpInfo &info : allOps())
+    if (info.hasTrait(Elementwise) || info.hasTrait(Reduction) ||
+        (info.hasTrait(Normalization) && info.minOperands <= 2))
+      ops.push_back(&info);
+  return ops;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpMatrixTest, ::testing::ValuesIn(matrixOps()),
+                         [](const ::testing::TestParamInfo<const OpInfo *> &info) {
+                           return std::string(info.param->mnemonic);
+                         });
+
+} // namespace
