@@ -282,8 +282,17 @@ public:
         if (store.output == 0)
           store.value =
               kernel.dag.add(store.value, kernel.dag.constant(kernel.dag.type(store.value), 1.0));
-    diag_.emitWarning(Location::name(kernel.name))
+    diag_.emitWarning(Location())
         << "--debug-fault-kernel: kernel '" << kernel.name << "' adds 1 to its first output";
+    faultPlanted_ = true;
+  }
+
+  /// Warns when --debug-fault-kernel named no kernel of this compile.
+  void checkFaultPlanted() const {
+    if (!options_.debugFaultKernel.empty() && !faultPlanted_)
+      diag_.emitWarning(Location())
+          << "--debug-fault-kernel: no kernel is named '" << options_.debugFaultKernel
+          << "' (kernels: " << (kernelNames_.empty() ? "none" : kernelNames_) << ")";
   }
 
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
@@ -315,6 +324,7 @@ public:
         addFallback(n, "its kernel group could not be lowered");
       return;
     }
+    kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
     if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
       plantFault(*kernel);
     Schedule schedule;
@@ -587,6 +597,8 @@ private:
   std::set<const Node *> channelConcats_;
   /// Values stored channels-last, and their row-major twins.
   std::set<const Node *> emptyFallbacks_;
+  std::string kernelNames_;
+  bool faultPlanted_ = false;
   std::set<const Value *> channelsLast_;
   std::unordered_map<const Value *, int32_t> rowMajorTwin_;
   size_t group_ = 0;
@@ -903,6 +915,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       break;
     }
   }
+  builder.checkFaultPlanted();
   report.phases.emplace_back("kernels", kernelSeconds);
   report.phases.emplace_back("library", librarySeconds);
   if (fallbackSeconds > 0)
