@@ -22,7 +22,9 @@ std::string indented(const std::string &text, const char *pad) {
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
     size_t end = nl == std::string::npos ? text.size() : nl;
-    out += pad + text.substr(pos, end - pos) + "\n";
+    if (end > pos)
+      out += pad + text.substr(pos, end - pos);
+    out += "\n";
     pos = end + 1;
   }
   return out;

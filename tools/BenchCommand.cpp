@@ -285,6 +285,7 @@ int benchCommand(const Args &args) {
   ready << "{\"event\":\"ready\",\"engine\":\"kiln\",\"model\":" << jsonString(file)
         << ",\"threads\":" << threads << ",\"load_s\":" << number(loadSeconds)
         << ",\"compile_s\":" << number(compileSeconds)
+        << ",\"target\":" << jsonString(report.target)
         << ",\"first_run_s\":" << number(firstRunSeconds) << ",\"check\":" << jsonString(check)
         << ",\"max_abs_err\":" << number(maxAbsErr) << ",\"kernels\":" << report.numKernels
         << ",\"library_calls\":" << report.numLibraryCalls
@@ -364,6 +365,7 @@ int benchCommand(const Args &args) {
   }
   std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
   std::printf("compiled:    %s\n", report.summary().c_str());
+  std::printf("target:      %s\n", report.target.c_str());
   std::printf("check:       %s (max abs error %.3g)\n", check.c_str(), maxAbsErr);
   std::printf("threads:     %d (cpu time / wall time during the runs: %.2f)\n", threads,
               wall > 0 ? cpu / wall : 0.0);
