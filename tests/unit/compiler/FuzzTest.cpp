@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -293,13 +294,22 @@ TEST(FuzzTest, RandomFusedGraphsMatchTheInterpreter) {
   uint64_t base = envNumber("KILN_FUZZ_BASE", 1000);
   uint64_t cases = envNumber("KILN_FUZZ_CASES", kFuzzCases);
   int failures = 0;
-  for (uint64_t seed = base; seed < base + cases && failures < 5; ++seed) {
+  uint64_t ran = 0;
+  for (uint64_t seed = base; seed < base + cases && failures < 5; ++seed, ++ran) {
     std::string bad = runCase(seed, seed % 2 ? 2 : 1);
     if (!bad.empty()) {
       ++failures;
       ADD_FAILURE() << "seed " << seed << " (replay: KILN_FUZZ_SEED=" << seed << "): " << bad;
     }
+    // Progress of long runs, so that a run cut off by a timeout still says
+    // how far it got.
+    if (cases > kFuzzCases && (seed - base + 1) % 1000 == 0)
+      std::printf("[ fuzz     ] %llu cases, %d failing\n",
+                  static_cast<unsigned long long>(seed - base + 1), failures);
   }
+  std::printf("[ fuzz     ] %llu cases from seed %llu, %d failing\n",
+              static_cast<unsigned long long>(ran), static_cast<unsigned long long>(base),
+              failures);
 }
 
 } // namespace
