@@ -45,8 +45,8 @@ int opsCommand(const Args &args) {
     std::fprintf(stderr, "kiln ops: error: unexpected argument '%s'\n", args[0].c_str());
     return 2;
   }
-  std::printf("| op | operands | results | traits | attributes (kind = default) |\n");
-  std::printf("| --- | --- | --- | --- | --- |\n");
+  std::printf("| op | operands | results | traits | ulps | attributes (kind = default) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
   for (const OpInfo &info : allOps()) {
     std::string attrs;
     for (const AttrSpec &a : info.attrs) {
@@ -55,10 +55,11 @@ int opsCommand(const Args &args) {
       attrs += a.defaultText ? std::string(" = ") + a.defaultText : std::string(" (required)");
       attrs += "`";
     }
-    std::printf("| `%s` | %s | %s | %s | %s |\n", std::string(info.mnemonic).c_str(),
+    std::string ulps = info.ulps < 0 ? "-" : std::to_string(info.ulps);
+    std::printf("| `%s` | %s | %s | %s | %s | %s |\n", std::string(info.mnemonic).c_str(),
                 arity(info.minOperands, info.maxOperands).c_str(),
                 info.numResults == kVariadic ? "1+" : std::to_string(info.numResults).c_str(),
-                traitsStr(info.traits).c_str(), attrs.empty() ? "-" : attrs.c_str());
+                traitsStr(info.traits).c_str(), ulps.c_str(), attrs.empty() ? "-" : attrs.c_str());
   }
   return 0;
 }
