@@ -262,12 +262,13 @@ public:
   /// A group that reads or writes a zero-sized tensor (batch 0, an empty
   /// slice) runs on reference kernels, which handle every empty case the
   /// way the interpreter does (oneDNN divides by zero creating primitives
-  /// for them). Its recomputed nodes that no group materializes run first.
-  void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &owned) {
+  /// for them). The nodes it recomputes that no earlier group wrote run
+  /// first.
+  void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &emitted) {
     const std::string why = "it has a zero-sized operand or result (no kernel or library call "
                             "is built for empty tensors)";
     for (const Node *n : group.recomputed)
-      if (!owned.count(n) && emptyFallbacks_.insert(n).second)
+      if (!emitted.count(n) && emptyFallbacks_.insert(n).second)
         addFallback(n, why);
     for (const Node *n : group.nodes)
       if (emptyFallbacks_.insert(n).second)
@@ -282,8 +283,8 @@ public:
         if (store.output == 0)
           store.value =
               kernel.dag.add(store.value, kernel.dag.constant(kernel.dag.type(store.value), 1.0));
-    diag_.emitWarning(Location())
-        << "--debug-fault-kernel: kernel '" << kernel.name << "' adds 1 to its first output";
+    diag_.emitWarning(Location()) << "--debug-fault-kernel: kernel '" << kernel.name
+                                  << "' adds 1 to its first output";
     faultPlanted_ = true;
   }
 
@@ -595,10 +596,12 @@ private:
   std::unordered_map<const Node *, std::vector<const FusionGroup *>> kernelGroupsOf_;
   /// Concat nodes that are kernel groups of their own along the channels.
   std::set<const Node *> channelConcats_;
-  /// Values stored channels-last, and their row-major twins.
+  /// Nodes run on reference kernels by addEmptyGroup (each once).
   std::set<const Node *> emptyFallbacks_;
+  /// The kernels compiled, and whether --debug-fault-kernel named one.
   std::string kernelNames_;
   bool faultPlanted_ = false;
+  /// Values stored channels-last, and their row-major twins.
   std::set<const Value *> channelsLast_;
   std::unordered_map<const Value *, int32_t> rowMajorTwin_;
   size_t group_ = 0;
@@ -878,9 +881,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
                                            : ", oneDNN ISA " + cpu::oneDnnIsaFor(*target)) +
                     ")";
   }
-  std::set<const Node *> grouped;
-  for (const FusionGroup &group : plan->groups)
-    grouped.insert(group.nodes.begin(), group.nodes.end());
+  // Nodes of the groups emitted so far (an empty group computes the nodes
+  // it recomputes unless one of these wrote them already).
+  std::set<const Node *> emitted;
   ExecutableBuilder builder(*g, *plan, options, diag, report);
   builder.addInputs(*g);
   double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0;
@@ -894,10 +897,12 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     } release{builder};
     const auto t0 = Clock::now();
     if (touchesEmptyTensor(group)) {
-      builder.addEmptyGroup(group, grouped);
+      builder.addEmptyGroup(group, emitted);
+      emitted.insert(group.nodes.begin(), group.nodes.end());
       fallbackSeconds += secondsSince(t0);
       continue;
     }
+    emitted.insert(group.nodes.begin(), group.nodes.end());
     switch (group.kind) {
     case FusionGroup::Kind::Kernel:
       builder.addKernelGroup(group, jit.get());

@@ -22,6 +22,23 @@ Comparison compareTensors(const Tensor &got, const Tensor &want, const Tolerance
   c.numel = want.numel();
   if (got.shape() != want.shape()) {
     c.shapesMatch = false;
+    c.gotShape = sizesStr(got.shape());
+    c.wantShape = sizesStr(want.shape());
+    return c;
+  }
+  if (!isFloat(got.dtype()) && !isFloat(want.dtype())) {
+    for (int64_t i = 0; i < c.numel; ++i) {
+      int64_t g = got.getInt(i), w = want.getInt(i);
+      if (g == w)
+        continue;
+      double err = std::fabs(static_cast<double>(g) - static_cast<double>(w));
+      c.maxAbs = std::max(c.maxAbs, err);
+      if (c.bad++ == 0) {
+        c.firstBad = i;
+        c.firstGot = static_cast<double>(g);
+        c.firstWant = static_cast<double>(w);
+      }
+    }
     return c;
   }
   for (int64_t i = 0; i < c.numel; ++i) {
@@ -44,10 +61,10 @@ Comparison compareTensors(const Tensor &got, const Tensor &want, const Tolerance
 std::string describe(const Comparison &c, const Tolerance &tol) {
   char buf[320];
   if (!c.shapesMatch)
-    return "FAIL: shapes differ";
+    return "FAIL: shape " + c.gotShape + ", expected " + c.wantShape;
   std::snprintf(buf, sizeof(buf),
                 "%s: max abs error %.3g, max rel error %.3g, %lld of %lld elements beyond atol "
-                "%.1g + rtol %.1g * |want|",
+                "%g + rtol %g * |want|",
                 c.ok() ? "ok" : "FAIL", c.maxAbs, c.maxRel, static_cast<long long>(c.bad),
                 static_cast<long long>(c.numel), tol.atol, tol.rtol);
   std::string s = buf;

@@ -6,9 +6,10 @@
 //
 //   element i passes  <=>  |got[i] - want[i]| <= atol + rtol * |want[i]|
 //
-// with rtol = atol = 1e-4 unless given. NaN matches NaN (whatever its sign
-// or payload) and nothing else; an infinite want needs the same infinity.
-// Shapes must match exactly.
+// with rtol = atol = 1e-4 unless given, for float dtypes. NaN matches NaN
+// (whatever its sign or payload) and nothing else; an infinite want needs
+// the same infinity. Integer and bool tensors (indices, shapes, argmax)
+// must be equal, element for element. Shapes must match exactly.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -20,13 +21,17 @@
 
 namespace kiln {
 
+/// The tolerance of float elements (above); integers compare exactly.
 struct Tolerance {
   double rtol = 1e-4;
   double atol = 1e-4;
 };
 
+/// What compareTensors found.
 struct Comparison {
   bool shapesMatch = true;
+  /// "[2,3]" of each, for the message when they differ.
+  std::string gotShape, wantShape;
   int64_t numel = 0;
   /// Elements beyond the tolerance.
   int64_t bad = 0;
@@ -44,11 +49,12 @@ struct Comparison {
 /// inf for NaN vs a number or a wrong infinity).
 double elementError(double got, double want);
 
+/// Compares element by element under the rules above.
 Comparison compareTensors(const Tensor &got, const Tensor &want, const Tolerance &tol = {});
 
 /// "ok: max abs error 1e-06, max rel error 2e-05, 0 of 10 elements beyond
-/// atol 1e-04 + rtol 1e-04 * |want|", or "FAIL: ..." with the first bad
-/// element (its index, got and want).
+/// atol 0.0001 + rtol 0.0001 * |want|", or "FAIL: ..." with the first bad
+/// element (its index, got and want), or the two shapes.
 std::string describe(const Comparison &c, const Tolerance &tol);
 
 } // namespace kiln

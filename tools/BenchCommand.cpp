@@ -1,9 +1,9 @@
 //===- BenchCommand.cpp - kiln bench: time a compiled model -----*- C++ -*-===//
 //
-//   kiln bench MODEL [--data DIR] [--threads N] [--runs N] [--warmup N]
-//              [--dim SYM=N] [--json] [--serve]
+//   kiln bench MODEL [--data DIR] [--runs N] [--warmup N] [--json] [--serve]
+//              [--cpu NAME] [--threads N] [--dim SYM=N] ... (tools/CompileFlags.cpp)
 //
-// Compiles MODEL for this CPU, runs it once (first-run latency), checks the
+// Compiles MODEL for --cpu, runs it once (first-run latency), checks the
 // outputs against DIR/output_K when --data gives them, then times --runs
 // runs after --warmup untimed ones and prints the median, the 10th and 90th
 // percentiles, compile time, the memory plan and the process's peak

@@ -52,7 +52,9 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
                                  unsigned seed);
 
 /// If `arg` is `--name=value` returns value; if it is `--name` and a value
-/// follows, consumes it from `args` at `i`. nullopt when `arg` is not --name.
+/// follows, consumes it from `args` at `i`; false when `arg` is not --name.
+/// `--name` last on the line is a usage error: reported, and the process
+/// exits with status 2.
 bool matchFlag(const Args &args, size_t &i, std::string_view name, std::string &value);
 
 /// Parses the value of `flag` as an integer in [lo, hi]; on a bad value

@@ -1,17 +1,19 @@
 //===- CompileCommand.cpp - kiln compile: the CPU compiler -----*- C++ -*-===//
 //
-//   kiln compile FILE.kir [--explain-fusion] [--emit=kernels|llvm|llvm-opt]
-//                [--threads N] [--dim N=1] [--steps] [--report-memory]
-//                [--profile N] [--check]
+//   kiln compile MODEL [--explain-fusion] [--emit=kernels|llvm|llvm-opt] [--steps]
+//                [--report-memory] [--profile N] [--check [--bisect]] [--check-each]
+//                [--cpu NAME] [--threads N] [--dim SYM=N] ... (tools/CompileFlags.cpp)
 //
-// Compiles a graph for this CPU (codegen/Compiler.h) and prints what was
+// Compiles a graph for --cpu (codegen/Compiler.h) and prints what was
 // asked: fusion decisions by node name, kernel text, LLVM IR, the steps,
 // the memory plan (arena, lower bound, naive sum, every buffer's offset,
-// size and lifetime), then a summary (kernels, library calls, fallbacks, compile time per
-// phase). Warnings about fallbacks go to stderr. --profile runs the
-// compiled model N times on random inputs and prints each step's time next
-// to the interpreter's time for the whole graph; --check compares the
-// compiled outputs with the reference interpreter's.
+// size and lifetime), then a summary (kernels, library calls, fallbacks,
+// compile time per phase) and the target. Warnings about fallbacks go to
+// stderr. --profile runs the compiled model N times on random inputs and
+// prints each step's time next to the interpreter's time for the whole
+// graph; --check compares the compiled outputs with the reference
+// interpreter's (ir/Compare.h), --bisect names the first step that differs
+// and --check-each prints every step's error (codegen/Bisect.h).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Bisect.h"
@@ -215,11 +217,14 @@ int compileCommand(const Args &args) {
     allOk &= c.ok();
   }
   if (checkEach || (bisect && !allOk)) {
-    auto report = codegen::bisect(*g, inputs, options, tol, checkEach, diag);
-    if (failed(report))
+    auto steps = codegen::bisect(*g, inputs, options, tol, checkEach, diag);
+    if (failed(steps))
       return 1;
-    std::printf("%s", report->str(checkEach).c_str());
-    allOk &= report->firstBad < 0;
+    std::printf("%s", steps->str(checkEach).c_str());
+    if (!allOk && steps->firstBad < 0)
+      std::printf("bisect: every step matches the interpreter alone, so the difference is in "
+                  "the whole schedule (memory plan, layouts across steps)\n");
+    allOk &= steps->firstBad < 0;
   }
   return allOk ? 0 : 1;
 }

@@ -1,9 +1,9 @@
 //===- InspectCommand.cpp - kiln inspect: what a model is -------*- C++ -*-===//
 //
-//   kiln inspect MODEL [--dim SYM=N] [--threads N] [--buffers] [--steps]
+//   kiln inspect MODEL [--buffers] [--steps] [--cpu NAME] [--threads N] [--dim SYM=N] ...
 //
 // Prints what a user asks first about a model: its inputs and outputs, node
-// count and op histogram, parameters; then compiles it for this CPU and
+// count and op histogram, parameters; then compiles it for --cpu and
 // prints the summary (kernels, library calls, fallbacks, compile time) and
 // the memory plan (arena, lower bound, naive sum; every buffer's offset,
 // size and lifetime with --buffers; the steps with --steps).
@@ -109,6 +109,7 @@ int inspectCommand(const Args &args) {
   if (failed(exe))
     return 1;
   std::printf("compiled: %s\n", report.summary().c_str());
+  std::printf("target: %s\n", report.target.c_str());
   if (steps)
     std::printf("// steps\n%s", report.steps.c_str());
   std::printf("%s", report.memory.str(buffers).c_str());

@@ -1,17 +1,20 @@
 //===- RunCommand.cpp - kiln run: run a model on the interpreter -*- C++ -*-===//
 //
 //   kiln run MODEL (.kir or .onnx) [--input NAME=FILE ...] [--data DIR] [--check]
-//            [--expect K=FILE ...] [--dim SYM=N ...] [--graph NAME] [--output-dir D]
+//            [--expect K=FILE ...] [--graph NAME] [--output-dir D]
+//            [--compile [--cpu NAME] [--threads N] [--bisect] [--check-each] ...]
 //
 // Binds each graph input to a tensor file (.npy, or an ONNX TensorProto
-// .pb), runs the graph on the reference interpreter, prints every output
-// (type and leading values) and the time, compares outputs with expected
-// ones when asked, and writes outputs as D/output_K.npy.
+// .pb), runs the graph on the reference interpreter (or, with --compile,
+// compiled for --cpu), prints every output (type and leading values) and
+// the time, compares outputs with expected ones when asked (ir/Compare.h),
+// bisects a compiled mismatch to its first wrong step (codegen/Bisect.h),
+// and writes outputs as D/output_K.npy.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Bisect.h"
 #include "codegen/Compiler.h"
-#include "frontend/onnx/OnnxImporter.h"
+#include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
@@ -34,7 +37,6 @@ const char kRunUsage[] =
     "  --data DIR             an ONNX test_data_set folder: inputs from DIR/input_K.pb\n"
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
     "  --check                compare the outputs with the expected ones of --data\n"
-    "  --dim SYM=N            give the model's symbolic dim SYM the size N (ONNX models)\n"
     "  --compile              compile the model for this CPU and run the compiled code\n"
     "  --bisect               with --compile --check: when outputs differ, name the first\n"
     "                         compiled step that differs from the interpreter\n"
@@ -127,6 +129,10 @@ int runCommand(const Args &args) {
     } else if (a == "--check-each") {
       checkEach = true;
     } else if (matchFlag(args, i, "--debug-fault-kernel", v)) {
+      if (v.empty()) {
+        std::fprintf(stderr, "kiln run: error: --debug-fault-kernel expects a kernel name\n");
+        return 2;
+      }
       copts.debugFaultKernel = v;
       compileOnly = true;
     } else if (matchFlag(args, i, "--repeat", v)) {
@@ -159,8 +165,8 @@ int runCommand(const Args &args) {
                          "--check-each, ...) need --compile; without it the interpreter runs\n");
     return 2;
   }
-  if (bisect && !check) {
-    std::fprintf(stderr, "kiln run: error: --bisect needs --check\n");
+  if (bisect && !check && expects.empty()) {
+    std::fprintf(stderr, "kiln run: error: --bisect needs --check or --expect\n");
     return 2;
   }
 
@@ -336,6 +342,10 @@ int runCommand(const Args &args) {
     if (failed(rep))
       return 1;
     std::printf("%s", rep->str(checkEach).c_str());
+    if (!checksOk && rep->firstBad < 0)
+      std::printf("bisect: every step matches the interpreter alone, so the difference is in "
+                  "the reference data (compare with the interpreter: run without --compile) "
+                  "or in the whole schedule (memory plan, layouts across steps)\n");
     checksOk &= rep->firstBad < 0;
   }
 

@@ -27,9 +27,10 @@ bool matchFlag(const Args &args, size_t &i, std::string_view name, std::string &
   }
   if (a == name) {
     if (i + 1 >= args.size()) {
+      // A usage error, whatever the command: exit here so that no caller
+      // goes on with an empty value.
       std::fprintf(stderr, "kiln: error: %s needs a value\n", std::string(name).c_str());
-      value.clear();
-      return true;
+      std::exit(2);
     }
     value = args[++i];
     return true;

@@ -27,6 +27,7 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/InstrTypes.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -176,7 +177,18 @@ std::unique_ptr<llvm::Module> CpuJitImpl::buildModule(const Kernel &k, const Sch
     // VectorMath.cpp: a call with the wrong arity was once a wrong answer).
     std::string afterMessage;
     llvm::raw_string_ostream aos(afterMessage);
-    if (llvm::verifyModule(*m, &aos)) {
+    // With opaque pointers the verifier checks a call against its own
+    // function type only; check it against the callee's declaration too.
+    for (llvm::Function &f : *m)
+      for (llvm::BasicBlock &bb : f)
+        for (llvm::Instruction &inst : bb)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
+            if (llvm::Function *callee = call->getCalledFunction())
+              if (call->getFunctionType() != callee->getFunctionType())
+                aos << "call of '" << callee->getName() << "' with " << call->arg_size()
+                    << " arguments does not match its declaration\n";
+    aos.flush();
+    if (!afterMessage.empty() || llvm::verifyModule(*m, &aos)) {
       diag.emitError(Location()) << "cpu codegen of kernel '" << k.name
                                  << "' produced invalid LLVM IR after optimization: " << aos.str();
       return nullptr;

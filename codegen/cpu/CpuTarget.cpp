@@ -19,6 +19,24 @@
 #include <set>
 
 namespace kiln::codegen::cpu {
+namespace {
+
+/// Features that add instructions compiled code may contain (vector ISAs
+/// and the scalar extensions LLVM selects on its own). Others (sgx,
+/// invpcid, rdrnd, ...) are system or intrinsic-only features that
+/// virtual machines often hide; lacking them does not stop the code.
+bool isInstructionSet(const std::string &f) {
+  static const char *const kPrefixes[] = {"sse",   "ssse3",  "avx",    "fma", "f16c",       "bmi",
+                                          "lzcnt", "popcnt", "movbe",  "amx", "vpclmulqdq", "vaes",
+                                          "gfni",  "aes",    "pclmul", "sha", "adx",        "cx16",
+                                          "cmov",  "mmx",    "prfchw", "xop", "tbm"};
+  for (const char *p : kPrefixes)
+    if (f.rfind(p, 0) == 0)
+      return true;
+  return false;
+}
+
+} // namespace
 
 std::vector<std::string> validCpuNames() {
   llvm::SmallVector<llvm::StringRef, 64> names;
@@ -59,11 +77,16 @@ FailureOr<CpuTarget> resolveCpuTarget(std::string_view name, DiagnosticEngine &d
   std::set<std::string> sorted;
   for (llvm::StringRef f : feats)
     sorted.insert(f.str());
+  if (!haveHost)
+    return diag.emitError(Location())
+           << "--cpu " << name
+           << ": cannot read this machine's CPU features, so code for another CPU could "
+              "fault here; use --cpu native";
   std::string missing;
   for (const std::string &f : sorted) {
     t.features += (t.features.empty() ? "+" : ",+") + f;
     auto it = host.find(f);
-    if (haveHost && it != host.end() && !it->getValue())
+    if (isInstructionSet(f) && it != host.end() && !it->getValue())
       missing += (missing.empty() ? "" : ", ") + f;
   }
   if (!missing.empty())

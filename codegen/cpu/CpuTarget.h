@@ -14,9 +14,11 @@
 //   x86-64-v2   SSE4.2, POPCNT
 //   x86-64      SSE2 (every x86-64 CPU)
 //
-// A CPU whose features this machine lacks is refused (its code would die
-// with SIGILL), naming the missing features; an unknown name is an error
-// that lists the valid ones.
+// A CPU with an instruction-set feature this machine lacks (AVX-512 on an
+// AVX2 machine) is refused, naming the missing features: its code would die
+// with SIGILL. System features that VMs hide (sgx, invpcid, ...) do not
+// count. An unknown name is an error that lists the valid ones, and so is a
+// named CPU on a machine whose features cannot be read.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Builder.h"
 #include "ir/ScalarExpr.h"
+#include "tests/unit/OpBounds.h"
 
 #include <gtest/gtest.h>
 
@@ -40,18 +41,15 @@ struct Tolerance {
   double abs = 0;
 };
 
-/// The op's bound from the `ulps` column of ir/Ops.def: that many ulps of
-/// the result dtype, or that many half-ulps of 1.0 absolute (cancellation
-/// where the reference computes in double and the lowering in f32).
-Tolerance toleranceOf(const OpInfo &info, DType result) {
-  Tolerance t;
-  t.ulps = info.ulps;
-  double halfUlpOfOne = result == DType::F64    ? 0x1p-53
-                        : result == DType::F16  ? 0x1p-11
-                        : result == DType::BF16 ? 0x1p-8
-                                                : 0x1p-24;
-  t.abs = info.ulps * halfUlpOfOne;
-  return t;
+/// The scalar lowering's bound (tests/unit/OpBounds.h): exact for one
+/// primitive (evaluated in double, as the reference is), else the `ulps`
+/// column of ir/Ops.def with its absolute floor.
+Tolerance toleranceOf(const OpInfo &info, std::span<const Attribute> attrs,
+                      std::span<const DType> operandTypes, DType result) {
+  if (kiln::testing::lowersToOnePrimitive(info, attrs, operandTypes, result))
+    return {};
+  kiln::testing::Bound b = kiln::testing::compiledBound(info, result, false);
+  return {b.ulps, b.abs};
 }
 
 /// Attribute settings to try for an op (each a list of named attributes).
@@ -213,7 +211,7 @@ std::vector<Case> casesFor(const OpInfo &info) {
 /// distance seen (failing the test on larger ones) and counts compared
 /// elements.
 void runCase(const Case &c, int64_t &worst, int64_t &compared) {
-  const Tolerance tol = toleranceOf(*c.info, c.resultType);
+  const Tolerance tol = toleranceOf(*c.info, c.attrs, c.operandTypes, c.resultType);
   size_t arity = c.operandTypes.size();
   std::vector<Tensor> pools;
   for (DType t : c.operandTypes)
