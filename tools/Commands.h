@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,5 +84,20 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
                            codegen::CompileOptions &options, bool *compileOnly = nullptr);
 /// --rtol and --atol (ir/Compare.h: the one definition of --check).
 FlagMatch matchToleranceFlag(const char *cmd, const Args &args, size_t &i, Tolerance &tol);
+
+/// --check, --bisect, --check-each and the tolerance.
+struct CheckFlags {
+  bool check = false, bisect = false, each = false;
+  Tolerance tol;
+};
+FlagMatch matchCheckFlag(const char *cmd, const Args &args, size_t &i, CheckFlags &flags);
+
+/// With --check-each, or --bisect when `outputsOk` is false: bisects `g`
+/// on `inputs` (codegen/Bisect.h) and prints the report; when every step
+/// matches alone though the outputs did not, says that the difference is in
+/// `hint`. Returns whether everything matched.
+bool bisectIfAsked(const Graph &g, std::span<const Tensor> inputs,
+                   const codegen::CompileOptions &options, const CheckFlags &flags, bool outputsOk,
+                   const char *hint, DiagnosticEngine &diag);
 
 } // namespace kiln::tools

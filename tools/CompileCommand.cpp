@@ -16,7 +16,6 @@
 // and --check-each prints every step's error (codegen/Bisect.h).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Bisect.h"
 #include "codegen/Compiler.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
@@ -44,9 +43,7 @@ const char kCompileUsageHead[] =
     "  --bisect                with --check: when outputs differ, name the first step\n"
     "                          that differs (its nodes, first bad element, kernel IR)\n"
     "  --check-each            compare every step with the interpreter: a table of max\n"
-    "                          error per step, then the first bad step\n"
-    "  --debug-fault-kernel K  debugging aid: kernel K (a name from --emit=kernels)\n"
-    "                          adds 1 to its first output\n";
+    "                          error per step, then the first bad step\n";
 
 void printCompileUsage(FILE *f) {
   std::fputs(kCompileUsageHead, f);
@@ -65,15 +62,15 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
 int compileCommand(const Args &args) {
   std::string file, graphName;
   codegen::CompileOptions options;
-  bool printSteps = false, check = false, reportMemory = false, bisect = false, checkEach = false;
+  bool printSteps = false, reportMemory = false;
   int profileRuns = 0;
-  Tolerance tol;
+  CheckFlags checks;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
     FlagMatch m = matchCompileFlag("kiln compile", args, i, options);
     if (m == FlagMatch::No)
-      m = matchToleranceFlag("kiln compile", args, i, tol);
+      m = matchCheckFlag("kiln compile", args, i, checks);
     if (m == FlagMatch::Bad)
       return 2;
     if (m == FlagMatch::Taken)
@@ -87,18 +84,6 @@ int compileCommand(const Args &args) {
       printSteps = true;
     } else if (a == "--report-memory") {
       reportMemory = true;
-    } else if (a == "--check") {
-      check = true;
-    } else if (a == "--bisect") {
-      bisect = true;
-    } else if (a == "--check-each") {
-      checkEach = true;
-    } else if (matchFlag(args, i, "--debug-fault-kernel", v)) {
-      if (v.empty()) {
-        std::fprintf(stderr, "kiln compile: error: --debug-fault-kernel expects a kernel name\n");
-        return 2;
-      }
-      options.debugFaultKernel = v;
     } else if (matchFlag(args, i, "--emit", v)) {
       if (v == "kernels")
         options.emitKernels = true;
@@ -130,7 +115,7 @@ int compileCommand(const Args &args) {
       return 2;
     }
   }
-  if (bisect && !check) {
+  if (checks.bisect && !checks.check) {
     std::fprintf(stderr, "kiln compile: error: --bisect needs --check\n");
     return 2;
   }
@@ -167,7 +152,7 @@ int compileCommand(const Args &args) {
   std::printf("summary: %s\n", report.summary().c_str());
   std::printf("target: %s\n", report.target.c_str());
 
-  if (!check && !checkEach && profileRuns == 0)
+  if (!checks.check && !checks.each && profileRuns == 0)
     return 0;
   std::vector<Tensor> inputs = randomInputs(*g, options.dims, 1234);
   bool ok = true;
@@ -210,22 +195,14 @@ int compileCommand(const Args &args) {
   if (profileRuns > 0)
     std::printf("interpreter: %.3f ms per run\n", interpSeconds * 1e3);
   bool allOk = true;
-  for (size_t k = 0; check && k < reference.size(); ++k) {
-    Comparison c = compareTensors(compiled[k], reference[k], tol);
+  for (size_t k = 0; checks.check && k < reference.size(); ++k) {
+    Comparison c = compareTensors(compiled[k], reference[k], checks.tol);
     std::printf("check output %zu (%%%s): %s\n", k, g->outputs()[k]->name().c_str(),
-                describe(c, tol).c_str());
+                describe(c, checks.tol).c_str());
     allOk &= c.ok();
   }
-  if (checkEach || (bisect && !allOk)) {
-    auto steps = codegen::bisect(*g, inputs, options, tol, checkEach, diag);
-    if (failed(steps))
-      return 1;
-    std::printf("%s", steps->str(checkEach).c_str());
-    if (!allOk && steps->firstBad < 0)
-      std::printf("bisect: every step matches the interpreter alone, so the difference is in "
-                  "the whole schedule (memory plan, layouts across steps)\n");
-    allOk &= steps->firstBad < 0;
-  }
+  allOk = bisectIfAsked(*g, inputs, options, checks, allOk,
+                        "the whole schedule (memory plan, layouts across steps)", diag);
   return allOk ? 0 : 1;
 }
 

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
 
+#include "codegen/Bisect.h"
+
 #include <cstdio>
 
 namespace kiln::tools {
@@ -21,7 +23,9 @@ const char kCompileFlagsUsage[] =
     "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
     "  --no-fusion             one kernel or library call per node\n"
-    "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n";
+    "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
+    "  --debug-fault-kernel K  debugging aid: kernel K (a name from --emit=kernels)\n"
+    "                          adds 1 to its first output\n";
 
 const char kToleranceUsage[] =
     "  --rtol R, --atol A      check tolerance: element i passes when\n"
@@ -64,6 +68,14 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     options.threads = static_cast<int>(n);
     return compileOnlyFlag();
   }
+  if (matchFlag(args, i, "--debug-fault-kernel", v)) {
+    if (v.empty()) {
+      std::fprintf(stderr, "%s: error: --debug-fault-kernel expects a kernel name\n", cmd);
+      return FlagMatch::Bad;
+    }
+    options.debugFaultKernel = v;
+    return compileOnlyFlag();
+  }
   if (matchFlag(args, i, "--dim", v))
     return parseDimArg(cmd, v, options.dims) ? FlagMatch::Taken : FlagMatch::Bad;
   if (matchFlag(args, i, "--passes", v)) {
@@ -85,6 +97,34 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     return compileOnlyFlag();
   }
   return FlagMatch::No;
+}
+
+FlagMatch matchCheckFlag(const char *cmd, const Args &args, size_t &i, CheckFlags &flags) {
+  const std::string &a = args[i];
+  if (a == "--check")
+    flags.check = true;
+  else if (a == "--bisect")
+    flags.bisect = true;
+  else if (a == "--check-each")
+    flags.each = true;
+  else
+    return matchToleranceFlag(cmd, args, i, flags.tol);
+  return FlagMatch::Taken;
+}
+
+bool bisectIfAsked(const Graph &g, std::span<const Tensor> inputs,
+                   const codegen::CompileOptions &options, const CheckFlags &flags, bool outputsOk,
+                   const char *hint, DiagnosticEngine &diag) {
+  if (!flags.each && !(flags.bisect && !outputsOk))
+    return outputsOk;
+  auto steps = codegen::bisect(g, inputs, options, flags.tol, flags.each, diag);
+  if (failed(steps))
+    return false;
+  std::printf("%s", steps->str(flags.each).c_str());
+  if (!outputsOk && steps->firstBad < 0)
+    std::printf("bisect: every step matches the interpreter alone, so the difference is in %s\n",
+                hint);
+  return outputsOk && steps->firstBad < 0;
 }
 
 FlagMatch matchToleranceFlag(const char *cmd, const Args &args, size_t &i, Tolerance &tol) {

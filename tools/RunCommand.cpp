@@ -12,7 +12,6 @@
 // and writes outputs as D/output_K.npy.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Bisect.h"
 #include "codegen/Compiler.h"
 #include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "ir/Interpreter.h"
@@ -41,7 +40,6 @@ const char kRunUsage[] =
     "  --bisect               with --compile --check: when outputs differ, name the first\n"
     "                         compiled step that differs from the interpreter\n"
     "  --check-each           with --compile: compare every step with the interpreter\n"
-    "  --debug-fault-kernel K with --compile: kernel K adds 1 to its first output\n"
     "  --repeat N             run N times and print the median time (default 1)\n"
     "  --graph NAME           the graph to run when the file has several (default: the first)\n"
     "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
@@ -76,10 +74,10 @@ std::string preview(const Tensor &t, int64_t limit) {
 
 int runCommand(const Args &args) {
   std::string file, graphName, outDir, dataDir;
-  bool check = false, compiled = false, bisect = false, checkEach = false, compileOnly = false;
+  bool compiled = false, compileOnly = false;
   int repeat = 1;
   codegen::CompileOptions copts;
-  Tolerance tol;
+  CheckFlags checks;
   int64_t printLimit = 8;
   std::vector<std::pair<size_t, std::string>> expects;
   std::vector<std::pair<std::string, std::string>> inputs;
@@ -88,7 +86,7 @@ int runCommand(const Args &args) {
     const std::string &a = args[i];
     FlagMatch fm = matchCompileFlag("kiln run", args, i, copts, &compileOnly);
     if (fm == FlagMatch::No)
-      fm = matchToleranceFlag("kiln run", args, i, tol);
+      fm = matchCheckFlag("kiln run", args, i, checks);
     if (fm == FlagMatch::Bad)
       return 2;
     if (fm == FlagMatch::Taken)
@@ -120,21 +118,8 @@ int runCommand(const Args &args) {
       graphName = v;
     } else if (matchFlag(args, i, "--data", v)) {
       dataDir = v;
-    } else if (a == "--check") {
-      check = true;
     } else if (a == "--compile") {
       compiled = true;
-    } else if (a == "--bisect") {
-      bisect = true;
-    } else if (a == "--check-each") {
-      checkEach = true;
-    } else if (matchFlag(args, i, "--debug-fault-kernel", v)) {
-      if (v.empty()) {
-        std::fprintf(stderr, "kiln run: error: --debug-fault-kernel expects a kernel name\n");
-        return 2;
-      }
-      copts.debugFaultKernel = v;
-      compileOnly = true;
     } else if (matchFlag(args, i, "--repeat", v)) {
       int64_t n;
       if (!parseIntArg("kiln run", "--repeat", v, 1, 1000000, n))
@@ -160,17 +145,17 @@ int runCommand(const Args &args) {
     printRunUsage(stderr);
     return 2;
   }
-  if ((compileOnly || bisect || checkEach) && !compiled) {
+  if ((compileOnly || checks.bisect || checks.each) && !compiled) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
                          "--check-each, ...) need --compile; without it the interpreter runs\n");
     return 2;
   }
-  if (bisect && !check && expects.empty()) {
+  if (checks.bisect && !checks.check && expects.empty()) {
     std::fprintf(stderr, "kiln run: error: --bisect needs --check or --expect\n");
     return 2;
   }
 
-  if (check && dataDir.empty() && expects.empty()) {
+  if (checks.check && dataDir.empty() && expects.empty()) {
     std::fprintf(stderr, "kiln run: error: --check needs --data DIR (with output_K files)\n");
     return 2;
   }
@@ -201,7 +186,7 @@ int runCommand(const Args &args) {
       if (!f.empty() && !given)
         inputs.emplace_back(g->input(k)->name(), f);
     }
-    if (check)
+    if (checks.check)
       for (size_t k = 0; k < g->outputs().size(); ++k) {
         std::string f = findDataFile(dataDir, "output", k);
         if (f.empty()) {
@@ -332,22 +317,17 @@ int runCommand(const Args &args) {
       checksOk = false;
       continue;
     }
-    Comparison c = compareTensors(got, *want, tol);
-    std::printf("check output %zu: %s\n", k, describe(c, tol).c_str());
+    Comparison c = compareTensors(got, *want, checks.tol);
+    std::printf("check output %zu: %s\n", k, describe(c, checks.tol).c_str());
     checksOk &= c.ok();
   }
-  if (exe && (checkEach || (bisect && !checksOk))) {
-    // Against the interpreter on the same inputs, step by step.
-    auto rep = codegen::bisect(*g, values, copts, tol, checkEach, diag);
-    if (failed(rep))
-      return 1;
-    std::printf("%s", rep->str(checkEach).c_str());
-    if (!checksOk && rep->firstBad < 0)
-      std::printf("bisect: every step matches the interpreter alone, so the difference is in "
-                  "the reference data (compare with the interpreter: run without --compile) "
-                  "or in the whole schedule (memory plan, layouts across steps)\n");
-    checksOk &= rep->firstBad < 0;
-  }
+  // Against the interpreter on the same inputs, step by step.
+  if (exe)
+    checksOk = bisectIfAsked(*g, values, copts, checks, checksOk,
+                             "the reference data (compare with the interpreter: run without "
+                             "--compile) or in the whole schedule (memory plan, layouts across "
+                             "steps)",
+                             diag);
 
   if (!outDir.empty()) {
     std::error_code ec;
