@@ -212,8 +212,8 @@ std::string BisectReport::str(bool table) const {
   char buf[512];
   if (table) {
     s += "// check-each: every step against the interpreter, on the interpreter's inputs\n";
-    std::snprintf(buf, sizeof(buf), "  %-6s %-13s %-28s %-12s %s\n", "group", "kind", "results",
-                  "max abs err", "");
+    std::snprintf(buf, sizeof(buf), "  %-6s %-13s %-28s %s\n", "group", "kind", "results",
+                  "max abs err");
     s += buf;
     for (const BisectStep &st : steps) {
       std::string names;

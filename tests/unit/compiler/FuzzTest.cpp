@@ -364,9 +364,11 @@ TEST(FuzzTest, RandomFusedGraphsMatchTheInterpreter) {
     }
     // Progress of long runs, so that a run cut off by a timeout still says
     // how far it got.
-    if (cases > kFuzzCases && (seed - base + 1) % 1000 == 0)
+    if (cases > kFuzzCases && (seed - base + 1) % 1000 == 0) {
       std::printf("[ fuzz     ] %llu cases, %d failing\n",
                   static_cast<unsigned long long>(seed - base + 1), failures);
+      std::fflush(stdout);
+    }
   }
   std::printf("[ fuzz     ] %llu cases from seed %llu, %d failing\n",
               static_cast<unsigned long long>(ran), static_cast<unsigned long long>(base),
