@@ -7,6 +7,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${KILN_BUILD_DIR:-$root/build}"
 jobs="${KILN_JOBS:-2}"
 export CCACHE_BASEDIR="$root"
+# Debug-info builds (the sanitizer build is RelWithDebInfo) would otherwise
+# hash the build folder into every object, so a fresh clone in another place
+# (CI) could not reuse the cache.
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${KILN_BUILD_TYPE:-Release}" "$@" >/dev/null
 # shellcheck disable=SC2086
 ninja -C "$build" -j"$jobs" ${KILN_TARGETS:-}
