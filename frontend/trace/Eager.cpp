@@ -126,7 +126,7 @@ std::vector<Tensor> runOp(OpKind kind, std::vector<Tensor> operands, std::vector
   }
 
 namespace {
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                              \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   [[maybe_unused]] std::vector<NamedAttr> namedAttrs##Class(const Class##Attrs &attrs) {           \
     std::vector<NamedAttr> named;                                                                  \
     KILN_FOR_EACH(KILN_EAGER_NAMED, __VA_ARGS__)                                                   \
@@ -136,7 +136,7 @@ namespace {
 #include "ir/Ops.def"
 } // namespace
 
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                              \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   KILN_EAGER_OPERANDS_##MinOps##_##MaxOps(KILN_EAGER_DEFINE, Class, KILN_EAGER_FN_##Class,         \
                                           NumResults)
 #include "ir/Ops.def"

@@ -88,7 +88,7 @@ public:
 #define KILN_EAGER_EXTRA_1
 #define KILN_EAGER_EXTRA_kVariadic ::kiln::Arg<int64_t> num_outputs{};
 
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                              \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   /** Attributes of the `Mnemonic` op; an empty member takes the default. */                       \
   struct Class##Attrs {                                                                            \
     KILN_FOR_EACH(KILN_EAGER_MEMBER, __VA_ARGS__)                                                  \
@@ -143,7 +143,7 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
   KILN_EAGER_RET_##NumResults Fn(KILN_EAGER_UNPAREN Params Class##Attrs attrs = {},                \
                                  std::source_location loc = std::source_location::current());
 
-#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                              \
+#define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
   static_assert(::kiln::detail::isEagerName(KILN_EAGER_STR(KILN_EAGER_FN_##Class), Mnemonic),      \
                 "include/kiln/EagerNames.def lacks a valid name for op " #Class);                  \
   KILN_EAGER_OPERANDS_##MinOps##_##MaxOps(KILN_EAGER_DECLARE, Class, KILN_EAGER_FN_##Class,        \
