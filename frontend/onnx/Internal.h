@@ -217,12 +217,28 @@ using ConvertFn = std::vector<Value *> (*)(NodeContext &);
 /// the node is unsupported (`attribute 'clip' is not supported`) or "".
 using CheckFn = std::string (*)(const onnx::NodeProto &, int64_t opset);
 
+/// One row of a family's converter table. See Note [Converter opsets].
 struct Converter {
   const char *opType;
-  int minOpset, maxOpset;
+  /// The opset from which the ONNX definition this converter implements
+  /// holds; it holds up to the next row of the same op type, or kMaxOpset.
+  int since;
   ConvertFn convert;
   CheckFn check = nullptr;
 };
+
+// Note [Converter opsets]
+// A row says from which opset its converter applies; no row repeats the
+// last opset. `since` is the op's `since_version` in effect at the lowest
+// opset the converter reads (Relu 6, Add 7, Split 11), so a model of an
+// older opset whose node has the same definition imports too (Note [Older
+// opsets] in OnnxImporter.cpp). A later ONNX version of an op that only
+// widens its type list needs no row: a type Kiln lacks is refused at the
+// graph input or initializer that carries it. A later version that changes
+// meaning (ReduceMax 18: axes become an input) is read by the same
+// converter through NodeContext::opset(), or refused by its check with the
+// reason. docs/ONNX.md lists, per opset from 18 to kMaxOpset, what changed
+// and how Kiln reads it.
 
 /// The converters of each family file.
 std::span<const Converter> elementwiseConverters();
@@ -236,7 +252,7 @@ std::span<const Converter> rnnConverters();
 /// converter starts at or below their opset (OnnxImporter.cpp, Note [Older
 /// opsets]).
 constexpr int kMinOpset = 11;
-constexpr int kMaxOpset = 17;
+constexpr int kMaxOpset = 23;
 
 /// Helper for converters of one-to-one ops: `kind` applied to input 0.
 Value *unary(NodeContext &ctx, OpKind kind, std::vector<NamedAttr> attrs = {});

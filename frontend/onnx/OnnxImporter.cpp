@@ -2,7 +2,7 @@
 //
 // Imports the main graph of a ModelProto:
 //   1. parse the bytes; check the IR version and the default-domain opset
-//      (at most 17; see Note [Older opsets]);
+//      (at most kMaxOpset; see Note [Older opsets]);
 //   2. index initializers and node outputs; create the graph inputs (those
 //      that are not initializers), applying dim bindings;
 //   3. check every node input and graph output names a defined value;
@@ -30,7 +30,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 // Note [Older opsets]
-// Kiln reads every converter's op at opsets 11 to 17. A model of an older
+// Kiln reads every converter's op at opsets 11 to kMaxOpset. A model of an older
 // opset imports too when each of its nodes has a converter whose first opset
 // is at most the model's: a converter's first opset is where the ONNX
 // definition it implements starts (the op's `since_version` in effect at
@@ -42,7 +42,7 @@ namespace kiln {
 namespace onnximport {
 namespace {
 
-/// The converter table: op type -> converters for disjoint opset ranges.
+/// The converter table: op type -> its rows, by ascending `since`.
 const std::unordered_map<std::string, std::vector<const Converter *>> &converterTable() {
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
@@ -50,6 +50,9 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
                         reduceConverters(), rnnConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
+    for (auto &[op, rows] : t)
+      std::sort(rows.begin(), rows.end(),
+                [](const Converter *a, const Converter *b) { return a->since < b->since; });
     return t;
   }();
   return table;
@@ -60,10 +63,12 @@ const Converter *findConverter(const std::string &opType, int64_t opset) {
   auto it = table.find(opType);
   if (it == table.end())
     return nullptr;
+  // The last row whose definition starts at or below the opset.
+  const Converter *found = nullptr;
   for (const Converter *c : it->second)
-    if (opset >= c->minOpset && opset <= c->maxOpset)
-      return c;
-  return nullptr;
+    if (opset >= c->since)
+      found = c;
+  return found;
 }
 
 bool isDefaultDomain(const std::string &domain) {
@@ -472,12 +477,13 @@ LogicalResult Importer::checkSupport() {
       } else {
         int first = INT_MAX;
         for (const Converter *cv : it->second)
-          first = std::min(first, cv->minOpset);
-        reason = opset_ < kMinOpset && opset_ < first
+          first = std::min(first, cv->since);
+        reason = opset_ < kMinOpset
                      ? "is supported from opset " + std::to_string(first) +
                            ", where its current definition starts (convert the model "
                            "with onnx.version_converter)"
-                     : "is not supported at this opset";
+                     : "is supported at opsets " + std::to_string(first) + " to " +
+                           std::to_string(kMaxOpset) + " only";
       }
     } else if (c->check) {
       reason = c->check(n, opset_);

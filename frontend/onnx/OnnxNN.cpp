@@ -242,6 +242,16 @@ Values convertMaxPool(NodeContext &ctx) {
                       {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0}})};
 }
 
+std::string checkAveragePool(const onnx::NodeProto &node, int64_t opset) {
+  std::string s = checkAutoPad(node, opset);
+  // Opset 19 adds dilations; Kiln's avg_pool has none.
+  if (const onnx::AttributeProto *d = findAttr(node, "dilations"); s.empty() && d)
+    for (int64_t v : d->ints())
+      if (v != 1)
+        return "dilations other than 1 are not supported";
+  return s;
+}
+
 Values convertAveragePool(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
   auto kernel = poolKernel(ctx);
@@ -433,20 +443,20 @@ Values convertHardmax(NodeContext &ctx) {
 }
 
 const Converter kConverters[] = {
-    {"AveragePool", 11, 17, convertAveragePool, checkAutoPad},
-    {"BatchNormalization", 9, 17, convertBatchNorm, checkBatchNorm},
-    {"Conv", 11, 17, convertConv, checkAutoPad},
-    {"ConvTranspose", 11, 17, convertConvTranspose, checkAutoPad},
-    {"Gemm", 11, 17, convertGemm},
-    {"GlobalAveragePool", 1, 17, convertGlobalAveragePool},
-    {"GlobalMaxPool", 1, 17, convertGlobalMaxPool},
-    {"Hardmax", 13, 17, convertHardmax},
-    {"InstanceNormalization", 6, 17, convertInstanceNorm},
-    {"LayerNormalization", 17, 17, convertLayerNorm, checkLayerNorm},
-    {"LogSoftmax", 11, 17, convertSoftmax<OpKind::LogSoftmax>},
-    {"MatMul", 9, 17, convertMatMul},
-    {"MaxPool", 11, 17, convertMaxPool, checkMaxPool},
-    {"Softmax", 11, 17, convertSoftmax<OpKind::Softmax>},
+    {"AveragePool", 11, convertAveragePool, checkAveragePool},
+    {"BatchNormalization", 9, convertBatchNorm, checkBatchNorm},
+    {"Conv", 11, convertConv, checkAutoPad},
+    {"ConvTranspose", 11, convertConvTranspose, checkAutoPad},
+    {"Gemm", 11, convertGemm},
+    {"GlobalAveragePool", 1, convertGlobalAveragePool},
+    {"GlobalMaxPool", 1, convertGlobalMaxPool},
+    {"Hardmax", 13, convertHardmax},
+    {"InstanceNormalization", 6, convertInstanceNorm},
+    {"LayerNormalization", 17, convertLayerNorm, checkLayerNorm},
+    {"LogSoftmax", 11, convertSoftmax<OpKind::LogSoftmax>},
+    {"MatMul", 9, convertMatMul},
+    {"MaxPool", 11, convertMaxPool, checkMaxPool},
+    {"Softmax", 11, convertSoftmax<OpKind::Softmax>},
 };
 
 } // namespace

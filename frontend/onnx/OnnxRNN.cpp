@@ -289,9 +289,9 @@ Values convertRecurrent(NodeContext &ctx) {
 }
 
 const Converter kConverters[] = {
-    {"GRU", 7, 17, convertRecurrent, checkRecurrent},
-    {"LSTM", 7, 17, convertRecurrent, checkRecurrent},
-    {"RNN", 7, 17, convertRecurrent, checkRecurrent},
+    {"GRU", 7, convertRecurrent, checkRecurrent},
+    {"LSTM", 7, convertRecurrent, checkRecurrent},
+    {"RNN", 7, convertRecurrent, checkRecurrent},
 };
 
 } // namespace

@@ -7,9 +7,11 @@
 //   ReduceLogSum(x)    = log(reduce_sum(x))
 //   ReduceLogSumExp(x) = log(reduce_sum(exp(x - m))) + m, m = reduce_max(x)
 //   ArgMin(x)          = argmax(neg(x))
-// `axes` is an input for ReduceSum from opset 13 and an attribute for the
-// others up to opset 17 (they move at 18). With `noop_with_empty_axes` and
-// no axes the op is the identity; otherwise no axes means all axes.
+// `axes` is an input for ReduceSum from opset 13 and for all the others
+// from opset 18 (an attribute before). With `noop_with_empty_axes` and no
+// axes the op is the identity; otherwise no axes means all axes.
+// ReduceMax / ReduceMin take bool from opset 20 (any / all): reduced as
+// u8 and cast back.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -47,33 +49,42 @@ std::optional<ReduceSpec> readReduce(NodeContext &ctx, bool axesAsInput) {
   return s;
 }
 
+/// The reduction of `x` by `kind`; `x` itself when the node reduces
+/// nothing (noop_with_empty_axes), so that a decomposition keeps its
+/// elementwise part (ReduceL1 of nothing is abs(x)), as the ONNX reference
+/// does.
 Value *reduce(NodeContext &ctx, OpKind kind, Value *x, const ReduceSpec &s, bool keepdims) {
+  if (s.identity)
+    return x;
   return ctx.create(kind, {x}, {{"axes", s.axes}, {"keepdims", keepdims}});
 }
 
-/// ReduceSum reads its axes from an input from opset 13.
+/// ReduceSum reads its axes from an input from opset 13, the others from 18.
 bool axesInInput(NodeContext &ctx) {
-  return ctx.opType() == "ReduceSum" && ctx.opset() >= 13;
+  return ctx.opset() >= 18 || (ctx.opType() == "ReduceSum" && ctx.opset() >= 13);
 }
 
 template <OpKind Kind> Values convertReduce(NodeContext &ctx) {
   auto s = readReduce(ctx, axesInInput(ctx));
   if (!s)
     return {};
-  if (s->identity)
-    return {s->x};
+  if ((Kind == OpKind::ReduceMax || Kind == OpKind::ReduceMin) &&
+      s->x->type().dtype == DType::Bool) {
+    Value *r = reduce(ctx, Kind, ctx.castTo(s->x, DType::U8), *s, s->keepdims);
+    return {ctx.castTo(r, DType::Bool)};
+  }
   return {reduce(ctx, Kind, s->x, *s, s->keepdims)};
 }
 
 Values convertReduceL1(NodeContext &ctx) {
-  auto s = readReduce(ctx, false);
+  auto s = readReduce(ctx, axesInInput(ctx));
   if (!s)
     return {};
   return {reduce(ctx, OpKind::ReduceSum, ctx.create(OpKind::Abs, {s->x}), *s, s->keepdims)};
 }
 
 Values convertReduceSumSquare(NodeContext &ctx) {
-  auto s = readReduce(ctx, false);
+  auto s = readReduce(ctx, axesInInput(ctx));
   if (!s)
     return {};
   return {reduce(ctx, OpKind::ReduceSum, ctx.create(OpKind::Mul, {s->x, s->x}), *s, s->keepdims)};
@@ -87,14 +98,14 @@ Values convertReduceL2(NodeContext &ctx) {
 }
 
 Values convertReduceLogSum(NodeContext &ctx) {
-  auto s = readReduce(ctx, false);
+  auto s = readReduce(ctx, axesInInput(ctx));
   if (!s)
     return {};
   return {ctx.create(OpKind::Log, {reduce(ctx, OpKind::ReduceSum, s->x, *s, s->keepdims)})};
 }
 
 Values convertReduceLogSumExp(NodeContext &ctx) {
-  auto s = readReduce(ctx, false);
+  auto s = readReduce(ctx, axesInInput(ctx));
   if (!s)
     return {};
   // Shifted by the maximum so that exp cannot overflow.
@@ -125,18 +136,18 @@ Values convertArgMin(NodeContext &ctx) {
 }
 
 const Converter kConverters[] = {
-    {"ArgMax", 11, 17, convertArgMax},
-    {"ArgMin", 11, 17, convertArgMin},
-    {"ReduceL1", 11, 17, convertReduceL1},
-    {"ReduceL2", 11, 17, convertReduceL2},
-    {"ReduceLogSum", 11, 17, convertReduceLogSum},
-    {"ReduceLogSumExp", 11, 17, convertReduceLogSumExp},
-    {"ReduceMax", 11, 17, convertReduce<OpKind::ReduceMax>},
-    {"ReduceMean", 11, 17, convertReduce<OpKind::ReduceMean>},
-    {"ReduceMin", 11, 17, convertReduce<OpKind::ReduceMin>},
-    {"ReduceProd", 11, 17, convertReduce<OpKind::ReduceProd>},
-    {"ReduceSum", 11, 17, convertReduce<OpKind::ReduceSum>},
-    {"ReduceSumSquare", 11, 17, convertReduceSumSquare},
+    {"ArgMax", 11, convertArgMax},
+    {"ArgMin", 11, convertArgMin},
+    {"ReduceL1", 11, convertReduceL1},
+    {"ReduceL2", 11, convertReduceL2},
+    {"ReduceLogSum", 11, convertReduceLogSum},
+    {"ReduceLogSumExp", 11, convertReduceLogSumExp},
+    {"ReduceMax", 11, convertReduce<OpKind::ReduceMax>},
+    {"ReduceMean", 11, convertReduce<OpKind::ReduceMean>},
+    {"ReduceMin", 11, convertReduce<OpKind::ReduceMin>},
+    {"ReduceProd", 11, convertReduce<OpKind::ReduceProd>},
+    {"ReduceSum", 11, convertReduce<OpKind::ReduceSum>},
+    {"ReduceSumSquare", 11, convertReduceSumSquare},
 };
 
 } // namespace

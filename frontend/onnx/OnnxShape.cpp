@@ -296,6 +296,25 @@ Values convertSplit(NodeContext &ctx) {
     ctx.emitError() << "has no outputs";
     return {};
   }
+  // Opset 18: `num_outputs` equal parts, the last one smaller when the dim
+  // does not divide (ceil-sized parts, as torch.chunk / tensor_split).
+  if (ctx.opset() >= 18 && ctx.hasAttr("num_outputs") && sizes.empty() && x) {
+    int64_t parts = ctx.attrInt("num_outputs", 0);
+    int64_t rank = x->type().rank();
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (parts != static_cast<int64_t>(n)) {
+      ctx.emitError() << "has num_outputs " << parts << " but " << n << " outputs";
+      return {};
+    }
+    if (a >= 0 && a < rank && x->type().shape[static_cast<size_t>(a)].isStatic()) {
+      int64_t d = x->type().shape[static_cast<size_t>(a)].size();
+      int64_t chunk = (d + parts - 1) / parts;
+      if (chunk * (parts - 1) < d) {
+        sizes.assign(static_cast<size_t>(parts), chunk);
+        sizes.back() = d - chunk * (parts - 1);
+      }
+    }
+  }
   return ctx.createMulti(OpKind::Split, {x}, {{"axis", axis}, {"sizes", sizes}}, n);
 }
 
@@ -424,6 +443,32 @@ Values convertPad(NodeContext &ctx) {
     value = ctx.scalarInput(2, "constant_value");
   if (!x || !pads || !value)
     return {};
+  // Opset 18: `axes` names the dims `pads` covers (begins, then ends).
+  if (ctx.hasInput(3)) {
+    auto axes = ctx.intsInput(3, "axes");
+    if (!axes)
+      return {};
+    int64_t rank = x->type().rank();
+    if (pads->size() != 2 * axes->size()) {
+      ctx.emitError() << "has " << pads->size() << " pads for " << axes->size()
+                      << " axes; it needs two per axis";
+      return {};
+    }
+    Ints full(static_cast<size_t>(2 * rank), 0);
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    for (size_t k = 0; k < axes->size(); ++k) {
+      int64_t a = (*axes)[k] < 0 ? (*axes)[k] + rank : (*axes)[k];
+      if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
+        ctx.emitError() << "axes " << *axes << " is out of range or repeats a dim for rank "
+                        << rank;
+        return {};
+      }
+      seen[static_cast<size_t>(a)] = true;
+      full[static_cast<size_t>(a)] = (*pads)[k];
+      full[static_cast<size_t>(a + rank)] = (*pads)[k + axes->size()];
+    }
+    pads = std::move(full);
+  }
   return {ctx.create(
       OpKind::Pad, {x},
       {{"pads", *pads}, {"mode", ctx.attrString("mode", "constant")}, {"value", *value}})};
@@ -439,6 +484,14 @@ std::string checkResize(const onnx::NodeProto &node, int64_t) {
     return "coordinate_transformation_mode '" + coord + "' is not supported";
   if (attrIntOr(node, "exclude_outside", 0) != 0)
     return "exclude_outside=1 is not supported";
+  // Opset 18.
+  if (attrIntOr(node, "antialias", 0) != 0)
+    return "antialias=1 is not supported";
+  if (findAttr(node, "axes"))
+    return "attribute 'axes' is not supported";
+  std::string policy = attrStringOr(node, "keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch")
+    return "keep_aspect_ratio_policy '" + policy + "' is not supported";
   return "";
 }
 
@@ -783,32 +836,32 @@ Values convertScatterND(NodeContext &ctx) {
 }
 
 const Converter kConverters[] = {
-    {"Concat", 11, 17, convertConcat},
-    {"Constant", 11, 17, convertConstant, checkConstant},
-    {"ConstantOfShape", 9, 17, convertConstantOfShape},
-    {"CumSum", 11, 17, convertCumSum},
-    {"DepthToSpace", 11, 17, convertDepthToSpace, checkDepthToSpace},
-    {"Expand", 8, 17, convertExpand},
-    {"EyeLike", 9, 17, convertEyeLike, checkEyeLike},
-    {"Flatten", 11, 17, convertFlatten},
-    {"Gather", 11, 17, convertGather},
-    {"OneHot", 11, 17, convertOneHot},
-    {"Pad", 11, 17, convertPad, checkPad},
-    {"Range", 11, 17, convertRange},
-    {"Reshape", 5, 17, convertReshape},
-    {"Resize", 11, 17, convertResize, checkResize},
-    {"ScatterND", 11, 17, convertScatterND, checkScatterND},
-    {"Shape", 1, 17, convertShape},
-    {"Size", 1, 17, convertSize},
-    {"Slice", 11, 17, convertSlice},
-    {"SpaceToDepth", 1, 17, convertSpaceToDepth},
-    {"Split", 11, 17, convertSplit},
-    {"Squeeze", 11, 17, convertSqueeze},
-    {"Tile", 6, 17, convertTile},
-    {"Transpose", 1, 17, convertTranspose},
-    {"Trilu", 14, 17, convertTrilu},
-    {"Unsqueeze", 11, 17, convertUnsqueeze},
-    {"Upsample", 9, 17, convertUpsample, checkUpsample},
+    {"Concat", 11, convertConcat},
+    {"Constant", 11, convertConstant, checkConstant},
+    {"ConstantOfShape", 9, convertConstantOfShape},
+    {"CumSum", 11, convertCumSum},
+    {"DepthToSpace", 11, convertDepthToSpace, checkDepthToSpace},
+    {"Expand", 8, convertExpand},
+    {"EyeLike", 9, convertEyeLike, checkEyeLike},
+    {"Flatten", 11, convertFlatten},
+    {"Gather", 11, convertGather},
+    {"OneHot", 11, convertOneHot},
+    {"Pad", 11, convertPad, checkPad},
+    {"Range", 11, convertRange},
+    {"Reshape", 5, convertReshape},
+    {"Resize", 11, convertResize, checkResize},
+    {"ScatterND", 11, convertScatterND, checkScatterND},
+    {"Shape", 1, convertShape},
+    {"Size", 1, convertSize},
+    {"Slice", 11, convertSlice},
+    {"SpaceToDepth", 1, convertSpaceToDepth},
+    {"Split", 11, convertSplit},
+    {"Squeeze", 11, convertSqueeze},
+    {"Tile", 6, convertTile},
+    {"Transpose", 1, convertTranspose},
+    {"Trilu", 14, convertTrilu},
+    {"Unsqueeze", 11, convertUnsqueeze},
+    {"Upsample", 9, convertUpsample, checkUpsample},
 };
 
 } // namespace
