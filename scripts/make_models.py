@@ -242,6 +242,87 @@ class UNet(nn.Module):
         return self.out(y)
 
 
+class PatchViT(nn.Module):
+    """A ViT built from nn.TransformerEncoder: conv patch embedding, cls token,
+    position embedding, pre-norm GELU encoder layers, linear head."""
+
+    def __init__(self, image=64, patch=8, dim=128, heads=4, depth=3, classes=10):
+        super().__init__()
+        self.embed = nn.Conv2d(3, dim, patch, stride=patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.enc(x))[:, 0])
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only language model: token + position embedding, pre-norm
+    blocks with causal F.scaled_dot_product_attention, GELU MLP, tied head."""
+
+    def __init__(self, vocab=1000, dim=128, heads=4, depth=2, seq=64):
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(1, seq, dim) * 0.02)
+        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
+            ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
+            ln2=nn.LayerNorm(dim), fc1=nn.Linear(dim, 4 * dim), fc2=nn.Linear(4 * dim, dim)))
+            for _ in range(depth))
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.tok(ids) + self.pos[:, :t]
+        h = self.heads
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
+            q, k, v = (z.reshape(b, t, h, -1).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + blk["proj"](y.transpose(1, 2).reshape(b, t, -1))
+            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
+        return self.ln(x) @ self.tok.weight.t()
+
+
+class GNUNetBlock(nn.Module):
+    """The diffusion U-Net's building blocks: GroupNorm + SiLU residual blocks,
+    a strided-conv downsample and a nearest upsample with a skip concat."""
+
+    def __init__(self, c=32, groups=8):
+        super().__init__()
+
+        def res(i, o):
+            return nn.ModuleDict(dict(n1=nn.GroupNorm(groups, i), c1=nn.Conv2d(i, o, 3, padding=1),
+                                      n2=nn.GroupNorm(groups, o), c2=nn.Conv2d(o, o, 3, padding=1),
+                                      skip=nn.Conv2d(i, o, 1) if i != o else nn.Identity()))
+        self.inp = nn.Conv2d(3, c, 3, padding=1)
+        self.r0 = res(c, c)
+        self.down = nn.Conv2d(c, c, 3, stride=2, padding=1)
+        self.r1 = res(c, 2 * c)
+        self.r2 = res(3 * c, c)
+        self.out = nn.Sequential(nn.GroupNorm(groups, c), nn.SiLU(), nn.Conv2d(c, 3, 3, padding=1))
+
+    @staticmethod
+    def run(r, x):
+        y = r["c1"](F.silu(r["n1"](x)))
+        y = r["c2"](F.silu(r["n2"](y)))
+        return y + r["skip"](x)
+
+    def forward(self, x):
+        s = self.run(self.r0, self.inp(x))
+        y = self.run(self.r1, self.down(s))
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest")
+        return self.out(self.run(self.r2, torch.cat([y, s], 1)))
+
+
 def tv(name, **kw):
     def build():
         return getattr(torchvision.models, name)(weights=None, **kw)
@@ -305,6 +386,26 @@ MODELS = {
 }
 
 
+# The dynamo zoo (--exporter dynamo): what torch.onnx.export(..., dynamo=True),
+# PyTorch 2.x's default exporter, writes at opset 18 and at the newest opset
+# it writes (23). Run by the torch 2.x of the build tree's venv (scripts/venv.sh).
+DYNAMO_OPSETS = (18, 23)
+DYNAMO_MODELS = {
+    "resnet50": dict(build=tv("resnet50"), inputs=IMG),
+    "mobilenet_v3_large": dict(build=tv("mobilenet_v3_large"), inputs=IMG),
+    "efficientnet_b0": MODELS["efficientnet_b0"],
+    "convnext_tiny": dict(build=tv("convnext_tiny"), inputs=IMG),
+    "swin_t": dict(build=tv("swin_t"), inputs=IMG),
+    "vit_encoder": dict(build=PatchViT, inputs=[("x", (2, 3, 64, 64), "image")]),
+    "decoder_lm": dict(build=DecoderLM, inputs=[("ids", (2, 64), "ids")]),
+    "gn_unet_block": dict(build=GNUNetBlock, inputs=[("x", (1, 3, 64, 64), "image")]),
+    "seq2seq": MODELS["seq2seq"],
+    "resnet18_dynamic": dict(build=tv("resnet18"), inputs=[("input", (4, 3, 224, 224), "image")],
+                             data_inputs=[(3, 3, 224, 224)],
+                             dynamic_axes={"input": {0: "batch"}, "output_0": {0: "batch"}}),
+}
+
+
 # --------------------------------------------------------------------------
 
 def randomize(model, gen):
@@ -323,6 +424,9 @@ def randomize(model, gen):
                 # zero-initialized heads (torchvision's ViT) would make the output 0
                 m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.05)
             elif isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) * 0.5 + 0.75)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+            elif isinstance(m, nn.GroupNorm) and m.affine:
                 m.weight.copy_(torch.rand(m.weight.shape, generator=gen) * 0.5 + 0.75)
                 m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
 
@@ -379,7 +483,7 @@ def max_errors(got, want):
                 max_abs_ref=float(np.abs(want).max(initial=0)))
 
 
-def export_one(name, spec, opset, out_dir, cache, measure_fp64):
+def export_one(name, spec, opset, out_dir, cache, measure_fp64, exporter="torchscript"):
     final = os.path.join(out_dir, "%s-op%d" % (name, opset))
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -408,9 +512,16 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64):
     log = io.StringIO()
     t1 = time.time()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        torch.onnx.export(model, tuple(inputs), path, opset_version=opset,
-                          input_names=input_names, output_names=output_names,
-                          dynamic_axes=spec.get("dynamic_axes"), do_constant_folding=True)
+        if exporter == "dynamo":
+            # torch.export traces the model; onnxscript's torchlib translates it
+            # and optimizes the ONNX graph (constant folding, function inlining).
+            torch.onnx.export(model, tuple(inputs), path, opset_version=opset, dynamo=True,
+                              input_names=input_names, output_names=output_names,
+                              dynamic_axes=spec.get("dynamic_axes"))
+        else:
+            torch.onnx.export(model, tuple(inputs), path, opset_version=opset,
+                              input_names=input_names, output_names=output_names,
+                              dynamic_axes=spec.get("dynamic_axes"), do_constant_folding=True)
     t_export = time.time() - t1
     onnx_model = onnx.load(path)
     onnx.checker.check_model(onnx_model)
@@ -427,7 +538,7 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64):
             f.write(numpy_helper.from_array(o.numpy(), onnx_model.graph.output[k].name)
                     .SerializeToString())
     ops = sorted({n.op_type for n in onnx_model.graph.node})
-    info = dict(model=name, opset=opset, torch=torch.__version__,
+    info = dict(model=name, opset=opset, exporter=exporter, torch=torch.__version__,
                 torchvision=torchvision.__version__, onnx=onnx.__version__,
                 inputs=[dict(name=graph_inputs[k], shape=list(x.shape), dtype=str(x.dtype))
                         for k, x in enumerate(data_inputs)],
@@ -463,6 +574,11 @@ def generator_stamp():
         h.update(f.read())
     h.update(("%s %s %s %s" % (torch.__version__, torchvision.__version__, onnx.__version__,
                                np.__version__)).encode())
+    try:  # the dynamo exporter's translator
+        from importlib.metadata import version
+        h.update(version("onnxscript").encode())
+    except Exception:
+        pass
     return h.hexdigest()
 
 
@@ -475,19 +591,28 @@ def main():
     ap.add_argument("--list", action="store_true", help="print '<name>-op<N>' per export and exit")
     ap.add_argument("--expect-list", metavar="FILE",
                     help="fail unless FILE (tests/models/tolerances) lists exactly the zoo's exports")
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                    help="torch.onnx's TorchScript exporter (the zoo of MODELS, torch 1.x or 2.x) "
+                         "or its dynamo exporter (DYNAMO_MODELS, torch 2.x)")
     ap.add_argument("--fp64-error", action="store_true",
                     help="also run each model in float64 and record PyTorch's float32 error")
     args = ap.parse_args()
 
-    names = list(MODELS)
+    dynamo = args.exporter == "dynamo"
+    models = DYNAMO_MODELS if dynamo else MODELS
+    if dynamo and int(torch.__version__.split(".")[0]) < 2:
+        sys.exit("make_models.py: --exporter dynamo needs torch 2.x, this is torch %s (run it "
+                 "with the venv's python, scripts/venv.sh)" % torch.__version__)
+    names = list(models)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in MODELS]
+        unknown = [n for n in names if n not in models]
         if unknown:
             sys.exit("make_models.py: unknown model(s) %s; known: %s"
-                     % (", ".join(unknown), ", ".join(MODELS)))
+                     % (", ".join(unknown), ", ".join(models)))
     only_opsets = {int(o) for o in args.opsets.split(",") if o.strip()}
-    jobs = [(n, o) for n in names for o in MODELS[n].get("opsets", DEFAULT_OPSETS)
+    jobs = [(n, o) for n in names
+            for o in (DYNAMO_OPSETS if dynamo else models[n].get("opsets", DEFAULT_OPSETS))
             if not only_opsets or o in only_opsets]
     if args.list:
         for n, o in jobs:
@@ -528,7 +653,8 @@ def main():
             continue
         t0 = time.time()
         try:
-            info = export_one(name, MODELS[name], opset, out_dir, cache, args.fp64_error)
+            info = export_one(name, models[name], opset, out_dir, cache, args.fp64_error,
+                              args.exporter)
         except Exception as e:  # report every failure, keep going
             failures.append("%s-op%d: %s: %s" % (name, opset, type(e).__name__, e))
             print("FAIL %s-op%d: %s" % (name, opset, failures[-1]), flush=True)

@@ -169,6 +169,8 @@ public:
   std::optional<SymInts> shapeInput(size_t i, const char *what);
   /// The shape entries of a value (constant or recorded), or nullopt.
   std::optional<SymInts> shapeValueOf(const Value *v) const;
+  /// The static size of dim `i` of `v`, or an error naming the dim.
+  std::optional<int64_t> staticDim(const Value *v, int64_t i);
   /// Records what the entries of `v` are (no-op for nullptr).
   void setShapeValue(const Value *v, SymInts entries);
 
@@ -246,6 +248,7 @@ std::span<const Converter> nnConverters();
 std::span<const Converter> shapeConverters();
 std::span<const Converter> reduceConverters();
 std::span<const Converter> rnnConverters();
+std::span<const Converter> attentionConverters();
 
 /// The lowest opset of the default domain at which every converter applies,
 /// and the highest the importer reads. Older models import when each node's

@@ -255,6 +255,15 @@ std::optional<SymInts> NodeContext::shapeValueOf(const Value *v) const {
   return it->second;
 }
 
+std::optional<int64_t> NodeContext::staticDim(const Value *v, int64_t i) {
+  const Dim &d = v->type().shape[static_cast<size_t>(i)];
+  if (!d.isStatic()) {
+    emitError() << "needs a static dim " << i << ", got " << v->type().str();
+    return std::nullopt;
+  }
+  return d.size();
+}
+
 void NodeContext::setShapeValue(const Value *v, SymInts entries) {
   if (v && !constantOf(v))
     state_.shapeValues[v] = std::move(entries);

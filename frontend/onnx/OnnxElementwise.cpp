@@ -346,6 +346,17 @@ Values convertAtanh(NodeContext &ctx) {
   return {ctx.create(OpKind::Mul, {ctx.create(OpKind::Log, {ratio}), ctx.scalarLike(x, 0.5)})};
 }
 
+std::string checkGelu(const onnx::NodeProto &node, int64_t) {
+  std::string approximate = attrStringOr(node, "approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return "approximate '" + approximate + "' is not supported";
+  return "";
+}
+
+Values convertGelu(NodeContext &ctx) {
+  return {unary(ctx, OpKind::Gelu, {{"approximate", ctx.attrString("approximate", "none")}})};
+}
+
 const Converter kConverters[] = {
     {"Abs", 6, convertUnary<OpKind::Abs>},
     {"Acosh", 9, convertAcosh},
@@ -367,6 +378,7 @@ const Converter kConverters[] = {
     {"Erf", 9, convertUnary<OpKind::Erf>},
     {"Exp", 6, convertUnary<OpKind::Exp>},
     {"Floor", 6, convertUnary<OpKind::Floor>},
+    {"Gelu", 20, convertGelu, checkGelu},
     {"Greater", 9, convertBinary<OpKind::Greater>},
     {"GreaterOrEqual", 12, convertOrEqual<OpKind::Greater>},
     {"HardSigmoid", 6, convertHardSigmoid},

@@ -47,7 +47,7 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
     for (auto family : {elementwiseConverters(), nnConverters(), shapeConverters(),
-                        reduceConverters(), rnnConverters()})
+                        reduceConverters(), rnnConverters(), attentionConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)

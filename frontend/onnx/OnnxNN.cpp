@@ -334,6 +334,86 @@ Values convertInstanceNorm(NodeContext &ctx) {
   return {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {normalized, s}), b})};
 }
 
+std::string checkGroupNorm(const onnx::NodeProto &node, int64_t) {
+  if (attrIntOr(node, "num_groups", 0) <= 0)
+    return "attribute 'num_groups' is missing or not positive";
+  int64_t stash = attrIntOr(node, "stash_type", 1);
+  if (!dtypeFromOnnx(static_cast<int32_t>(stash)))
+    return "stash_type " + onnxTypeName(static_cast<int32_t>(stash)) + " is not supported";
+  return "";
+}
+
+/// GroupNormalization: x [N, C, spatial...] viewed as [N, G, C/G * spatial]
+/// is normalized over its last axis by layer_norm (one normalization
+/// kernel, with a unit scale), then the affine: scale and bias are per
+/// group at opset 18 ([G], applied in the grouped view) and per channel
+/// from opset 21 ([C], applied in the input's shape).
+Values convertGroupNorm(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *scale = ctx.input(1, "scale");
+  Value *bias = ctx.input(2, "bias");
+  if (!x || !scale || !bias)
+    return {};
+  int64_t rank = x->type().rank();
+  int64_t groups = ctx.attrInt("num_groups", 1);
+  if (rank < 3) {
+    ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
+    return {};
+  }
+  auto channels = ctx.staticDim(x, 1);
+  if (!channels)
+    return {};
+  if (*channels % groups != 0) {
+    ctx.emitError() << "num_groups " << groups << " does not divide the " << *channels
+                    << " channels of " << x->type().str();
+    return {};
+  }
+  bool perChannel = ctx.opset() >= 21;
+  int64_t affine = perChannel ? *channels : groups;
+  for (Value *p : {scale, bias})
+    if (p->type().rank() != 1 || p->type().shape[0] != Dim(affine)) {
+      ctx.emitError() << "needs scale and bias of shape [" << affine << "] (per "
+                      << (perChannel ? "channel" : "group") << " at opset " << ctx.opset()
+                      << "), got " << p->type().str();
+      return {};
+    }
+  // The grouped view and the shape to return to (0 copies a dim; at most
+  // one spatial dim may be dynamic).
+  Ints back{0, *channels};
+  int unknown = 0;
+  int64_t per = *channels / groups;
+  for (int64_t i = 2; i < rank; ++i) {
+    const Dim &d = x->type().shape[static_cast<size_t>(i)];
+    back.push_back(d.isStatic() ? d.size() : -1);
+    unknown += !d.isStatic();
+    per = d.isStatic() ? per * d.size() : per;
+  }
+  if (unknown > 0) {
+    ctx.emitError() << "needs static spatial dims, got " << x->type().str();
+    return {};
+  }
+  auto stash = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
+  DType dt = x->type().dtype;
+  Value *xs = ctx.castTo(x, stash.value_or(dt));
+  Value *g = ctx.create(OpKind::Reshape, {xs}, {{"shape", Ints{0, groups, -1}}});
+  Value *ones = ctx.create(OpKind::ConstantOfShape, {},
+                           {{"shape", Ints{per}}, {"value", 1.0}, {"dtype", xs->type().dtype}});
+  Value *n = ctx.create(OpKind::LayerNorm, {g, ones},
+                        {{"axis", int64_t(-1)}, {"epsilon", ctx.attrFloat("epsilon", 1e-5)}});
+  n = ctx.castTo(n, dt);
+  Ints trailing;
+  for (int64_t i = 1; i < (perChannel ? rank - 1 : 2); ++i)
+    trailing.push_back(i);
+  Value *s = ctx.create(OpKind::Unsqueeze, {scale}, {{"axes", trailing}});
+  Value *b = ctx.create(OpKind::Unsqueeze, {bias}, {{"axes", trailing}});
+  if (!perChannel)
+    n = ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {n, s}), b});
+  Value *y = ctx.create(OpKind::Reshape, {n}, {{"shape", back}});
+  if (perChannel)
+    y = ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {y, s}), b});
+  return {y};
+}
+
 std::string checkLayerNorm(const onnx::NodeProto &node, int64_t) {
   int64_t stash = attrIntOr(node, "stash_type", 1);
   if (!dtypeFromOnnx(static_cast<int32_t>(stash)))
@@ -450,6 +530,7 @@ const Converter kConverters[] = {
     {"Gemm", 11, convertGemm},
     {"GlobalAveragePool", 1, convertGlobalAveragePool},
     {"GlobalMaxPool", 1, convertGlobalMaxPool},
+    {"GroupNormalization", 18, convertGroupNorm, checkGroupNorm},
     {"Hardmax", 13, convertHardmax},
     {"InstanceNormalization", 6, convertInstanceNorm},
     {"LayerNormalization", 17, convertLayerNorm, checkLayerNorm},

@@ -613,16 +613,6 @@ std::optional<int64_t> normalizeAxis(NodeContext &ctx, int64_t axis, int64_t ran
   return axis < 0 ? axis + rank : axis;
 }
 
-/// The static size of dim `i` of `x`, or an error.
-std::optional<int64_t> staticDim(NodeContext &ctx, const Value *x, int64_t i) {
-  const Dim &d = x->type().shape[static_cast<size_t>(i)];
-  if (!d.isStatic()) {
-    ctx.emitError() << "needs a static dim " << i << ", got " << x->type().str();
-    return std::nullopt;
-  }
-  return d.size();
-}
-
 /// Trilu = where(mask, x, 0) with a constant [N, M] mask of the kept
 /// triangle (j - i >= k for upper, j - i <= k for lower).
 Values convertTrilu(NodeContext &ctx) {
@@ -642,7 +632,7 @@ Values convertTrilu(NodeContext &ctx) {
     ctx.emitError() << "needs an input of rank >= 2, got " << x->type().str();
     return {};
   }
-  auto n = staticDim(ctx, x, rank - 2), m = staticDim(ctx, x, rank - 1);
+  auto n = ctx.staticDim(x, rank - 2), m = ctx.staticDim(x, rank - 1);
   if (!n || !m)
     return {};
   Tensor mask = Tensor::zeros(DType::Bool, {*n, *m});
@@ -741,7 +731,7 @@ Values convertCumSum(NodeContext &ctx) {
   auto axis = normalizeAxis(ctx, (*axisIn)[0], rank, x);
   if (!axis)
     return {};
-  auto n = staticDim(ctx, x, *axis);
+  auto n = ctx.staticDim(x, *axis);
   if (!n)
     return {};
   Tensor tri = Tensor::zeros(x->type().dtype, {*n, *n});
