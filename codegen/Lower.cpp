@@ -858,16 +858,24 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
         taps[d].push_back({idx[d], c64(1.0), ScalarRef{}});
         continue;
       }
+      // The resized length as ONNX defines it (see originalCoordinate in
+      // ir/ops/DataMovement.cpp, the reference this mirrors).
+      double resized =
+          op.scales().empty() ? static_cast<double>(outLen) : scale * static_cast<double>(inLen);
       ScalarRef x = dag().cast(ib_.emit(idx[d]), f64);
       ScalarRef c;
       if (mode == "asymmetric")
         c = dag().div(x, c64(scale));
       else if (mode == "align_corners")
-        c = outLen == 1 ? c64(0.0)
-                        : dag().div(dag().mul(x, c64(static_cast<double>(inLen - 1))),
-                                    c64(static_cast<double>(outLen - 1)));
-      else if (mode == "pytorch_half_pixel" && outLen == 1)
+        c = resized == 1.0
+                ? c64(0.0)
+                : dag().div(dag().mul(x, c64(static_cast<double>(inLen - 1))), c64(resized - 1.0));
+      else if (mode == "pytorch_half_pixel" && resized == 1.0)
         c = c64(0.0);
+      else if (mode == "half_pixel_symmetric")
+        c = dag().sub(dag().div(dag().add(x, c64(0.5)), c64(scale)),
+                      c64(0.5 - static_cast<double>(inLen) / 2.0 *
+                                    (1.0 - static_cast<double>(outLen) / resized)));
       else
         c = dag().sub(dag().div(dag().add(x, c64(0.5)), c64(scale)), c64(0.5));
       ScalarRef maxIndex = c64(static_cast<double>(inLen - 1));

@@ -165,13 +165,18 @@ class TextClassifier(nn.Module):
 class Seq2Seq(nn.Module):
     """nn.Transformer (encoder-decoder) with a causal target mask."""
 
-    def __init__(self, dim=128, tgt_len=24):
+    def __init__(self, dim=128, tgt_len=24, declare_causal=False):
         super().__init__()
+        # torch.export cannot trace nn.Transformer's check that the mask is
+        # causal (a data-dependent guard); torch 2.x lets the caller say so.
+        self.declare_causal = declare_causal
         self.t = nn.Transformer(dim, 4, num_encoder_layers=2, num_decoder_layers=2,
                                 dim_feedforward=256, dropout=0.1, batch_first=True)
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tgt_len))
 
     def forward(self, src, tgt):
+        if self.declare_causal:
+            return self.t(src, tgt, tgt_mask=self.mask, tgt_is_causal=True)
         return self.t(src, tgt, tgt_mask=self.mask)
 
 
@@ -399,7 +404,7 @@ DYNAMO_MODELS = {
     "vit_encoder": dict(build=PatchViT, inputs=[("x", (2, 3, 64, 64), "image")]),
     "decoder_lm": dict(build=DecoderLM, inputs=[("ids", (2, 64), "ids")]),
     "gn_unet_block": dict(build=GNUNetBlock, inputs=[("x", (1, 3, 64, 64), "image")]),
-    "seq2seq": MODELS["seq2seq"],
+    "seq2seq": dict(MODELS["seq2seq"], build=lambda: Seq2Seq(declare_causal=True)),
     "resnet18_dynamic": dict(build=tv("resnet18"), inputs=[("input", (4, 3, 224, 224), "image")],
                              data_inputs=[(3, 3, 224, 224)],
                              dynamic_axes={"input": {0: "batch"}, "output_0": {0: "batch"}}),

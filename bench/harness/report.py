@@ -106,7 +106,7 @@ class Report:
         self.w("- memory: %s; kernel %s; %s" % ("%.1f GiB" % (mem / 2**20) if mem else "?",
                                              m.get("kernel", "?"), m.get("os", "?")))
         self.w("- Kiln commit %s%s; PyTorch %s, torchvision %s, ONNX Runtime %s, onnx %s, NumPy %s "
-               "(PyPI wheels in build/bench-venv); Python %s"
+               "(PyPI wheels in build/venv); Python %s"
                % (m.get("kiln_commit", "?"), " (with uncommitted changes)" if m.get("kiln_dirty") else "",
                   v.get("torch", "?"), v.get("torchvision", "?"), v.get("onnxruntime", "?"),
                   v.get("onnx", "?"), v.get("numpy", "?"), m.get("python", "?")))

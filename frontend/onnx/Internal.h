@@ -257,6 +257,11 @@ std::span<const Converter> attentionConverters();
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 23;
 
+/// Replaces every node of the main graph that calls a model-local function
+/// by the function's body (OnnxFunctions.cpp); `opset` is the model's.
+LogicalResult inlineLocalFunctions(onnx::ModelProto &model, int64_t opset, DiagnosticEngine &diag,
+                                   const std::string &modelName);
+
 /// Helper for converters of one-to-one ops: `kind` applied to input 0.
 Value *unary(NodeContext &ctx, OpKind kind, std::vector<NamedAttr> attrs = {});
 

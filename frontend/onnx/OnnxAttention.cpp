@@ -3,24 +3,25 @@
 // Attention (opset 23), what torch.onnx's dynamo exporter writes for
 // F.scaled_dot_product_attention from opset 23 on, decomposes into the ops
 // the exporter writes for it at opset 18, so that both opsets reach the
-// fusion planner as the same pattern:
+// fusion planner as the same pattern. As ONNX's reference implementation
+// (onnx/reference/ops/op_attention.py) computes it:
 //
 //   q, k, v   [B, H, L, D] (4-D inputs as they are; 3-D [B, L, H*D] inputs
-//             split into heads by q_num_heads / kv_num_heads)
-//   k, v      concatenated after past_key / past_value on the sequence axis
-//             (present_key / present_value), their heads repeated when
-//             q_num_heads > kv_num_heads (grouped-query attention)
-//   s         = matmul(q, transpose(k)) * scale        (scale: 1/sqrt(D))
-//   s         = s + attn_mask (float) / where(attn_mask, s, -inf) (bool)
-//   s         = where(causal, s, -inf)  (is_causal: the lower triangle
-//               j <= i, aligned at the upper left as in ONNX's reference)
-//   s         = softcap * tanh(s / softcap)             (softcap > 0)
-//   y         = matmul(softmax(s), v)
+//             split into heads by q_num_heads / kv_num_heads); f16 / bf16
+//             inputs computed in f32 and the results rounded once
+//   k, v      past_key / past_value concatenated before them on the
+//             sequence axis (present_key / present_value), their heads
+//             repeated when q_num_heads > kv_num_heads (grouped-query)
+//   qk        = softcap(matmul(q, transpose(k)) * scale)   (scale 1/sqrt(D);
+//               softcap(x) = c * tanh(x / c) when c > 0)
+//   bias      = attn_mask (float; bool: 0 where true, -inf where false),
+//               padded with -inf to the key length, plus with is_causal
+//               -inf where j > i + past length (bottom-right aligned)
+//   p         = softmax(qk + bias), 0 on rows the bias masks entirely
+//   y         = matmul(p, v)
 //
-// The qk_matmul_output output is the stage qk_matmul_output_mode names (0:
-// after the matmul and scale, 1: after the masks, 2: after softcap, 3:
-// after softmax). softmax_precision is accepted: Kiln's softmax accumulates
-// in at least f32.
+// qk_matmul_output is qk for modes 0 and 1, qk + bias for 2, p for 3.
+// softmax_precision is accepted: the softmax runs in f32 or f64.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -68,7 +69,8 @@ Values convertAttention(NodeContext &ctx) {
                     << k->type().str() << ", " << v->type().str();
     return {};
   }
-  if (!isFloat(q->type().dtype)) {
+  DType dt = q->type().dtype;
+  if (!isFloat(dt)) {
     ctx.emitError() << "needs float Q, K, V, got " << q->type().str();
     return {};
   }
@@ -85,20 +87,22 @@ Values convertAttention(NodeContext &ctx) {
     k = splitHeads(ctx, k, *hkv);
     v = splitHeads(ctx, v, *hkv);
   }
-  if (!q || !k || !v)
-    return {};
   if (pastK) {
     k = ctx.create(OpKind::Concat, {pastK, k}, {{"axis", int64_t(2)}});
     v = ctx.create(OpKind::Concat, {pastV, v}, {{"axis", int64_t(2)}});
-    if (!k || !v)
-      return {};
   }
+  if (!q || !k || !v)
+    return {};
   Value *presentK = k, *presentV = v;
+  // Half-precision inputs are computed in f32 (the reference's accuracy).
+  DType ct = dt == DType::F64 ? DType::F64 : DType::F32;
+  q = ctx.castTo(q, ct);
+  k = ctx.castTo(k, ct);
+  v = ctx.castTo(v, ct);
 
-  // Grouped-query attention: each K/V head serves q_heads / kv_heads heads.
-  auto hq = ctx.staticDim(q, 1), hkv = ctx.staticDim(k, 1);
-  auto headSize = ctx.staticDim(q, 3);
-  if (!hq || !hkv || !headSize)
+  auto hq = ctx.staticDim(q, 1), hkv = ctx.staticDim(k, 1), headSize = ctx.staticDim(q, 3);
+  auto kHead = ctx.staticDim(k, 3), vHead = ctx.staticDim(v, 3);
+  if (!hq || !hkv || !headSize || !kHead || !vHead)
     return {};
   if (*hkv != *hq) {
     if (*hkv <= 0 || *hq % *hkv != 0) {
@@ -106,61 +110,94 @@ Values convertAttention(NodeContext &ctx) {
                       << " key/value heads do not divide";
       return {};
     }
+    // [B, Hkv, S, D] -> [B, Hkv, rep, S, D] -> [B, Hq, S, D]: head h of q
+    // reads head h / rep of k and v.
     int64_t rep = *hq / *hkv;
-    auto repeat = [&](Value *x) {
+    auto repeat = [&](Value *x, int64_t d) {
       Value *u = ctx.create(OpKind::Unsqueeze, {x}, {{"axes", Ints{2}}});
       Value *e = ctx.create(OpKind::Expand, {u}, {{"shape", Ints{1, 1, rep, 1, 1}}});
-      return ctx.create(OpKind::Reshape, {e}, {{"shape", Ints{0, *hq, -1, 0}}});
+      return ctx.create(OpKind::Reshape, {e}, {{"shape", Ints{0, *hq, -1, d}}});
     };
-    k = repeat(k);
-    v = repeat(v);
+    k = repeat(k, *kHead);
+    v = repeat(v, *vHead);
   }
 
   double scale = ctx.hasAttr("scale") ? ctx.attrFloat("scale", 1.0)
                                       : 1.0 / std::sqrt(static_cast<double>(*headSize));
   Value *kt = ctx.create(OpKind::Transpose, {k}, {{"perm", Ints{0, 1, 3, 2}}});
-  Value *s =
+  Value *qk =
       ctx.create(OpKind::Mul, {ctx.create(OpKind::MatMul, {q, kt}), ctx.scalarLike(q, scale)});
-  Values stages{s};
-  Value *negInf = ctx.scalarLike(q, -std::numeric_limits<double>::infinity());
-  if (mask) {
-    if (mask->type().dtype == DType::Bool)
-      s = ctx.create(OpKind::Where, {mask, s, negInf});
-    else
-      s = ctx.create(OpKind::Add, {s, ctx.castTo(mask, q->type().dtype)});
-  }
-  if (ctx.attrInt("is_causal", 0) != 0) {
-    auto lq = ctx.staticDim(q, 2), lkv = ctx.staticDim(k, 2);
-    if (!lq || !lkv)
-      return {};
-    Tensor causal = Tensor::zeros(DType::Bool, {*lq, *lkv});
-    for (int64_t i = 0; i < *lq; ++i)
-      for (int64_t j = 0; j < *lkv; ++j)
-        causal.setInt(i * *lkv + j, j <= i);
-    s = ctx.create(OpKind::Where, {ctx.constant(std::move(causal)), s, negInf});
-  }
-  stages.push_back(s);
   double softcap = ctx.attrFloat("softcap", 0.0);
   if (softcap > 0.0) {
-    Value *t = ctx.create(OpKind::Tanh, {ctx.create(OpKind::Div, {s, ctx.scalarLike(q, softcap)})});
-    s = ctx.create(OpKind::Mul, {t, ctx.scalarLike(q, softcap)});
+    Value *t =
+        ctx.create(OpKind::Tanh, {ctx.create(OpKind::Div, {qk, ctx.scalarLike(q, softcap)})});
+    qk = ctx.create(OpKind::Mul, {t, ctx.scalarLike(q, softcap)});
   }
-  stages.push_back(s);
+
+  // The additive bias. `maskFree` stays true while no row can be entirely
+  // masked, so that the guard below is only paid for where it matters.
+  const double inf = std::numeric_limits<double>::infinity();
+  Value *bias = nullptr;
+  bool maskFree = true;
+  auto lq = ctx.staticDim(q, 2), lkv = ctx.staticDim(k, 2);
+  if (!lq || !lkv)
+    return {};
+  if (mask) {
+    if (mask->type().rank() < 1) {
+      ctx.emitError() << "needs an attn_mask of rank >= 1, got " << mask->type().str();
+      return {};
+    }
+    mask = mask->type().dtype == DType::Bool
+               ? ctx.create(OpKind::Where, {mask, ctx.scalarLike(q, 0.0), ctx.scalarLike(q, -inf)})
+               : ctx.castTo(mask, ct);
+    auto last = ctx.staticDim(mask, mask->type().rank() - 1);
+    if (!last)
+      return {};
+    if (*last < *lkv) {
+      Ints pads(static_cast<size_t>(2 * mask->type().rank()), 0);
+      pads.back() = *lkv - *last;
+      mask = ctx.create(OpKind::Pad, {mask}, {{"pads", pads}, {"value", -inf}});
+    }
+    bias = mask;
+    maskFree = false;
+  }
+  if (ctx.attrInt("is_causal", 0) != 0) {
+    int64_t offset = 0;
+    if (pastK) {
+      auto past = ctx.staticDim(pastK, 2);
+      if (!past)
+        return {};
+      offset = *past;
+    }
+    Tensor causal = Tensor::zeros(ct, {*lq, *lkv});
+    for (int64_t i = 0; i < *lq; ++i)
+      for (int64_t j = 0; j < *lkv; ++j)
+        causal.setDouble(i * *lkv + j, j <= i + offset ? 0.0 : -inf);
+    // A row is entirely masked only when the query is offset before key 0.
+    maskFree = maskFree && offset >= 0;
+    Value *c = ctx.constant(std::move(causal));
+    bias = bias ? ctx.create(OpKind::Add, {bias, c}) : c;
+  }
+  Value *s = bias ? ctx.create(OpKind::Add, {qk, bias}) : qk;
   Value *p = ctx.create(OpKind::Softmax, {s}, {{"axis", int64_t(-1)}});
-  stages.push_back(p);
+  if (!maskFree) {
+    Value *rowMax = ctx.create(OpKind::ReduceMax, {bias}, {{"axes", Ints{-1}}, {"keepdims", true}});
+    Value *masked = ctx.create(OpKind::Equal, {rowMax, ctx.scalarLike(q, -inf)});
+    p = ctx.create(OpKind::Where, {masked, ctx.scalarLike(q, 0.0), p});
+  }
   Value *y = ctx.create(OpKind::MatMul, {p, v});
   if (rank == 3) {
     Value *t = ctx.create(OpKind::Transpose, {y}, {{"perm", Ints{0, 2, 1, 3}}});
     y = ctx.create(OpKind::Reshape, {t}, {{"shape", Ints{0, 0, -1}}});
   }
-  Values outs{y, presentK, presentV};
+  Values outs{ctx.castTo(y, dt), presentK, presentV};
   if (ctx.isOutputUsed(3)) {
     int64_t mode = ctx.attrInt("qk_matmul_output_mode", 0);
     if (mode < 0 || mode > 3) {
       ctx.emitError() << "qk_matmul_output_mode " << mode << " is not 0 to 3";
       return {};
     }
-    outs.push_back(stages[static_cast<size_t>(mode)]);
+    outs.push_back(ctx.castTo(mode <= 1 ? qk : mode == 2 ? s : p, dt));
   }
   return outs;
 }

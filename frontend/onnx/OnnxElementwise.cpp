@@ -265,7 +265,23 @@ Values convertMod(NodeContext &ctx) {
                                    {ctx.create(OpKind::Less, {q, zero}),
                                     ctx.create(OpKind::Ceil, {q}), ctx.create(OpKind::Floor, {q})})
                       : ctx.create(OpKind::Floor, {q});
-    return {ctx.create(OpKind::Sub, {a, ctx.create(OpKind::Mul, {t, b})})};
+    Value *r = ctx.create(OpKind::Sub, {a, ctx.create(OpKind::Mul, {t, b})});
+    // A finite a by an infinite b: a - t * b is nan (0 * inf); fmod gives a,
+    // and the floored mod (numpy's) gives a when a and b agree in sign or a
+    // is zero, else b.
+    Value *inf = ctx.scalarLike(a, INFINITY);
+    Value *bInf = ctx.create(OpKind::Equal, {ctx.create(OpKind::Abs, {b}), inf});
+    Value *aFinite = ctx.create(OpKind::Less, {ctx.create(OpKind::Abs, {a}), inf});
+    Value *inner = a;
+    if (!cStyle) {
+      Value *opposite =
+          ctx.create(OpKind::Or, {ctx.create(OpKind::And, {ctx.create(OpKind::Less, {a, zero}),
+                                                           ctx.create(OpKind::Greater, {b, zero})}),
+                                  ctx.create(OpKind::And, {ctx.create(OpKind::Greater, {a, zero}),
+                                                           ctx.create(OpKind::Less, {b, zero})})});
+      inner = ctx.create(OpKind::Where, {opposite, b, a});
+    }
+    return {ctx.create(OpKind::Where, {ctx.create(OpKind::And, {bInf, aFinite}), inner, r})};
   }
   // Integer division truncates: r has a's sign.
   Value *r = ctx.create(OpKind::Sub, {a, ctx.create(OpKind::Mul, {q, b})});
@@ -346,6 +362,12 @@ Values convertAtanh(NodeContext &ctx) {
   return {ctx.create(OpKind::Mul, {ctx.create(OpKind::Log, {ratio}), ctx.scalarLike(x, 0.5)})};
 }
 
+/// Mish (opset 18) = x * tanh(softplus(x)).
+Values convertMish(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  return {ctx.create(OpKind::Mul, {x, ctx.create(OpKind::Tanh, {unary(ctx, OpKind::Softplus)})})};
+}
+
 std::string checkGelu(const onnx::NodeProto &node, int64_t) {
   std::string approximate = attrStringOr(node, "approximate", "none");
   if (approximate != "none" && approximate != "tanh")
@@ -393,6 +415,7 @@ const Converter kConverters[] = {
     {"Max", 8, convertVariadic<OpKind::Max>},
     {"Mean", 8, convertMean},
     {"Min", 8, convertVariadic<OpKind::Min>},
+    {"Mish", 18, convertMish},
     {"Mod", 10, convertMod, checkMod},
     {"Mul", 7, convertBinary<OpKind::Mul>},
     {"Neg", 6, convertUnary<OpKind::Neg>},

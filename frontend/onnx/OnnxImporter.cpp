@@ -2,7 +2,8 @@
 //
 // Imports the main graph of a ModelProto:
 //   1. parse the bytes; check the IR version and the default-domain opset
-//      (at most kMaxOpset; see Note [Older opsets]);
+//      (at most kMaxOpset; see Note [Older opsets]); inline the calls of
+//      model-local functions (OnnxFunctions.cpp);
 //   2. index initializers and node outputs; create the graph inputs (those
 //      that are not initializers), applying dim bindings;
 //   3. check every node input and graph output names a defined value;
@@ -165,7 +166,8 @@ FailureOr<std::unique_ptr<Module>> Importer::run(std::string_view bytes) {
 }
 
 FailureOr<std::unique_ptr<Module>> Importer::runParsed() {
-  if (failed(checkOpsets()))
+  if (failed(checkOpsets()) ||
+      failed(inlineLocalFunctions(model_, opset_, diag_, state_.modelName)))
     return failure();
   // Structural checks report everything they find before giving up.
   bool ok = succeeded(indexValues());

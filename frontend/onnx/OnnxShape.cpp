@@ -480,15 +480,13 @@ std::string checkResize(const onnx::NodeProto &node, int64_t) {
     return "mode '" + mode + "' is not supported";
   std::string coord = attrStringOr(node, "coordinate_transformation_mode", "half_pixel");
   if (coord != "half_pixel" && coord != "asymmetric" && coord != "align_corners" &&
-      coord != "pytorch_half_pixel")
+      coord != "pytorch_half_pixel" && coord != "half_pixel_symmetric")
     return "coordinate_transformation_mode '" + coord + "' is not supported";
   if (attrIntOr(node, "exclude_outside", 0) != 0)
     return "exclude_outside=1 is not supported";
   // Opset 18.
   if (attrIntOr(node, "antialias", 0) != 0)
     return "antialias=1 is not supported";
-  if (findAttr(node, "axes"))
-    return "attribute 'axes' is not supported";
   std::string policy = attrStringOr(node, "keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch")
     return "keep_aspect_ratio_policy '" + policy + "' is not supported";
@@ -502,18 +500,67 @@ Values convertResize(NodeContext &ctx) {
       {"coordinate_transformation_mode",
        ctx.attrString("coordinate_transformation_mode", "half_pixel")},
       {"nearest_mode", ctx.attrString("nearest_mode", "round_prefer_floor")}};
+  if (!x)
+    return {};
+  // Opset 18: `axes` names the dims that scales / sizes cover; the others
+  // keep their size (scale 1).
+  int64_t rank = x->type().rank();
+  std::optional<Ints> axes;
+  if (ctx.hasAttr("axes")) {
+    axes = ctx.attrInts("axes");
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    for (int64_t &a : *axes) {
+      a = a < 0 ? a + rank : a;
+      if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
+        ctx.emitError() << "axes " << ctx.attrInts("axes")
+                        << " is out of range or repeats a dim for rank " << rank;
+        return {};
+      }
+      seen[static_cast<size_t>(a)] = true;
+    }
+  }
   // Inputs: X, roi, scales, sizes; an empty scales tensor means "absent".
   if (ctx.hasInput(2)) {
     const Tensor *scales = ctx.constantInput(2, "scales");
     if (!scales)
       return {};
-    if (scales->numel() > 0)
-      attrs.emplace_back("scales", scales->toDoubles());
+    if (scales->numel() > 0) {
+      std::vector<double> v = scales->toDoubles();
+      if (axes) {
+        if (v.size() != axes->size()) {
+          ctx.emitError() << "has " << v.size() << " scales for " << axes->size() << " axes";
+          return {};
+        }
+        std::vector<double> full(static_cast<size_t>(rank), 1.0);
+        for (size_t i = 0; i < v.size(); ++i)
+          full[static_cast<size_t>((*axes)[i])] = v[i];
+        v = std::move(full);
+      }
+      attrs.emplace_back("scales", std::move(v));
+    }
   }
   if (ctx.hasInput(3)) {
     auto sizes = ctx.intsInput(3, "sizes");
     if (!sizes)
       return {};
+    if (!sizes->empty() && axes) {
+      if (sizes->size() != axes->size()) {
+        ctx.emitError() << "has " << sizes->size() << " sizes for " << axes->size() << " axes";
+        return {};
+      }
+      Ints full;
+      for (int64_t d = 0; d < rank; ++d) {
+        auto it = std::find(axes->begin(), axes->end(), d);
+        if (it != axes->end()) {
+          full.push_back((*sizes)[static_cast<size_t>(it - axes->begin())]);
+        } else if (auto n = ctx.staticDim(x, d)) {
+          full.push_back(*n);
+        } else {
+          return {};
+        }
+      }
+      sizes = std::move(full);
+    }
     if (!sizes->empty())
       attrs.emplace_back("sizes", *sizes);
   }

@@ -844,7 +844,8 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
   if (failed(requireOneOf(ctx, "mode", op.mode(), {"nearest", "linear"})) ||
       failed(requireOneOf(ctx, "coordinate_transformation_mode",
                           op.coordinate_transformation_mode(),
-                          {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"})) ||
+                          {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                           "half_pixel_symmetric"})) ||
       failed(requireOneOf(ctx, "nearest_mode", op.nearest_mode(),
                           {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
     return failure();
@@ -889,17 +890,30 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
 }
 
 namespace {
+/// The integer output length of a resized length (ONNX: floor).
+int64_t outLenOf(double resized) {
+  return static_cast<int64_t>(std::floor(resized));
+}
+
 /// The input coordinate that output coordinate `x` of a resized dim maps to.
+/// `resized` is the dim's resized length as ONNX defines it: scale * inLen,
+/// a fraction when the op has scales (align_corners with scale 0.6 on 4
+/// maps through 2.4 - 1, not through the integer output length 2 - 1).
 double originalCoordinate(const std::string &mode, int64_t x, double scale, int64_t inLen,
-                          int64_t outLen) {
+                          double resized) {
   double xf = static_cast<double>(x);
   if (mode == "asymmetric")
     return xf / scale;
   if (mode == "align_corners")
-    return outLen == 1 ? 0.0
-                       : xf * static_cast<double>(inLen - 1) / static_cast<double>(outLen - 1);
-  if (mode == "pytorch_half_pixel" && outLen == 1)
+    return resized == 1.0 ? 0.0 : xf * static_cast<double>(inLen - 1) / (resized - 1.0);
+  if (mode == "pytorch_half_pixel" && resized == 1.0)
     return 0.0;
+  if (mode == "half_pixel_symmetric") {
+    // Centred: shifted by the part of the input the integer output drops.
+    double adjustment = static_cast<double>(outLenOf(resized)) / resized;
+    double center = static_cast<double>(inLen) / 2.0;
+    return center * (1.0 - adjustment) + (xf + 0.5) / scale - 0.5;
+  }
   return (xf + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
 }
 
@@ -936,9 +950,11 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
     int64_t inLen = in.shape()[d], outLen = out.shape()[d];
     double scale = op.scales().empty() ? static_cast<double>(outLen) / static_cast<double>(inLen)
                                        : op.scales()[d];
+    double resized =
+        op.scales().empty() ? static_cast<double>(outLen) : scale * static_cast<double>(inLen);
     double maxIndex = static_cast<double>(inLen - 1);
     for (int64_t x = 0; x < outLen; ++x) {
-      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, outLen);
+      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, resized);
       std::vector<Tap> t;
       if (!linear) {
         double r = std::clamp(roundNearest(op.nearest_mode(), c), 0.0, maxIndex);

@@ -37,9 +37,10 @@ def main():
     missing = [p for p in (model, os.path.join(data, "input_0.pb"), os.path.join(data, "output_0.pb"))
                if not os.path.exists(p)]
     if missing:
-        print("check_model.py: error: missing %s\n  the fixture 'models-generate' (scripts/make_models.py)"
-              " should have written it; run `ctest -R models-generate` or\n"
-              "  /usr/bin/python3 scripts/make_models.py %s --only %s"
+        print("check_model.py: error: missing %s\n  the zoo's fixture (scripts/make_models.py)"
+              " should have written it; run `ctest -R 'models-.*generate'` or\n"
+              "  scripts/make_models.py %s --only %s (with --exporter dynamo and the venv's"
+              " python for zoo-dynamo)"
               % (", ".join(missing), os.path.dirname(model_dir),
                  os.path.basename(model_dir).rsplit("-op", 1)[0]))
         return 1

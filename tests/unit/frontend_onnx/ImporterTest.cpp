@@ -387,3 +387,106 @@ TEST(OnnxImporterTest, DeadNodesAreRemoved) {
 }
 
 } // namespace
+
+/// A model-local function `local.AddAct(x, b) {alpha}` = LeakyRelu(Add(x, b),
+/// alpha = @alpha), where the activation is itself the call of `local.Act`.
+void addFunctions(ModelBuilder &b, bool recursive = false) {
+  auto *imp = b.model.add_opset_import();
+  imp->set_domain("local");
+  imp->set_version(1);
+  onnx::FunctionProto *act = b.model.add_functions();
+  act->set_name("Act");
+  act->set_domain("local");
+  act->add_input("u");
+  act->add_output("v");
+  act->add_attribute("alpha");
+  auto *f13 = act->add_opset_import();
+  f13->set_version(13);
+  onnx::NodeProto *lr = act->add_node();
+  lr->set_op_type(recursive ? "AddAct" : "LeakyRelu");
+  if (recursive)
+    lr->set_domain("local");
+  lr->add_input("u");
+  lr->add_output("v");
+  onnx::AttributeProto *ref = lr->add_attribute();
+  ref->set_name("alpha");
+  ref->set_ref_attr_name("alpha");
+  ref->set_type(onnx::AttributeProto::FLOAT);
+
+  onnx::FunctionProto *f = b.model.add_functions();
+  f->set_name("AddAct");
+  f->set_domain("local");
+  f->add_input("x");
+  f->add_input("b");
+  f->add_output("y");
+  f->add_attribute("alpha");
+  // A default for alpha (FunctionProto.attribute_proto, field 11, which
+  // Debian's ONNX 1.12 classes lack: written as the unknown field it is).
+  onnx::AttributeProto dflt;
+  dflt.set_name("alpha");
+  dflt.set_type(onnx::AttributeProto::FLOAT);
+  dflt.set_f(0.25f);
+  f->mutable_unknown_fields()->AddLengthDelimited(11, dflt.SerializeAsString());
+  *f->add_opset_import() = *f13;
+  onnx::NodeProto *add = f->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("x");
+  add->add_input("b");
+  add->add_output("s");
+  onnx::NodeProto *call = f->add_node();
+  call->set_op_type("Act");
+  call->set_domain("local");
+  call->set_name("act");
+  call->add_input("s");
+  call->add_output("y");
+  onnx::AttributeProto *pass = call->add_attribute();
+  pass->set_name("alpha");
+  pass->set_ref_attr_name("alpha");
+  pass->set_type(onnx::AttributeProto::FLOAT);
+}
+
+TEST(OnnxImporterTest, ModelLocalFunctionsAreInlined) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(3)});
+  b.init("bias", {3}, {1, -2, 3});
+  auto &c1 = b.node("AddAct", {"x", "bias"}, {"h"}, "block1");
+  c1.set_domain("local");
+  attrFloat(c1, "alpha", 0.5f);
+  auto &c2 = b.node("AddAct", {"h", "bias"}, {"y"}, "block2");
+  c2.set_domain("local"); // no alpha: the function's default 0.25
+  b.output("y");
+  addFunctions(b);
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_EQ(r.text, "graph @g(%x: f32[3]) -> (f32[3]) {\n"
+                    "  %bias = constant @bias : f32[3]\n"
+                    "  %\"block1/s\" = add(%x, %bias) : f32[3]\n"
+                    "  %h = leaky_relu(%\"block1/s\") {alpha = 0.5} : f32[3]\n"
+                    "  %\"block2/s\" = add(%h, %bias) : f32[3]\n"
+                    "  %y = leaky_relu(%\"block2/s\") {alpha = 0.25} : f32[3]\n"
+                    "  return %y\n"
+                    "}\n\n"
+                    "blobs {\n"
+                    "  @bias = elided\n"
+                    "}\n");
+  auto out = runGraph(*r.module, {Tensor::fromDoubles(DType::F32, {3}, {-4, 0, 2})});
+  // block1: [-3, -2, 5] -> [-1.5, -1, 5]; block2: [-0.5, -3, 8] -> [-0.125, -0.75, 8]
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<double> y = out[0].toDoubles();
+  EXPECT_FLOAT_EQ(static_cast<float>(y[0]), -0.125f);
+  EXPECT_FLOAT_EQ(static_cast<float>(y[1]), -0.75f);
+  EXPECT_FLOAT_EQ(static_cast<float>(y[2]), 8.0f);
+}
+
+TEST(OnnxImporterTest, RecursiveFunctionIsAnError) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(3)});
+  b.init("bias", {3}, {1, -2, 3});
+  b.node("AddAct", {"x", "bias"}, {"y"}, "block").set_domain("local");
+  b.output("y");
+  addFunctions(b, /*recursive=*/true);
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'block': error: function 'AddAct' called here reaches itself "
+            "(AddAct -> Act -> AddAct)");
+}
