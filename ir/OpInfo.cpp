@@ -71,7 +71,7 @@ std::vector<OpInfo> buildTable() {
 
 } // namespace
 
-static_assert(kNumOps == 72, "update the count when adding an op to Ops.def");
+static_assert(kNumOps == 77, "update the count when adding an op to Ops.def");
 
 std::span<const OpInfo> allOps() {
   static const std::vector<OpInfo> table = buildTable();

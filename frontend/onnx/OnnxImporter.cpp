@@ -47,8 +47,9 @@ namespace {
 const std::unordered_map<std::string, std::vector<const Converter *>> &converterTable() {
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
-    for (auto family : {elementwiseConverters(), nnConverters(), shapeConverters(),
-                        reduceConverters(), rnnConverters(), attentionConverters()})
+    for (auto family :
+         {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
+          rnnConverters(), attentionConverters(), indexingConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)

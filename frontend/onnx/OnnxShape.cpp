@@ -797,32 +797,28 @@ Values convertCumSum(NodeContext &ctx) {
   return {swap ? ctx.create(OpKind::Transpose, {y}, {{"perm", perm}}) : y};
 }
 
-std::string checkScatterND(const onnx::NodeProto &node, int64_t) {
-  std::string reduction = attrStringOr(node, "reduction", "none");
-  if (reduction != "none" && reduction != "add" && reduction != "mul")
-    return "reduction '" + reduction + "' is not supported";
-  return "";
-}
-
-/// ScatterND with indices known at import time (Kiln has no scatter op):
-/// a constant map says which element of the flattened updates lands on each
+/// ScatterND. With indices known at import time, static shapes and no
+/// repeated index under a reduction (what exporters write: swin's masks), a
+/// constant map says which element of the flattened updates lands on each
 /// element of data (-1: none), so the result is
 ///   where(mask, gather(reshape(updates, [-1]), map), data)
-/// with data + / * the gathered updates for reduction add / mul. Repeated
-/// indices: the last update wins for "none" (ONNX's reference order); with a
-/// reduction they are an error.
+/// (with add / mul applied to data for those reductions): index maps the
+/// fusion planner compiles. Otherwise the scatter_nd op (a reference kernel).
 Values convertScatterND(NodeContext &ctx) {
   Value *data = ctx.input(0, "data");
-  const Tensor *indices = ctx.constantInput(1, "indices");
+  Value *indexValue = ctx.input(1, "indices");
   Value *updates = ctx.input(2, "updates");
   std::string reduction = ctx.attrString("reduction", "none");
-  if (!data || !indices || !updates)
+  if (!data || !indexValue || !updates)
     return {};
-  if (!data->type().isStatic() || !updates->type().isStatic()) {
-    ctx.emitError() << "needs static data and updates, got " << data->type().str() << " and "
-                    << updates->type().str();
-    return {};
-  }
+  auto op = [&] {
+    return Values{
+        ctx.create(OpKind::ScatterND, {data, indexValue, updates}, {{"reduction", reduction}})};
+  };
+  const Tensor *indices = constantOf(indexValue);
+  if (!indices || !data->type().isStatic() || !updates->type().isStatic() ||
+      (reduction != "none" && reduction != "add" && reduction != "mul"))
+    return op();
   Ints shape = staticSizes(data->type().shape);
   int64_t rank = static_cast<int64_t>(shape.size());
   int64_t k = indices->rank() ? indices->shape().back() : 0;
@@ -854,11 +850,8 @@ Values convertScatterND(NodeContext &ctx) {
     }
     for (int64_t s = 0; s < slice; ++s) {
       int64_t at = offset * slice + s;
-      if (mask.getInt(at) && reduction != "none") {
-        ctx.emitError() << "repeated indices with reduction '" << reduction
-                        << "' are not supported";
-        return {};
-      }
+      if (mask.getInt(at) && reduction != "none")
+        return op(); // repeated indices combine: the kernel does that
       mask.setInt(at, 1);
       map.setInt(at, u * slice + s);
     }
@@ -887,7 +880,7 @@ const Converter kConverters[] = {
     {"Range", 11, convertRange},
     {"Reshape", 5, convertReshape},
     {"Resize", 11, convertResize, checkResize},
-    {"ScatterND", 11, convertScatterND, checkScatterND},
+    {"ScatterND", 11, convertScatterND},
     {"Shape", 1, convertShape},
     {"Size", 1, convertSize},
     {"Slice", 11, convertSlice},

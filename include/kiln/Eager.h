@@ -86,6 +86,7 @@ public:
 #define KILN_EAGER_MEMBER(Kind, name, dflt) ::kiln::Arg<::kiln::AttrCType_##Kind> name{};
 // Ops with variadic results take the number of results as an extra member.
 #define KILN_EAGER_EXTRA_1
+#define KILN_EAGER_EXTRA_2
 #define KILN_EAGER_EXTRA_kVariadic ::kiln::Arg<int64_t> num_outputs{};
 
 #define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
@@ -114,6 +115,7 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
 #define KILN_EAGER_STR2(x) #x
 #define KILN_EAGER_UNPAREN(...) __VA_ARGS__
 #define KILN_EAGER_RET_1 ::kiln::Tensor
+#define KILN_EAGER_RET_2 std::vector<::kiln::Tensor>
 #define KILN_EAGER_RET_kVariadic std::vector<::kiln::Tensor>
 
 // Operand lists, by (minOperands, maxOperands): each expands X once per

@@ -485,8 +485,33 @@ TEST(FusionDifferentialTest, GatherWithConstantAndDynamicIndices) {
   EXPECT_EQ(res.numKernels, 1);
 }
 
+// The index ops run on their reference kernels (F10 fallbacks) between
+// kernels that produce their operands and consume their results.
+TEST(FusionDifferentialTest, IndexOpsAsFallbacksBetweenKernels) {
+  TestGraph tg;
+  Value *x = tg.op(OpKind::Relu, {tg.input(DType::F32, {4, 6})});
+  Value *idx = tg.input(DType::I64, {4, 3});
+  Value *rows = tg.input(DType::I64, {3, 1});
+  Value *u = tg.op(OpKind::Exp, {tg.input(DType::F32, {4, 3})});
+  Value *ge = tg.op(OpKind::GatherElements, {x, idx}, {{"axis", int64_t(1)}});
+  Value *se = tg.op(OpKind::ScatterElements, {x, idx, u},
+                    {{"axis", int64_t(-1)}, {"reduction", std::string("add")}});
+  Value *gn = tg.op(OpKind::GatherND, {x, rows});
+  Value *sn = tg.op(OpKind::ScatterND, {x, rows, tg.op(OpKind::Neg, {gn})},
+                    {{"reduction", std::string("min")}});
+  std::vector<Value *> tk =
+      tg.ops(OpKind::TopK, {tg.op(OpKind::Add, {x, x})}, {{"k", int64_t(2)}}, 2);
+  tg.outputs({tg.op(OpKind::Mul, {ge, u}), tg.op(OpKind::Sqrt, {se}), sn, tk[0], tk[1]});
+  InputOptions o;
+  o.intLo = -4; // rows index 4 rows, columns 6 (negative ones from the end)
+  o.intHi = 3;
+  Result res = check(*tg.graph, o);
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), 5) << res.plan.explain();
+}
+
 TEST(FusionDifferentialTest, ResizeNearestAndLinear) {
-  for (const char *ctm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}) {
+  for (const char *ctm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                          "half_pixel_symmetric"}) {
     for (const char *nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
       SCOPED_TRACE(std::string(ctm) + " " + nearest);
       checkIndexMap(DType::F32, {1, 2, 3, 4}, [&](TestGraph &tg, Value *x) {

@@ -391,6 +391,18 @@ const std::map<std::string, CaseGen> &structuredCases() {
                   1,
                   {DType::F32, DType::I64}}};
        }},
+      {"gather_elements",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{kRows, n}, {kRows, 5}},
+                  {false, true},
+                  {{"axis", int64_t(1)}},
+                  1,
+                  {DType::F32, DType::I64}}};
+       }},
+      {"gather_nd",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{n, 4}, {5, 1}}, {false, true}, {}, 1, {DType::F32, DType::I64}}};
+       }},
       {"gemm",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{{kRows, n}, {5, n}, {5}}, {false, true, true}, {{"trans_b", true}}},
@@ -408,6 +420,27 @@ const std::map<std::string, CaseGen> &structuredCases() {
       {"max_pool",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{{1, 3, 5, n}}, {false}, {{"kernel", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}}};
+       }},
+      {"scatter_elements",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{kRows, n}, {kRows, 2}, {kRows, 2}},
+                  {false, true, false},
+                  {{"axis", int64_t(1)}},
+                  1,
+                  {DType::F32, DType::I64, DType::F32}},
+                 {{{kRows, n}, {kRows, 2}, {kRows, 2}},
+                  {false, true, false},
+                  {{"axis", int64_t(1)}, {"reduction", std::string("add")}},
+                  1,
+                  {DType::F32, DType::I64, DType::F32}}};
+       }},
+      {"scatter_nd",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{n, 4}, {5, 1}, {5, 4}},
+                  {false, true, false},
+                  {{"reduction", std::string("max")}},
+                  1,
+                  {DType::F32, DType::I64, DType::F32}}};
        }},
       {"pad",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -463,6 +496,14 @@ const std::map<std::string, CaseGen> &structuredCases() {
       {"squeeze",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{{kRows, 1, n}}, {false}, {{"axes", Ints{1}}}}};
+       }},
+      {"top_k",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{kRows, n}}, {false}, {{"k", std::min<int64_t>(n, 3)}}, 2},
+                 {{{kRows, n}},
+                  {false},
+                  {{"k", int64_t(1)}, {"axis", int64_t(0)}, {"largest", false}},
+                  2}};
        }},
       {"transpose",
        [](int64_t n) -> std::vector<StructuredCase> {

@@ -173,6 +173,27 @@ std::map<std::string, OpCase> opCases() {
                  [](const Ins &in) -> Outs {
                    return {gather(in[0], in[1]), gather(in[0], in[1], {.axis = 0})};
                  }};
+  c["gather_elements"] = {
+      {normal({3, 4}, 1), tensorOfInts({0, 3, -1, 1, 2, 0}, {3, 2})},
+      [](const Ins &in) -> Outs { return {gather_elements(in[0], in[1], {.axis = 1})}; }};
+  c["gather_nd"] = {{normal({3, 4}, 1), tensorOfInts({2, 1, 0, -1}, {2, 2})},
+                    [](const Ins &in) -> Outs { return {gather_nd(in[0], in[1])}; }};
+  c["scatter_elements"] = {
+      {normal({3, 4}, 1), tensorOfInts({0, 3, 1, 1}, {2, 2}), normal({2, 2}, 2)},
+      [](const Ins &in) -> Outs {
+        return {scatter_elements(in[0], in[1], in[2], {.axis = 1}),
+                scatter_elements(in[0], in[1], in[2], {.axis = 1, .reduction = "add"})};
+      }};
+  c["scatter_nd"] = {{normal({3, 4}, 1), tensorOfInts({2, 0, 2}, {3, 1}), normal({3, 4}, 2)},
+                     [](const Ins &in) -> Outs {
+                       return {scatter_nd(in[0], in[1], in[2], {.reduction = "max"})};
+                     }};
+  c["top_k"] = {{normal({3, 5}, 1)}, [](const Ins &in) -> Outs {
+                  Outs out = top_k(in[0], {.k = 2});
+                  for (const Tensor &t : top_k(in[0], {.k = 3, .axis = 0, .largest = false}))
+                    out.push_back(t);
+                  return out;
+                }};
   c["pad"] = {x23, [](const Ins &in) -> Outs {
                 return {pad(in[0], {.pads = {1, 0, 0, 2}, .value = 9.0}),
                         pad(in[0], {.pads = {0, 1, 0, 1}, .mode = "edge"})};

@@ -278,16 +278,27 @@ TEST(OnnxDecompositionsTest, ScatterNDWithConstantIndices) {
                                                     : std::vector<double>{30, 80, 3, 4, 50, 120};
     EXPECT_EQ(outs[0].toDoubles(), want) << reduction;
   }
-  // Indices computed from the graph's inputs: Kiln has no scatter op.
-  ModelBuilder b(13);
-  b.input("data", {int64_t(3)});
-  b.input("indices", {int64_t(1), int64_t(1)}, onnx::TensorProto::INT64);
-  b.input("updates", {int64_t(1)});
-  b.node("ScatterND", {"data", "indices", "updates"}, {"y"}, "scatter");
-  b.output("y");
-  EXPECT_EQ(importModel(b).errors,
-            "m.onnx: node 'scatter': error: ScatterND: input 1 (indices, 'indices') must be "
-            "known at import time, but it is computed from the graph's inputs");
+  // Indices computed from the graph's inputs, or a reduction over repeated
+  // indices: the scatter_nd op.
+  {
+    ModelBuilder b(18);
+    b.input("data", {int64_t(3)});
+    b.input("indices", {int64_t(3), int64_t(1)}, onnx::TensorProto::INT64);
+    b.input("updates", {int64_t(3)});
+    attrString(b.node("ScatterND", {"data", "indices", "updates"}, {"y"}, "scatter"), "reduction",
+               "max");
+    b.output("y");
+    auto r = importModel(b);
+    ASSERT_TRUE(r.ok) << r.errors;
+    EXPECT_NE(r.text.find("scatter_nd(%data, %indices, %updates) {reduction = \"max\"}"),
+              std::string::npos)
+        << r.text;
+    auto outs =
+        runGraph(*r.module, {f32({3}, {1, 5, 3}), Tensor::fromInts(DType::I64, {3, 1}, {2, -1, 0}),
+                             f32({3}, {7, 2, 0})});
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_EQ(outs[0].toDoubles(), (std::vector<double>{1, 5, 7})); // 3 vs 7 and 2 at [2]
+  }
 }
 
 TEST(OnnxDecompositionsTest, IsInfShrinkAndTrigonometry) {

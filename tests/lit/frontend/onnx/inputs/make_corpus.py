@@ -62,15 +62,14 @@ no_graph.ir_version = 8
 write("no_graph.onnx", no_graph)
 
 write("unsupported_ops.onnx", model(
-    [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk"),
+    [helper.make_node("Unique", ["x"], ["v"], name="unique"),
      helper.make_node("NonZero", ["v"], ["nz"], name="nonzero"),
      helper.make_node("Relu", ["v"], ["r"], name="relu"),
      helper.make_node("Det", ["r"], ["cs"], name="det"),
      helper.make_node("FusedGemm", ["x"], ["fg"], name="fused", domain="com.microsoft"),
      helper.make_node("LSTM", ["x3", "lw", "lr"], ["ly"], name="lstm", input_forget=1)],
     [x, tensor_in("x3", [2, 1, 4])], [tensor_in("r", None)],
-    [numpy_helper.from_array(np.array([2], np.int64), "k"),
-     weight("lw", [1, 8, 4]), weight("lr", [1, 8, 2])],
+    [weight("lw", [1, 8, 4]), weight("lr", [1, 8, 2])],
     extra_opsets=[("com.microsoft", 1)]))
 
 write("missing_initializer.onnx", model(valid.graph.node, [x], [y], [weight("w", [4, 3])]))
