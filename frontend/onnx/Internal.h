@@ -250,6 +250,7 @@ std::span<const Converter> reduceConverters();
 std::span<const Converter> rnnConverters();
 std::span<const Converter> attentionConverters();
 std::span<const Converter> indexingConverters();
+std::span<const Converter> einsumConverters();
 
 /// The lowest opset of the default domain at which every converter applies,
 /// and the highest the importer reads. Older models import when each node's

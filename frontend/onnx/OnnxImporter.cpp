@@ -49,7 +49,7 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
     std::unordered_map<std::string, std::vector<const Converter *>> t;
     for (auto family :
          {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
-          rnnConverters(), attentionConverters(), indexingConverters()})
+          rnnConverters(), attentionConverters(), indexingConverters(), einsumConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)

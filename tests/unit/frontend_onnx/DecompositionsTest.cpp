@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 using namespace kiln;
 using namespace kiln::testing;
@@ -371,3 +372,85 @@ TEST(OnnxDecompositionsTest, DropoutTrainingWithRatioZeroIsTheIdentity) {
 }
 
 } // namespace
+
+/// Einsum of two operands against the sum it means, computed here directly.
+TEST(OnnxDecompositionsTest, EinsumIsTransposesAndOneMatmul) {
+  struct Case {
+    const char *equation;
+    std::vector<int64_t> a, b;
+  };
+  // Attention scores (a transposed right side), a bilinear contraction with a
+  // letter summed on one side first, a broadcast '...' batch, implicit output.
+  for (const Case &c :
+       {Case{"bhid,bhjd->bhij", {2, 2, 3, 4}, {2, 2, 5, 4}},
+        Case{"bij,jkl->bik", {2, 3, 4}, {4, 5, 2}}, Case{"...ij,jk->...ik", {2, 3, 4}, {4, 2}},
+        Case{"ij,kj", {3, 4}, {2, 4}}}) {
+    ModelBuilder b(13);
+    b.input("a", std::vector<OnnxDim>(c.a.begin(), c.a.end()));
+    b.input("b", std::vector<OnnxDim>(c.b.begin(), c.b.end()));
+    attrString(b.node("Einsum", {"a", "b"}, {"y"}), "equation", c.equation);
+    b.output("y");
+    auto ramp = [](const std::vector<int64_t> &s, double k) {
+      std::vector<double> v(static_cast<size_t>(numElements(s)));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = std::sin(k * static_cast<double>(i + 1));
+      return f32(s, v);
+    };
+    Tensor x = ramp(c.a, 0.7), y = ramp(c.b, 1.3);
+    auto outs = run(b, {x, y});
+    ASSERT_EQ(outs.size(), 1u) << c.equation;
+    // The reference: every assignment of the letters, summed.
+    std::string eq = c.equation, lhs = eq.substr(0, eq.find("->")), out;
+    std::string ta = lhs.substr(0, lhs.find(',')), tb = lhs.substr(lhs.find(',') + 1);
+    if (ta.rfind("...", 0) == 0)
+      ta = "Z" + ta.substr(3);
+    out = eq.find("->") == std::string::npos ? "ik" : eq.substr(eq.find("->") + 2);
+    if (out.rfind("...", 0) == 0)
+      out = "Z" + out.substr(3);
+    std::map<char, int64_t> size;
+    for (size_t i = 0; i < ta.size(); ++i)
+      size[ta[i]] = c.a[i];
+    for (size_t i = 0; i < tb.size(); ++i)
+      size[tb[i]] = c.b[i];
+    std::vector<char> letters;
+    for (auto &[l, n] : size)
+      letters.push_back(l);
+    std::vector<int64_t> outShape;
+    for (char l : out)
+      outShape.push_back(size[l]);
+    std::vector<double> want(static_cast<size_t>(numElements(outShape)), 0.0);
+    std::map<char, int64_t> at;
+    for (char l : letters)
+      at[l] = 0;
+    auto flat = [&](const std::string &t, const std::vector<int64_t> &shape) {
+      int64_t f = 0;
+      for (size_t i = 0; i < t.size(); ++i)
+        f = f * shape[i] + at[t[i]];
+      return f;
+    };
+    while (true) {
+      want[static_cast<size_t>(flat(out, outShape))] +=
+          x.getDouble(flat(ta, c.a)) * y.getDouble(flat(tb, c.b));
+      size_t k = 0;
+      while (k < letters.size() && ++at[letters[k]] == size[letters[k]])
+        at[letters[k++]] = 0;
+      if (k == letters.size())
+        break;
+    }
+    EXPECT_EQ(outs[0].shape(), outShape) << c.equation;
+    std::vector<double> got = outs[0].toDoubles();
+    ASSERT_EQ(got.size(), want.size()) << c.equation;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5) << c.equation << " element " << i;
+  }
+}
+
+TEST(OnnxDecompositionsTest, EinsumDiagonalIsRefusedWithItsReason) {
+  ModelBuilder b(13);
+  b.input("a", {int64_t(3), int64_t(3)});
+  attrString(b.node("Einsum", {"a"}, {"y"}, "diag"), "equation", "ii->i");
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'diag': error: Einsum: equation 'ii->i' repeats 'i' within an operand (a "
+            "diagonal), which is not supported");
+}
