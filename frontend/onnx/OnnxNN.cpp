@@ -306,34 +306,6 @@ Values convertBatchNorm(NodeContext &ctx) {
                      {{"epsilon", ctx.attrFloat("epsilon", 1e-5)}})};
 }
 
-Values convertInstanceNorm(NodeContext &ctx) {
-  Value *x = ctx.input(0, "input");
-  Value *scale = ctx.input(1, "scale");
-  Value *bias = ctx.input(2, "B");
-  if (!x)
-    return {};
-  if (x->type().rank() < 3) {
-    ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
-    return {};
-  }
-  Ints axes = spatialAxes(x);
-  double epsilon = ctx.attrFloat("epsilon", 1e-5);
-  // [C] -> [C, 1, ..., 1] so it broadcasts against [N, C, spatial...].
-  Ints trailing;
-  for (int64_t i = 1; i <= static_cast<int64_t>(axes.size()); ++i)
-    trailing.push_back(i);
-  Value *mean = ctx.create(OpKind::ReduceMean, {x}, {{"axes", axes}, {"keepdims", true}});
-  Value *centered = ctx.create(OpKind::Sub, {x, mean});
-  Value *var = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {centered, centered})},
-                          {{"axes", axes}, {"keepdims", true}});
-  Value *denom =
-      ctx.create(OpKind::Sqrt, {ctx.create(OpKind::Add, {var, ctx.scalarLike(x, epsilon)})});
-  Value *normalized = ctx.create(OpKind::Div, {centered, denom});
-  Value *s = ctx.create(OpKind::Unsqueeze, {scale}, {{"axes", trailing}});
-  Value *b = ctx.create(OpKind::Unsqueeze, {bias}, {{"axes", trailing}});
-  return {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {normalized, s}), b})};
-}
-
 std::string checkGroupNorm(const onnx::NodeProto &node, int64_t) {
   if (attrIntOr(node, "num_groups", 0) <= 0)
     return "attribute 'num_groups' is missing or not positive";
@@ -348,58 +320,50 @@ std::string checkGroupNorm(const onnx::NodeProto &node, int64_t) {
 /// kernel, with a unit scale), then the affine: scale and bias are per
 /// group at opset 18 ([G], applied in the grouped view) and per channel
 /// from opset 21 ([C], applied in the input's shape).
-Values convertGroupNorm(NodeContext &ctx) {
-  Value *x = ctx.input(0, "X");
-  Value *scale = ctx.input(1, "scale");
-  Value *bias = ctx.input(2, "bias");
-  if (!x || !scale || !bias)
-    return {};
+/// x [N, C, spatial...] normalized in `groups` groups of channels: viewed as
+/// [N, G, C/G * spatial], normalized over the last axis by layer_norm (a unit
+/// scale: one row kernel) in `stash`, then scaled and shifted per group
+/// (scale, bias [G], in the grouped view) or per channel ([C], in x's
+/// shape). nullptr after an error.
+Value *groupNormalize(NodeContext &ctx, Value *x, int64_t groups, Value *scale, Value *bias,
+                      bool perChannel, double epsilon, DType stash) {
   int64_t rank = x->type().rank();
-  int64_t groups = ctx.attrInt("num_groups", 1);
   if (rank < 3) {
     ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
-    return {};
+    return nullptr;
   }
   auto channels = ctx.staticDim(x, 1);
   if (!channels)
-    return {};
-  if (*channels % groups != 0) {
-    ctx.emitError() << "num_groups " << groups << " does not divide the " << *channels
-                    << " channels of " << x->type().str();
-    return {};
+    return nullptr;
+  if (groups <= 0 || *channels % groups != 0) {
+    ctx.emitError() << groups << " groups do not divide the " << *channels << " channels of "
+                    << x->type().str();
+    return nullptr;
   }
-  bool perChannel = ctx.opset() >= 21;
   int64_t affine = perChannel ? *channels : groups;
   for (Value *p : {scale, bias})
     if (p->type().rank() != 1 || p->type().shape[0] != Dim(affine)) {
       ctx.emitError() << "needs scale and bias of shape [" << affine << "] (per "
-                      << (perChannel ? "channel" : "group") << " at opset " << ctx.opset()
-                      << "), got " << p->type().str();
-      return {};
+                      << (perChannel ? "channel" : "group") << "), got " << p->type().str();
+      return nullptr;
     }
-  // The grouped view and the shape to return to (0 copies a dim; at most
-  // one spatial dim may be dynamic).
+  // The shape to return to (0 copies the batch dim, which may be symbolic).
   Ints back{0, *channels};
-  int unknown = 0;
   int64_t per = *channels / groups;
   for (int64_t i = 2; i < rank; ++i) {
-    const Dim &d = x->type().shape[static_cast<size_t>(i)];
-    back.push_back(d.isStatic() ? d.size() : -1);
-    unknown += !d.isStatic();
-    per = d.isStatic() ? per * d.size() : per;
+    auto d = ctx.staticDim(x, i);
+    if (!d)
+      return nullptr;
+    back.push_back(*d);
+    per *= *d;
   }
-  if (unknown > 0) {
-    ctx.emitError() << "needs static spatial dims, got " << x->type().str();
-    return {};
-  }
-  auto stash = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
   DType dt = x->type().dtype;
-  Value *xs = ctx.castTo(x, stash.value_or(dt));
+  Value *xs = ctx.castTo(x, stash);
   Value *g = ctx.create(OpKind::Reshape, {xs}, {{"shape", Ints{0, groups, -1}}});
   Value *ones = ctx.create(OpKind::ConstantOfShape, {},
-                           {{"shape", Ints{per}}, {"value", 1.0}, {"dtype", xs->type().dtype}});
-  Value *n = ctx.create(OpKind::LayerNorm, {g, ones},
-                        {{"axis", int64_t(-1)}, {"epsilon", ctx.attrFloat("epsilon", 1e-5)}});
+                           {{"shape", Ints{per}}, {"value", 1.0}, {"dtype", stash}});
+  Value *n =
+      ctx.create(OpKind::LayerNorm, {g, ones}, {{"axis", int64_t(-1)}, {"epsilon", epsilon}});
   n = ctx.castTo(n, dt);
   Ints trailing;
   for (int64_t i = 1; i < (perChannel ? rank - 1 : 2); ++i)
@@ -411,7 +375,39 @@ Values convertGroupNorm(NodeContext &ctx) {
   Value *y = ctx.create(OpKind::Reshape, {n}, {{"shape", back}});
   if (perChannel)
     y = ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {y, s}), b});
-  return {y};
+  return y;
+}
+
+/// GroupNormalization: scale and bias per group at opset 18, per channel
+/// from opset 21.
+Values convertGroupNorm(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *scale = ctx.input(1, "scale");
+  Value *bias = ctx.input(2, "bias");
+  if (!x || !scale || !bias)
+    return {};
+  auto stash = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
+  return {groupNormalize(ctx, x, ctx.attrInt("num_groups", 1), scale, bias, ctx.opset() >= 21,
+                         ctx.attrFloat("epsilon", 1e-5), stash.value_or(x->type().dtype))};
+}
+
+/// InstanceNormalization: group normalization with one channel per group
+/// (PyTorch's GroupNorm exports as it with a reshape before opset 18).
+Values convertInstanceNorm(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  Value *scale = ctx.input(1, "scale");
+  Value *bias = ctx.input(2, "B");
+  if (!x || !scale || !bias)
+    return {};
+  if (x->type().rank() < 3) {
+    ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
+    return {};
+  }
+  auto channels = ctx.staticDim(x, 1);
+  if (!channels)
+    return {};
+  return {groupNormalize(ctx, x, *channels, scale, bias, false, ctx.attrFloat("epsilon", 1e-5),
+                         x->type().dtype)};
 }
 
 std::string checkLayerNorm(const onnx::NodeProto &node, int64_t) {
