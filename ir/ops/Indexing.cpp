@@ -131,6 +131,28 @@ LogicalResult checkElementIndices(const OpContext &ctx, const TensorType &data,
   return success();
 }
 
+/// Calls fn(i, offset) for each element i of `indices` (row-major), offset
+/// being the flat position in `data` it names: i's own index with the
+/// entry at `axis` replaced by indices[i]. Fails on an index out of range.
+template <typename Fn>
+LogicalResult forEachElementIndex(const OpContext &ctx, const Tensor &data, const Tensor &indices,
+                                  int64_t axis, Fn fn) {
+  if (indices.numel() == 0)
+    return success();
+  std::vector<int64_t> strides = data.strides(), idx(indices.shape().size(), 0);
+  int64_t flat = 0;
+  do {
+    auto k = wrapIndex(ctx, indices.getInt(flat), data.dim(axis), axis);
+    if (failed(k))
+      return failure();
+    int64_t offset = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      offset += (static_cast<int64_t>(d) == axis ? *k : idx[d]) * strides[d];
+    fn(flat++, offset);
+  } while (nextIndex(idx, indices.shape()));
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -154,19 +176,9 @@ FailureOr<Tensors> referenceGatherElements(const OpContext &ctx, std::span<const
   if (failed(axis))
     return failure();
   Tensor out = Tensor::zeros(rt[0].dtype, staticSizes(rt[0].shape));
-  if (out.numel() == 0)
-    return Tensors{out};
-  std::vector<int64_t> strides = data.strides(), idx(indices.shape().size(), 0);
-  int64_t flat = 0;
-  do {
-    auto k = wrapIndex(ctx, indices.getInt(flat), data.dim(*axis), *axis);
-    if (failed(k))
-      return failure();
-    int64_t src = 0;
-    for (size_t d = 0; d < idx.size(); ++d)
-      src += (static_cast<int64_t>(d) == *axis ? *k : idx[d]) * strides[d];
-    copyElement(out, flat++, data, src);
-  } while (nextIndex(idx, indices.shape()));
+  if (failed(forEachElementIndex(ctx, data, indices, *axis,
+                                 [&](int64_t i, int64_t src) { copyElement(out, i, data, src); })))
+    return failure();
   return Tensors{out};
 }
 
@@ -193,19 +205,10 @@ FailureOr<Tensors> referenceScatterElements(const OpContext &ctx, std::span<cons
   if (failed(axis))
     return failure();
   Tensor out = copyOf(data);
-  if (indices.numel() == 0)
-    return Tensors{out};
-  std::vector<int64_t> strides = data.strides(), idx(indices.shape().size(), 0);
-  int64_t flat = 0;
-  do {
-    auto k = wrapIndex(ctx, indices.getInt(flat), data.dim(*axis), *axis);
-    if (failed(k))
-      return failure();
-    int64_t dst = 0;
-    for (size_t d = 0; d < idx.size(); ++d)
-      dst += (static_cast<int64_t>(d) == *axis ? *k : idx[d]) * strides[d];
-    combine(out, dst, updates, flat++, op.reduction());
-  } while (nextIndex(idx, indices.shape()));
+  if (failed(forEachElementIndex(ctx, data, indices, *axis, [&](int64_t i, int64_t dst) {
+        combine(out, dst, updates, i, op.reduction());
+      })))
+    return failure();
   return Tensors{out};
 }
 

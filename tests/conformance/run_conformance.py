@@ -68,15 +68,21 @@ def importer_table(src_dir):
     return table
 
 
-def graph_ops(graph):
+def all_graphs(graph):
     import onnx
+    yield graph
     for node in graph.node:
-        yield node.domain or "ai.onnx", node.op_type
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from graph_ops(attr.g)
+                yield from all_graphs(attr.g)
             for g in attr.graphs:
-                yield from graph_ops(g)
+                yield from all_graphs(g)
+
+
+def graph_ops(graph):
+    for g in all_graphs(graph):
+        for node in g.node:
+            yield node.domain or "ai.onnx", node.op_type
 
 
 def read_expectations(path):
@@ -134,17 +140,6 @@ CONFIG_INPUTS = {
 }
 MIN_OPSET = 11
 MAX_OPSET = 23  # kMaxOpset of frontend/onnx/Internal.h
-
-
-def all_graphs(graph):
-    import onnx
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from all_graphs(attr.g)
-            for g in attr.graphs:
-                yield from all_graphs(g)
 
 
 def signature(schema):
