@@ -202,8 +202,83 @@ Values convertAttention(NodeContext &ctx) {
   return outs;
 }
 
+/// RotaryEmbedding (opset 23), as ONNX's reference: x [B, H, S, D] (or
+/// [B, S, H*D] with num_heads) seen as [B, S, H, D]; its first
+/// rotary_embedding_dim (R, default D) channels rotate by the cos / sin
+/// caches ([B, S, R/2], or [max_pos, R/2] indexed by position_ids), in halves
+/// (x1 = [0, R/2), x2 = [R/2, R)) or interleaved (x1 = even, x2 = odd):
+///   x1' = cos x1 - sin x2,  x2' = sin x1 + cos x2;
+/// the other channels pass through.
+Values convertRotaryEmbedding(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *cosCache = ctx.input(1, "cos_cache"), *sinCache = ctx.input(2, "sin_cache");
+  Value *positions = ctx.optionalInput(3);
+  if (!x || !cosCache || !sinCache || ctx.failed())
+    return {};
+  int64_t rank = x->type().rank();
+  if (rank != 3 && rank != 4) {
+    ctx.emitError() << "needs an input of rank 3 or 4, got " << x->type().str();
+    return {};
+  }
+  Value *h = rank == 4 ? ctx.create(OpKind::Transpose, {x}, {{"perm", Ints{0, 2, 1, 3}}}) : nullptr;
+  if (rank == 3) {
+    auto heads = headsOf(ctx, x, "num_heads", "X");
+    if (!heads)
+      return {};
+    h = ctx.create(OpKind::Reshape, {x}, {{"shape", Ints{0, 0, *heads, -1}}});
+  }
+  if (!h)
+    return {};
+  auto d = ctx.staticDim(h, 3);
+  if (!d)
+    return {};
+  int64_t r = ctx.attrInt("rotary_embedding_dim", 0);
+  r = r == 0 ? *d : r;
+  if (r <= 0 || r > *d || r % 2 != 0) {
+    ctx.emitError() << "rotary_embedding_dim " << r << " must be even and at most the head size "
+                    << *d;
+    return {};
+  }
+  auto slice = [&](Value *v, int64_t begin, int64_t end, int64_t step) {
+    return ctx.create(
+        OpKind::Slice, {v},
+        {{"starts", Ints{begin}}, {"ends", Ints{end}}, {"axes", Ints{3}}, {"steps", Ints{step}}});
+  };
+  DType dt = x->type().dtype;
+  auto table = [&](Value *cache) {
+    Value *c =
+        positions ? ctx.create(OpKind::Gather, {cache, positions}, {{"axis", int64_t(0)}}) : cache;
+    return ctx.create(OpKind::Unsqueeze, {ctx.castTo(c, dt)}, {{"axes", Ints{2}}});
+  };
+  Value *cs = table(cosCache), *sn = table(sinCache);
+  Value *rot = r == *d ? h : slice(h, 0, r, 1);
+  bool interleaved = ctx.attrInt("interleaved", 0) != 0;
+  Value *x1 = interleaved ? slice(rot, 0, r, 2) : slice(rot, 0, r / 2, 1);
+  Value *x2 = interleaved ? slice(rot, 1, r, 2) : slice(rot, r / 2, r, 1);
+  Value *re = ctx.create(OpKind::Sub,
+                         {ctx.create(OpKind::Mul, {cs, x1}), ctx.create(OpKind::Mul, {sn, x2})});
+  Value *im = ctx.create(OpKind::Add,
+                         {ctx.create(OpKind::Mul, {sn, x1}), ctx.create(OpKind::Mul, {cs, x2})});
+  Value *out;
+  if (interleaved) {
+    Value *pairs = ctx.create(OpKind::Concat,
+                              {ctx.create(OpKind::Unsqueeze, {re}, {{"axes", Ints{-1}}}),
+                               ctx.create(OpKind::Unsqueeze, {im}, {{"axes", Ints{-1}}})},
+                              {{"axis", int64_t(-1)}});
+    out = ctx.create(OpKind::Reshape, {pairs}, {{"shape", Ints{0, 0, 0, r}}});
+  } else {
+    out = ctx.create(OpKind::Concat, {re, im}, {{"axis", int64_t(-1)}});
+  }
+  if (r < *d)
+    out = ctx.create(OpKind::Concat, {out, slice(h, r, *d, 1)}, {{"axis", int64_t(-1)}});
+  if (rank == 4)
+    return {ctx.create(OpKind::Transpose, {out}, {{"perm", Ints{0, 2, 1, 3}}})};
+  return {ctx.create(OpKind::Reshape, {out}, {{"shape", Ints{0, 0, -1}}})};
+}
+
 const Converter kConverters[] = {
     {"Attention", 23, convertAttention},
+    {"RotaryEmbedding", 23, convertRotaryEmbedding},
 };
 
 } // namespace

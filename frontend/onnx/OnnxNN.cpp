@@ -410,6 +410,37 @@ Values convertInstanceNorm(NodeContext &ctx) {
                          x->type().dtype)};
 }
 
+/// RMSNormalization (opset 23) = x * rsqrt(mean(x * x) + epsilon) * scale
+/// over axes [axis, rank), in `stash_type` (f32 by default) as ONNX's
+/// reference.
+Values convertRMSNorm(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  Value *scale = ctx.input(1, "scale");
+  if (!x || !scale)
+    return {};
+  int64_t rank = x->type().rank();
+  int64_t axis = ctx.attrInt("axis", -1);
+  if (axis < -rank || axis >= rank) {
+    ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
+    return {};
+  }
+  if (axis < 0)
+    axis += rank;
+  Ints axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  auto stash = dtypeFromOnnx(static_cast<int32_t>(ctx.attrInt("stash_type", 1)));
+  DType dt = x->type().dtype;
+  Value *xs = ctx.castTo(x, stash.value_or(DType::F32));
+  Value *ms = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {xs, xs})},
+                         {{"axes", axes}, {"keepdims", true}});
+  Value *inv = ctx.create(
+      OpKind::Rsqrt,
+      {ctx.create(OpKind::Add, {ms, ctx.scalarLike(ms, ctx.attrFloat("epsilon", 1e-5))})});
+  Value *y = ctx.castTo(ctx.create(OpKind::Mul, {xs, inv}), dt);
+  return {ctx.create(OpKind::Mul, {y, ctx.castTo(scale, dt)})};
+}
+
 std::string checkLayerNorm(const onnx::NodeProto &node, int64_t) {
   int64_t stash = attrIntOr(node, "stash_type", 1);
   if (!dtypeFromOnnx(static_cast<int32_t>(stash)))
@@ -533,6 +564,7 @@ const Converter kConverters[] = {
     {"LogSoftmax", 11, convertSoftmax<OpKind::LogSoftmax>},
     {"MatMul", 9, convertMatMul},
     {"MaxPool", 11, convertMaxPool, checkMaxPool},
+    {"RMSNormalization", 23, convertRMSNorm, checkLayerNorm},
     {"Softmax", 11, convertSoftmax<OpKind::Softmax>},
 };
 
