@@ -3,12 +3,13 @@
 // Attention (opset 23), what torch.onnx's dynamo exporter writes for
 // F.scaled_dot_product_attention from opset 23 on, decomposes into the ops
 // the exporter writes for it at opset 18, so that both opsets reach the
-// fusion planner as the same pattern. As ONNX's reference implementation
-// (onnx/reference/ops/op_attention.py) computes it:
+// fusion planner as the same pattern. The semantics are those of ONNX's
+// reference implementation (onnx/reference/ops/op_attention.py), except
+// that half-precision inputs are computed in f32 and rounded once (the
+// reference rounds every step to the half type):
 //
 //   q, k, v   [B, H, L, D] (4-D inputs as they are; 3-D [B, L, H*D] inputs
-//             split into heads by q_num_heads / kv_num_heads); f16 / bf16
-//             inputs computed in f32 and the results rounded once
+//             split into heads by q_num_heads / kv_num_heads)
 //   k, v      past_key / past_value concatenated before them on the
 //             sequence axis (present_key / present_value), their heads
 //             repeated when q_num_heads > kv_num_heads (grouped-query)
@@ -173,8 +174,6 @@ Values convertAttention(NodeContext &ctx) {
     for (int64_t i = 0; i < *lq; ++i)
       for (int64_t j = 0; j < *lkv; ++j)
         causal.setDouble(i * *lkv + j, j <= i + offset ? 0.0 : -inf);
-    // A row is entirely masked only when the query is offset before key 0.
-    maskFree = maskFree && offset >= 0;
     Value *c = ctx.constant(std::move(causal));
     bias = bias ? ctx.create(OpKind::Add, {bias, c}) : c;
   }

@@ -211,7 +211,7 @@ Values convertEinsum(NodeContext &ctx) {
         ctx.emitError() << "letter '" << letters[i] << "' has sizes " << s << " and " << *n;
         return {};
       }
-      s = std::max(s, *n);
+      s = s == 1 ? *n : s; // a 1 broadcasts (to 0 as well)
     }
   auto prod = [&](const std::string &ls) {
     int64_t p = 1;
@@ -219,15 +219,16 @@ Values convertEinsum(NodeContext &ctx) {
       p *= size[c];
     return p;
   };
-  // Broadcast batch dims of size 1 to the common size before flattening.
+  // Broadcast the letters both operands share (batch and contracted) from
+  // size 1 to the common size before flattening.
   auto fit = [&](Value *v, const std::string &from, const std::string &to) {
     Value *t = permute(ctx, v, from, to);
     Ints shape;
     bool broadcast = false;
     for (size_t i = 0; i < to.size(); ++i) {
-      bool isBatch = batch.find(to[i]) != std::string::npos;
-      shape.push_back(isBatch ? size[to[i]] : 1);
-      broadcast = broadcast || (isBatch && t->type().shape[i] != Dim(size[to[i]]));
+      bool shared = a.find(to[i]) != std::string::npos && b.find(to[i]) != std::string::npos;
+      shape.push_back(shared ? size[to[i]] : 1);
+      broadcast = broadcast || (shared && t->type().shape[i] != Dim(size[to[i]]));
     }
     return broadcast ? ctx.create(OpKind::Expand, {t}, {{"shape", shape}}) : t;
   };

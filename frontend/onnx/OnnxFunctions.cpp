@@ -108,8 +108,12 @@ public:
     std::map<std::string, std::string> names;
     for (int i = 0; i < f.input_size(); ++i)
       names[f.input(i)] = i < node.input_size() ? node.input(i) : "";
+    // An output the call leaves out keeps a body-local name: other body
+    // nodes may read it.
     for (int i = 0; i < f.output_size(); ++i)
-      names[f.output(i)] = i < node.output_size() ? node.output(i) : "";
+      names[f.output(i)] = i < node.output_size() && !node.output(i).empty()
+                               ? node.output(i)
+                               : call + "/" + f.output(i);
     std::map<std::string, const onnx::AttributeProto *> actual, defaults;
     for (const onnx::AttributeProto &a : node.attribute())
       actual[a.name()] = &a;

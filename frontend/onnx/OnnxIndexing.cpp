@@ -30,6 +30,15 @@ Values convertScatterElements(NodeContext &ctx) {
       {{"axis", ctx.attrInt("axis", 0)}, {"reduction", ctx.attrString("reduction", "none")}})};
 }
 
+std::string checkScatterElements(const onnx::NodeProto &node, int64_t opset) {
+  std::string r = attrStringOr(node, "reduction", "none");
+  if ((r == "add" || r == "mul") && opset < 16)
+    return "reduction '" + r + "' exists from opset 16";
+  if ((r == "max" || r == "min") && opset < 18)
+    return "reduction '" + r + "' exists from opset 18";
+  return "";
+}
+
 Values convertGatherND(NodeContext &ctx) {
   return {ctx.create(OpKind::GatherND, {ctx.input(0, "data"), ctx.input(1, "indices")},
                      {{"batch_dims", ctx.attrInt("batch_dims", 0)}})};
@@ -65,7 +74,7 @@ const Converter kConverters[] = {
     {"GatherElements", 11, convertGatherElements},
     {"GatherND", 11, convertGatherND},
     {"NonZero", 9, convertNonZero, checkNonZero},
-    {"ScatterElements", 11, convertScatterElements},
+    {"ScatterElements", 11, convertScatterElements, checkScatterElements},
     {"TopK", 10, convertTopK},
 };
 

@@ -392,7 +392,9 @@ Values convertGroupNorm(NodeContext &ctx) {
 }
 
 /// InstanceNormalization: group normalization with one channel per group
-/// (PyTorch's GroupNorm exports as it with a reshape before opset 18).
+/// (PyTorch's GroupNorm exports as it with a reshape before opset 18). With
+/// a dynamic channel or spatial dim (no static grouped view), reductions
+/// over the spatial axes instead: (x - mean) / sqrt(var + epsilon) * s + b.
 Values convertInstanceNorm(NodeContext &ctx) {
   Value *x = ctx.input(0, "input");
   Value *scale = ctx.input(1, "scale");
@@ -403,11 +405,27 @@ Values convertInstanceNorm(NodeContext &ctx) {
     ctx.emitError() << "needs an input of rank >= 3, got " << x->type().str();
     return {};
   }
-  auto channels = ctx.staticDim(x, 1);
-  if (!channels)
-    return {};
-  return {groupNormalize(ctx, x, *channels, scale, bias, false, ctx.attrFloat("epsilon", 1e-5),
-                         x->type().dtype)};
+  double epsilon = ctx.attrFloat("epsilon", 1e-5);
+  bool staticView = true;
+  for (int64_t i = 1; i < x->type().rank(); ++i)
+    staticView = staticView && x->type().shape[static_cast<size_t>(i)].isStatic();
+  if (staticView)
+    return {groupNormalize(ctx, x, x->type().shape[1].size(), scale, bias, false, epsilon,
+                           x->type().dtype)};
+  Ints axes = spatialAxes(x);
+  Ints trailing; // [C] -> [C, 1, ..., 1]
+  for (int64_t i = 1; i <= static_cast<int64_t>(axes.size()); ++i)
+    trailing.push_back(i);
+  Value *mean = ctx.create(OpKind::ReduceMean, {x}, {{"axes", axes}, {"keepdims", true}});
+  Value *centered = ctx.create(OpKind::Sub, {x, mean});
+  Value *var = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {centered, centered})},
+                          {{"axes", axes}, {"keepdims", true}});
+  Value *denom =
+      ctx.create(OpKind::Sqrt, {ctx.create(OpKind::Add, {var, ctx.scalarLike(x, epsilon)})});
+  Value *normalized = ctx.create(OpKind::Div, {centered, denom});
+  Value *s = ctx.create(OpKind::Unsqueeze, {scale}, {{"axes", trailing}});
+  Value *b = ctx.create(OpKind::Unsqueeze, {bias}, {{"axes", trailing}});
+  return {ctx.create(OpKind::Add, {ctx.create(OpKind::Mul, {normalized, s}), b})};
 }
 
 /// RMSNormalization (opset 23) = x * rsqrt(mean(x * x) + epsilon) * scale

@@ -390,8 +390,10 @@ FailureOr<Tensors> referenceTopK(const OpContext &ctx, std::span<const Tensor> i
     if (fl) {
       double va = x.getDouble(ia), vb = x.getDouble(ib);
       bool na = std::isnan(va), nb = std::isnan(vb);
+      if (na && nb)
+        return a < b;
       if (na || nb)
-        return na != nb && (largest ? na : nb);
+        return largest ? na : nb;
       if (va != vb)
         return largest ? va > vb : va < vb;
     } else {

@@ -454,3 +454,34 @@ TEST(OnnxDecompositionsTest, EinsumDiagonalIsRefusedWithItsReason) {
             "m.onnx: node 'diag': error: Einsum: equation 'ii->i' repeats 'i' within an operand (a "
             "diagonal), which is not supported");
 }
+
+// A '...' dim summed away broadcasts too: z sums over 4 rows of b against
+// the single row of a.
+TEST(OnnxDecompositionsTest, EinsumBroadcastsSummedEllipsisDims) {
+  ModelBuilder b(13);
+  b.input("a", {int64_t(1), int64_t(3)});
+  b.input("b", {int64_t(4), int64_t(3)});
+  attrString(b.node("Einsum", {"a", "b"}, {"y"}), "equation", "...j,...j->j");
+  b.output("y");
+  auto outs = run(b, {f32({1, 3}, {1, 2, 3}), f32({4, 3}, {1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4})});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].toDoubles(), (std::vector<double>{10, 20, 30}));
+}
+
+// TopK ranks NaN above every number; equal values (NaNs too) by index.
+TEST(OnnxDecompositionsTest, TopKOrdersNaNFirstAndTiesByIndex) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(6)});
+  b.initInts("k", {1}, {4});
+  b.node("TopK", {"x", "k"}, {"v", "i"});
+  b.output("v");
+  b.output("i");
+  double nan = std::nan("");
+  auto outs = run(b, {f32({6}, {1, nan, 3, nan, 3, -1})});
+  ASSERT_EQ(outs.size(), 2u);
+  std::vector<double> v = outs[0].toDoubles();
+  EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1])) << v[0] << " " << v[1];
+  EXPECT_EQ(v[2], 3);
+  EXPECT_EQ(v[3], 3);
+  EXPECT_EQ(outs[1].toDoubles(), (std::vector<double>{1, 3, 2, 4}));
+}

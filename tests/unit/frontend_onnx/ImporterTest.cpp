@@ -490,3 +490,34 @@ TEST(OnnxImporterTest, RecursiveFunctionIsAnError) {
             "m.onnx: node 'block': error: function 'AddAct' called here reaches itself "
             "(AddAct -> Act -> AddAct)");
 }
+
+// A function output the call leaves out is still a value its body may read.
+TEST(OnnxImporterTest, FunctionOutputTheCallOmitsStaysInTheBody) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(2)});
+  b.node("ReluNeg", {"x"}, {"", "z"}, "call").set_domain("local");
+  b.output("z");
+  auto *imp = b.model.add_opset_import();
+  imp->set_domain("local");
+  imp->set_version(1);
+  onnx::FunctionProto *f = b.model.add_functions();
+  f->set_name("ReluNeg");
+  f->set_domain("local");
+  f->add_input("u");
+  f->add_output("r");
+  f->add_output("n");
+  f->add_opset_import()->set_version(13);
+  onnx::NodeProto *relu = f->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("u");
+  relu->add_output("r");
+  onnx::NodeProto *neg = f->add_node();
+  neg->set_op_type("Neg");
+  neg->add_input("r");
+  neg->add_output("n");
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  auto out = runGraph(*r.module, {Tensor::fromDoubles(DType::F32, {2}, {-1, 2})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].toDoubles(), (std::vector<double>{0, -2}));
+}
