@@ -268,6 +268,51 @@ Values convertAveragePool(NodeContext &ctx) {
                       {"count_include_pad", ctx.attrInt("count_include_pad", 0) != 0}})};
 }
 
+std::string checkLpPool(const onnx::NodeProto &node, int64_t opset) {
+  // Opset 18 adds dilations, which Kiln's avg_pool lacks, and ceil_mode,
+  // whose windows past the padding the average would not count.
+  std::string s = checkAveragePool(node, opset);
+  if (s.empty() && attrIntOr(node, "ceil_mode", 0) != 0)
+    s = "ceil_mode=1 is not supported";
+  return s;
+}
+
+/// LpPool = (sum over the window of |x|^p)^(1/p): avg_pool of |x|^p counting
+/// the padding (zeros, which add nothing to the sum) times the window size.
+Values convertLpPool(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  auto kernel = poolKernel(ctx);
+  if (!x || !kernel)
+    return {};
+  auto pads = windowPads(ctx, x, *kernel);
+  if (!pads)
+    return {};
+  double p = static_cast<double>(ctx.attrInt("p", 2));
+  if (p <= 0) {
+    ctx.emitError() << "p " << p << " must be positive";
+    return {};
+  }
+  int64_t window = 1;
+  for (int64_t k : *kernel)
+    window *= k;
+  Value *a = ctx.create(OpKind::Abs, {x});
+  Value *powered = p == 1   ? a
+                   : p == 2 ? ctx.create(OpKind::Mul, {a, a})
+                            : ctx.create(OpKind::Pow, {a, ctx.scalarLike(x, p)});
+  Value *avg = ctx.create(OpKind::AvgPool, {powered},
+                          {{"kernel", *kernel},
+                           {"strides", ctx.attrInts("strides")},
+                           {"pads", *pads},
+                           {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
+                           {"count_include_pad", true}});
+  Value *sum = ctx.create(OpKind::Mul, {avg, ctx.scalarLike(x, static_cast<double>(window))});
+  if (p == 1)
+    return {sum};
+  if (p == 2)
+    return {ctx.create(OpKind::Sqrt, {sum})};
+  return {ctx.create(OpKind::Pow, {sum, ctx.scalarLike(x, 1.0 / p)})};
+}
+
 Ints spatialAxes(const Value *x) {
   Ints axes;
   for (int64_t i = 2; x && i < x->type().rank(); ++i)
@@ -580,6 +625,7 @@ const Converter kConverters[] = {
     {"InstanceNormalization", 6, convertInstanceNorm},
     {"LayerNormalization", 17, convertLayerNorm, checkLayerNorm},
     {"LogSoftmax", 11, convertSoftmax<OpKind::LogSoftmax>},
+    {"LpPool", 11, convertLpPool, checkLpPool},
     {"MatMul", 9, convertMatMul},
     {"MaxPool", 11, convertMaxPool, checkMaxPool},
     {"RMSNormalization", 23, convertRMSNorm, checkLayerNorm},
