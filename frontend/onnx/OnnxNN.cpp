@@ -207,12 +207,32 @@ Values convertConvTranspose(NodeContext &ctx) {
   return {y};
 }
 
-std::optional<Ints> poolKernel(NodeContext &ctx) {
+/// A pool node's window: kernel_shape and the explicit pads it implies.
+struct PoolWindow {
+  Ints kernel, pads;
+};
+
+std::optional<PoolWindow> poolWindow(NodeContext &ctx, Value *x) {
   if (!ctx.hasAttr("kernel_shape")) {
     ctx.emitError() << "missing attribute 'kernel_shape'";
     return std::nullopt;
   }
-  return ctx.attrInts("kernel_shape");
+  PoolWindow w{ctx.attrInts("kernel_shape"), {}};
+  auto pads = x ? windowPads(ctx, x, w.kernel) : std::nullopt;
+  if (!pads)
+    return std::nullopt;
+  w.pads = std::move(*pads);
+  return w;
+}
+
+/// avg_pool of `in` over the node's window, strides and ceil_mode.
+Value *averagePool(NodeContext &ctx, Value *in, const PoolWindow &w, bool countIncludePad) {
+  return ctx.create(OpKind::AvgPool, {in},
+                    {{"kernel", w.kernel},
+                     {"strides", ctx.attrInts("strides")},
+                     {"pads", w.pads},
+                     {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
+                     {"count_include_pad", countIncludePad}});
 }
 
 std::string checkMaxPool(const onnx::NodeProto &node, int64_t opset) {
@@ -224,20 +244,17 @@ std::string checkMaxPool(const onnx::NodeProto &node, int64_t opset) {
 
 Values convertMaxPool(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
-  auto kernel = poolKernel(ctx);
-  if (!x || !kernel)
-    return {};
-  if (ctx.isOutputUsed(1)) {
+  if (x && ctx.isOutputUsed(1)) {
     ctx.emitError() << "the Indices output is not supported";
     return {};
   }
-  auto pads = windowPads(ctx, x, *kernel);
-  if (!pads)
+  auto w = poolWindow(ctx, x);
+  if (!w)
     return {};
   return {ctx.create(OpKind::MaxPool, {x},
-                     {{"kernel", *kernel},
+                     {{"kernel", w->kernel},
                       {"strides", ctx.attrInts("strides")},
-                      {"pads", *pads},
+                      {"pads", w->pads},
                       {"dilations", ctx.attrInts("dilations")},
                       {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0}})};
 }
@@ -254,18 +271,10 @@ std::string checkAveragePool(const onnx::NodeProto &node, int64_t opset) {
 
 Values convertAveragePool(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
-  auto kernel = poolKernel(ctx);
-  if (!x || !kernel)
+  auto w = poolWindow(ctx, x);
+  if (!w)
     return {};
-  auto pads = windowPads(ctx, x, *kernel);
-  if (!pads)
-    return {};
-  return {ctx.create(OpKind::AvgPool, {x},
-                     {{"kernel", *kernel},
-                      {"strides", ctx.attrInts("strides")},
-                      {"pads", *pads},
-                      {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
-                      {"count_include_pad", ctx.attrInt("count_include_pad", 0) != 0}})};
+  return {averagePool(ctx, x, *w, ctx.attrInt("count_include_pad", 0) != 0)};
 }
 
 std::string checkLpPool(const onnx::NodeProto &node, int64_t opset) {
@@ -281,11 +290,8 @@ std::string checkLpPool(const onnx::NodeProto &node, int64_t opset) {
 /// the padding (zeros, which add nothing to the sum) times the window size.
 Values convertLpPool(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
-  auto kernel = poolKernel(ctx);
-  if (!x || !kernel)
-    return {};
-  auto pads = windowPads(ctx, x, *kernel);
-  if (!pads)
+  auto w = poolWindow(ctx, x);
+  if (!w)
     return {};
   double p = static_cast<double>(ctx.attrInt("p", 2));
   if (p <= 0) {
@@ -293,18 +299,13 @@ Values convertLpPool(NodeContext &ctx) {
     return {};
   }
   int64_t window = 1;
-  for (int64_t k : *kernel)
+  for (int64_t k : w->kernel)
     window *= k;
   Value *a = ctx.create(OpKind::Abs, {x});
   Value *powered = p == 1   ? a
                    : p == 2 ? ctx.create(OpKind::Mul, {a, a})
                             : ctx.create(OpKind::Pow, {a, ctx.scalarLike(x, p)});
-  Value *avg = ctx.create(OpKind::AvgPool, {powered},
-                          {{"kernel", *kernel},
-                           {"strides", ctx.attrInts("strides")},
-                           {"pads", *pads},
-                           {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
-                           {"count_include_pad", true}});
+  Value *avg = averagePool(ctx, powered, *w, true);
   Value *sum = ctx.create(OpKind::Mul, {avg, ctx.scalarLike(x, static_cast<double>(window))});
   if (p == 1)
     return {sum};

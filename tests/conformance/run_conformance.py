@@ -138,8 +138,18 @@ CONFIG_INPUTS = {
     "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
     "TopK": (1,), "OneHot": (1,), "CumSum": (1,), "Trilu": (1,),
 }
-MIN_OPSET = 11
-MAX_OPSET = 23  # kMaxOpset of frontend/onnx/Internal.h
+# kMinOpset and kMaxOpset of frontend/onnx/Internal.h, read by main().
+MIN_OPSET = MAX_OPSET = None
+
+
+def importer_opsets(src_dir):
+    """(kMinOpset, kMaxOpset) from the importer's Internal.h."""
+    with open(os.path.join(src_dir, "Internal.h")) as f:
+        text = f.read()
+    found = [re.search(r"constexpr int %s = (\d+);" % n, text) for n in ("kMinOpset", "kMaxOpset")]
+    if not all(found):
+        sys.exit("run_conformance.py: no kMinOpset / kMaxOpset in %s/Internal.h" % src_dir)
+    return tuple(int(m.group(1)) for m in found)
 
 
 def signature(schema):
@@ -291,6 +301,8 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "run_generator.py"), data_dir], check=True)
     node_dir = os.path.join(data_dir, "node")
     scratch = os.path.abspath(args.scratch or os.path.join(data_dir, "..", "conformance-scratch"))
+    global MIN_OPSET, MAX_OPSET
+    MIN_OPSET, MAX_OPSET = importer_opsets(args.importer_src)
     table = importer_table(args.importer_src)
     fails, tols, errors = read_expectations(args.expectations)
 
