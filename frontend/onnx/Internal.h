@@ -169,6 +169,9 @@ public:
   std::optional<SymInts> shapeInput(size_t i, const char *what);
   /// The shape entries of a value (constant or recorded), or nullopt.
   std::optional<SymInts> shapeValueOf(const Value *v) const;
+  /// Maps `axes` into [0, rank) in place; false (with an error) for an axis
+  /// out of range or repeated.
+  bool normalizeAxes(Ints &axes, int64_t rank);
   /// The static size of dim `i` of `v`, or an error naming the dim.
   std::optional<int64_t> staticDim(const Value *v, int64_t i);
   /// Records what the entries of `v` are (no-op for nullptr).

@@ -255,6 +255,20 @@ std::optional<SymInts> NodeContext::shapeValueOf(const Value *v) const {
   return it->second;
 }
 
+bool NodeContext::normalizeAxes(Ints &axes, int64_t rank) {
+  Ints given = axes;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t &a : axes) {
+    a = a < 0 ? a + rank : a;
+    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
+      emitError() << "axes " << given << " is out of range or repeats a dim for rank " << rank;
+      return false;
+    }
+    seen[static_cast<size_t>(a)] = true;
+  }
+  return true;
+}
+
 std::optional<int64_t> NodeContext::staticDim(const Value *v, int64_t i) {
   const Dim &d = v->type().shape[static_cast<size_t>(i)];
   if (!d.isStatic()) {

@@ -454,16 +454,11 @@ Values convertPad(NodeContext &ctx) {
                       << " axes; it needs two per axis";
       return {};
     }
+    if (!ctx.normalizeAxes(*axes, rank))
+      return {};
     Ints full(static_cast<size_t>(2 * rank), 0);
-    std::vector<bool> seen(static_cast<size_t>(rank), false);
     for (size_t k = 0; k < axes->size(); ++k) {
-      int64_t a = (*axes)[k] < 0 ? (*axes)[k] + rank : (*axes)[k];
-      if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
-        ctx.emitError() << "axes " << *axes << " is out of range or repeats a dim for rank "
-                        << rank;
-        return {};
-      }
-      seen[static_cast<size_t>(a)] = true;
+      int64_t a = (*axes)[k];
       full[static_cast<size_t>(a)] = (*pads)[k];
       full[static_cast<size_t>(a + rank)] = (*pads)[k + axes->size()];
     }
@@ -508,16 +503,8 @@ Values convertResize(NodeContext &ctx) {
   std::optional<Ints> axes;
   if (ctx.hasAttr("axes")) {
     axes = ctx.attrInts("axes");
-    std::vector<bool> seen(static_cast<size_t>(rank), false);
-    for (int64_t &a : *axes) {
-      a = a < 0 ? a + rank : a;
-      if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
-        ctx.emitError() << "axes " << ctx.attrInts("axes")
-                        << " is out of range or repeats a dim for rank " << rank;
-        return {};
-      }
-      seen[static_cast<size_t>(a)] = true;
-    }
+    if (!ctx.normalizeAxes(*axes, rank))
+      return {};
   }
   // Inputs: X, roi, scales, sizes; an empty scales tensor means "absent".
   if (ctx.hasInput(2)) {
