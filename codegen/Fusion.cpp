@@ -218,24 +218,8 @@ int64_t pointwiseCost(const Node &n) {
   if (r.failed())
     return 1000;
   int64_t cost = 0;
-  for (size_t i = before; i < dag.nodes().size(); ++i) {
-    switch (dag.nodes()[i].op) {
-    case ScalarOp::ConstFloat:
-    case ScalarOp::ConstInt:
-      break;
-    case ScalarOp::Exp:
-    case ScalarOp::Log:
-    case ScalarOp::Tanh:
-    case ScalarOp::Erf:
-    case ScalarOp::Sin:
-    case ScalarOp::Cos:
-    case ScalarOp::Pow:
-      cost += 10;
-      break;
-    default:
-      cost += 1;
-    }
-  }
+  for (size_t i = before; i < dag.nodes().size(); ++i)
+    cost += scalarOpInfo(dag.nodes()[i].op).cost;
   return cost;
 }
 

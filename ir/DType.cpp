@@ -14,7 +14,7 @@ struct DTypeInfo {
   bool isSigned;
 };
 constexpr std::array<DTypeInfo, kNumDTypes> kInfos = {{
-#define DTYPE(E, N, B, F, S) {N, B, F, S},
+#define DTYPE(E, N, B, F, S, C) {N, B, F, S},
 #include "ir/DTypes.def"
 }};
 } // namespace

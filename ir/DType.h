@@ -14,12 +14,12 @@
 namespace kiln {
 
 enum class DType : uint8_t {
-#define DTYPE(E, N, B, F, S) E,
+#define DTYPE(E, N, B, F, S, C) E,
 #include "ir/DTypes.def"
 };
 
 constexpr unsigned kNumDTypes = 0
-#define DTYPE(E, N, B, F, S) +1
+#define DTYPE(E, N, B, F, S, C) +1
 #include "ir/DTypes.def"
     ;
 

@@ -12,6 +12,7 @@
 #include "ir/ScalarExpr.h"
 
 #include "ir/Attribute.h"
+#include "ir/DTypeCodec.h"
 
 #include <bit>
 #include <cmath>
@@ -24,131 +25,12 @@ namespace kiln {
 // Op properties
 //===----------------------------------------------------------------------===//
 
-unsigned scalarArity(ScalarOp op) {
-  switch (op) {
-  case ScalarOp::ConstFloat:
-  case ScalarOp::ConstInt:
-  case ScalarOp::Index:
-  case ScalarOp::StageValue:
-    return 0;
-  case ScalarOp::Load:
-  case ScalarOp::Neg:
-  case ScalarOp::Abs:
-  case ScalarOp::Exp:
-  case ScalarOp::Log:
-  case ScalarOp::Sqrt:
-  case ScalarOp::Rsqrt:
-  case ScalarOp::Recip:
-  case ScalarOp::Tanh:
-  case ScalarOp::Erf:
-  case ScalarOp::Sin:
-  case ScalarOp::Cos:
-  case ScalarOp::Floor:
-  case ScalarOp::Ceil:
-  case ScalarOp::RoundEven:
-  case ScalarOp::Not:
-  case ScalarOp::Cast:
-    return 1;
-  case ScalarOp::Add:
-  case ScalarOp::Sub:
-  case ScalarOp::Mul:
-  case ScalarOp::Div:
-  case ScalarOp::Rem:
-  case ScalarOp::Max:
-  case ScalarOp::Min:
-  case ScalarOp::Pow:
-  case ScalarOp::And:
-  case ScalarOp::Or:
-  case ScalarOp::Eq:
-  case ScalarOp::Lt:
-  case ScalarOp::Le:
-  case ScalarOp::Gt:
-  case ScalarOp::Ge:
-    return 2;
-  case ScalarOp::Select:
-    return 3;
-  }
-  kiln_unreachable("bad scalar op");
-}
-
-const char *scalarOpName(ScalarOp op) {
-  switch (op) {
-  case ScalarOp::ConstFloat:
-    return "constf";
-  case ScalarOp::ConstInt:
-    return "consti";
-  case ScalarOp::Index:
-    return "index";
-  case ScalarOp::Load:
-    return "load";
-  case ScalarOp::StageValue:
-    return "stage";
-  case ScalarOp::Neg:
-    return "neg";
-  case ScalarOp::Abs:
-    return "abs";
-  case ScalarOp::Exp:
-    return "exp";
-  case ScalarOp::Log:
-    return "log";
-  case ScalarOp::Sqrt:
-    return "sqrt";
-  case ScalarOp::Rsqrt:
-    return "rsqrt";
-  case ScalarOp::Recip:
-    return "recip";
-  case ScalarOp::Tanh:
-    return "tanh";
-  case ScalarOp::Erf:
-    return "erf";
-  case ScalarOp::Sin:
-    return "sin";
-  case ScalarOp::Cos:
-    return "cos";
-  case ScalarOp::Floor:
-    return "floor";
-  case ScalarOp::Ceil:
-    return "ceil";
-  case ScalarOp::RoundEven:
-    return "roundeven";
-  case ScalarOp::Not:
-    return "not";
-  case ScalarOp::Cast:
-    return "cast";
-  case ScalarOp::Add:
-    return "add";
-  case ScalarOp::Sub:
-    return "sub";
-  case ScalarOp::Mul:
-    return "mul";
-  case ScalarOp::Div:
-    return "div";
-  case ScalarOp::Rem:
-    return "rem";
-  case ScalarOp::Max:
-    return "max";
-  case ScalarOp::Min:
-    return "min";
-  case ScalarOp::Pow:
-    return "pow";
-  case ScalarOp::And:
-    return "and";
-  case ScalarOp::Or:
-    return "or";
-  case ScalarOp::Eq:
-    return "eq";
-  case ScalarOp::Lt:
-    return "lt";
-  case ScalarOp::Le:
-    return "le";
-  case ScalarOp::Gt:
-    return "gt";
-  case ScalarOp::Ge:
-    return "ge";
-  case ScalarOp::Select:
-    return "select";
-  }
-  kiln_unreachable("bad scalar op");
+const ScalarOpInfo &scalarOpInfo(ScalarOp op) {
+  static constexpr ScalarOpInfo kTable[] = {
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE) {N, A, ScalarClass::C, Cost, Fold},
+#include "ir/ScalarOps.def"
+  };
+  return kTable[static_cast<size_t>(op)];
 }
 
 //===----------------------------------------------------------------------===//
@@ -159,51 +41,19 @@ namespace {
 
 /// `v` stored as float dtype `t` and read back (Tensor::setDouble/getDouble).
 double roundFloat(DType t, double v) {
-  switch (t) {
-  case DType::F32:
-    return static_cast<float>(v);
-  case DType::F16:
-    return halfToFloat(floatToHalf(static_cast<float>(v)));
-  case DType::BF16:
-    return bf16ToFloat(floatToBf16(static_cast<float>(v)));
-  default:
-    return v;
-  }
+  return isFloat(t) ? roundThroughDType(t, v) : v;
 }
 
 /// `v` truncated to integer dtype `t` (Tensor::setInt), bool as v != 0.
 int64_t wrapInt(DType t, int64_t v) {
-  switch (t) {
-  case DType::I8:
-    return static_cast<int8_t>(v);
-  case DType::U8:
-    return static_cast<uint8_t>(v);
-  case DType::I32:
-    return static_cast<int32_t>(v);
-  case DType::Bool:
-    return v != 0;
-  default:
-    return v;
-  }
+  return isFloat(t) ? v : wrapThroughDType(t, v);
 }
 
 /// A float converted to integer dtype `t`: truncation toward zero,
 /// saturating, NaN -> 0; bool is v != 0 (Tensor::setDouble).
 int64_t floatToIntType(DType t, double v) {
-  switch (t) {
-  case DType::I8:
-    return saturatingFloatToInt<int8_t>(v);
-  case DType::U8:
-    return saturatingFloatToInt<uint8_t>(v);
-  case DType::I32:
-    return saturatingFloatToInt<int32_t>(v);
-  case DType::I64:
-    return saturatingFloatToInt<int64_t>(v);
-  case DType::Bool:
-    return v != 0.0;
-  default:
-    kiln_unreachable("not an integer dtype");
-  }
+  KILN_ASSERT(!isFloat(t) && "not an integer dtype");
+  return floatThroughDType(t, v);
 }
 
 bool sameBits(double a, double b) {
@@ -226,26 +76,6 @@ uint64_t hashNode(const ScalarNode &n) {
   mix(static_cast<uint64_t>(n.ivalue));
   mix(static_cast<uint64_t>(static_cast<uint32_t>(n.slot)));
   return h;
-}
-
-bool isFloatOnlyUnary(ScalarOp op) {
-  switch (op) {
-  case ScalarOp::Exp:
-  case ScalarOp::Log:
-  case ScalarOp::Sqrt:
-  case ScalarOp::Rsqrt:
-  case ScalarOp::Recip:
-  case ScalarOp::Tanh:
-  case ScalarOp::Erf:
-  case ScalarOp::Sin:
-  case ScalarOp::Cos:
-  case ScalarOp::Floor:
-  case ScalarOp::Ceil:
-  case ScalarOp::RoundEven:
-    return true;
-  default:
-    return false;
-  }
 }
 
 int64_t wrapAdd(int64_t a, int64_t b) {
@@ -284,6 +114,38 @@ double roundHalfToEven(double x) {
 
 double nan() {
   return std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Max / min on floats: NaN if either is NaN, else std::max / std::min.
+double nanMax(double x, double y) {
+  return std::isnan(x) || std::isnan(y) ? nan() : std::max(x, y);
+}
+double nanMin(double x, double y) {
+  return std::isnan(x) || std::isnan(y) ? nan() : std::min(x, y);
+}
+
+/// The `floatEval` column of ir/ScalarOps.def.
+double evalFloatOp(ScalarOp op, double x, [[maybe_unused]] double y) {
+  switch (op) {
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE)                                                  \
+  case ScalarOp::E:                                                                                \
+    return static_cast<double>(FE);
+#include "ir/ScalarOps.def"
+  }
+  kiln_unreachable("bad scalar op");
+}
+
+/// The `intEval` column of ir/ScalarOps.def, before wrapping to `t`.
+int64_t evalIntOp(ScalarOp op, DType t, int64_t x, [[maybe_unused]] int64_t y) {
+  // Float math on an integer: in double, back by truncation.
+  auto viaDouble = [&] { return floatToIntType(t, evalFloatOp(op, static_cast<double>(x), 0)); };
+  switch (op) {
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE)                                                  \
+  case ScalarOp::E:                                                                                \
+    return static_cast<int64_t>(IE);
+#include "ir/ScalarOps.def"
+  }
+  kiln_unreachable("bad scalar op");
 }
 
 } // namespace
@@ -348,11 +210,14 @@ ScalarRef ScalarDag::stageValue(DType t, int32_t stage) {
 }
 
 ScalarRef ScalarDag::unary(ScalarOp op, ScalarRef a) {
-  KILN_ASSERT(scalarArity(op) == 1 && op != ScalarOp::Load && op != ScalarOp::Cast);
+  ScalarClass cls = scalarClass(op);
+  KILN_ASSERT((cls == ScalarClass::Unary || cls == ScalarClass::FloatUnary ||
+               cls == ScalarClass::BoolUnary) &&
+              "not a unary op");
   DType t = type(a);
-  if (op == ScalarOp::Not)
+  if (cls == ScalarClass::BoolUnary)
     KILN_ASSERT(t == DType::Bool && "'not' takes a bool");
-  else if (isFloatOnlyUnary(op))
+  else if (cls == ScalarClass::FloatUnary)
     KILN_ASSERT(isFloat(t) && "float-only scalar op on a non-float operand");
   else
     KILN_ASSERT(t != DType::Bool && "arithmetic on a bool");
@@ -362,10 +227,12 @@ ScalarRef ScalarDag::unary(ScalarOp op, ScalarRef a) {
 }
 
 ScalarRef ScalarDag::binary(ScalarOp op, ScalarRef a, ScalarRef b) {
-  KILN_ASSERT(scalarArity(op) == 2 && op < ScalarOp::Eq && "not a binary arithmetic op");
+  ScalarClass cls = scalarClass(op);
+  KILN_ASSERT((cls == ScalarClass::Binary || cls == ScalarClass::BoolBinary) &&
+              "not a binary arithmetic op");
   DType t = type(a);
   KILN_ASSERT(type(b) == t && "binary operands must have one type");
-  if (op == ScalarOp::And || op == ScalarOp::Or)
+  if (cls == ScalarClass::BoolBinary)
     KILN_ASSERT(t == DType::Bool && "'and'/'or' take bools");
   else
     KILN_ASSERT(t != DType::Bool && "arithmetic on bools");
@@ -374,27 +241,8 @@ ScalarRef ScalarDag::binary(ScalarOp op, ScalarRef a, ScalarRef b) {
   if (t == DType::I64) {
     const ScalarNode &na = node(a), &nb = node(b);
     bool ca = na.op == ScalarOp::ConstInt, cb = nb.op == ScalarOp::ConstInt;
-    if (ca && cb) {
-      int64_t x = na.ivalue, y = nb.ivalue;
-      switch (op) {
-      case ScalarOp::Add:
-        return constInt(t, wrapAdd(x, y));
-      case ScalarOp::Sub:
-        return constInt(t, wrapSub(x, y));
-      case ScalarOp::Mul:
-        return constInt(t, wrapMul(x, y));
-      case ScalarOp::Div:
-        return constInt(t, intDiv(x, y));
-      case ScalarOp::Rem:
-        return constInt(t, intRem(x, y));
-      case ScalarOp::Max:
-        return constInt(t, std::max(x, y));
-      case ScalarOp::Min:
-        return constInt(t, std::min(x, y));
-      default:
-        break;
-      }
-    }
+    if (ca && cb && scalarOpInfo(op).foldI64)
+      return constInt(t, evalIntOp(op, t, na.ivalue, nb.ivalue));
     if (cb && nb.ivalue == 0 && (op == ScalarOp::Add || op == ScalarOp::Sub))
       return a;
     if (ca && na.ivalue == 0 && op == ScalarOp::Add)
@@ -414,7 +262,7 @@ ScalarRef ScalarDag::binary(ScalarOp op, ScalarRef a, ScalarRef b) {
 }
 
 ScalarRef ScalarDag::compare(ScalarOp op, ScalarRef a, ScalarRef b) {
-  KILN_ASSERT(op >= ScalarOp::Eq && op <= ScalarOp::Ge && "not a comparison");
+  KILN_ASSERT(scalarClass(op) == ScalarClass::Compare && "not a comparison");
   KILN_ASSERT(type(a) == type(b) && "compared operands must have one type");
   ScalarNode n{op, DType::Bool};
   n.args = {a, b, ScalarRef{}};
@@ -477,193 +325,38 @@ std::string ScalarDag::str() const {
 
 namespace {
 
-ScalarValue evalUnary(const ScalarNode &n, const ScalarValue &a, DType argType) {
+ScalarValue evalCast(const ScalarNode &n, const ScalarValue &a, DType argType) {
   ScalarValue r;
-  if (n.op == ScalarOp::Cast) {
-    DType to = n.type;
-    if (isFloat(argType)) {
-      if (isFloat(to))
-        r.f = roundFloat(to, a.f);
-      else
-        r.i = floatToIntType(to, a.f);
-    } else if (isFloat(to)) {
-      r.f = roundFloat(to, static_cast<double>(a.i));
-    } else {
-      r.i = wrapInt(to, a.i);
-    }
-    return r;
+  DType to = n.type;
+  if (isFloat(argType)) {
+    if (isFloat(to))
+      r.f = roundFloat(to, a.f);
+    else
+      r.i = floatToIntType(to, a.f);
+  } else if (isFloat(to)) {
+    r.f = roundFloat(to, static_cast<double>(a.i));
+  } else {
+    r.i = wrapInt(to, a.i);
   }
-  if (n.op == ScalarOp::Not) {
-    r.i = a.i == 0;
-    return r;
-  }
-  if (!isFloat(n.type)) {
-    switch (n.op) {
-    case ScalarOp::Neg:
-      r.i = wrapInt(n.type, wrapNeg(a.i));
-      return r;
-    case ScalarOp::Abs:
-      r.i = wrapInt(n.type, a.i < 0 ? wrapNeg(a.i) : a.i);
-      return r;
-    case ScalarOp::Floor:
-    case ScalarOp::Ceil:
-    case ScalarOp::RoundEven:
-      r.i = a.i;
-      return r;
-    default: {
-      // Float-only math on an integer: through double, back by truncation.
-      ScalarNode fn = n;
-      fn.type = DType::F64;
-      ScalarValue fa;
-      fa.f = static_cast<double>(a.i);
-      r.i = floatToIntType(n.type, evalUnary(fn, fa, DType::F64).f);
-      return r;
-    }
-    }
-  }
-  double x = a.f, v = 0;
-  switch (n.op) {
-  case ScalarOp::Neg:
-    v = -x;
-    break;
-  case ScalarOp::Abs:
-    v = std::fabs(x);
-    break;
-  case ScalarOp::Exp:
-    v = std::exp(x);
-    break;
-  case ScalarOp::Log:
-    v = std::log(x);
-    break;
-  case ScalarOp::Sqrt:
-    v = std::sqrt(x);
-    break;
-  case ScalarOp::Rsqrt:
-    v = 1.0 / std::sqrt(x);
-    break;
-  case ScalarOp::Recip:
-    v = 1.0 / x;
-    break;
-  case ScalarOp::Tanh:
-    v = std::tanh(x);
-    break;
-  case ScalarOp::Erf:
-    v = std::erf(x);
-    break;
-  case ScalarOp::Sin:
-    v = std::sin(x);
-    break;
-  case ScalarOp::Cos:
-    v = std::cos(x);
-    break;
-  case ScalarOp::Floor:
-    v = std::floor(x);
-    break;
-  case ScalarOp::Ceil:
-    v = std::ceil(x);
-    break;
-  case ScalarOp::RoundEven:
-    v = roundHalfToEven(x);
-    break;
-  default:
-    kiln_unreachable("not a unary op");
-  }
-  r.f = roundFloat(n.type, v);
   return r;
 }
 
-ScalarValue evalBinary(const ScalarNode &n, const ScalarValue &a, const ScalarValue &b,
-                       DType argType) {
+ScalarValue evalCompare(const ScalarNode &n, const ScalarValue &a, const ScalarValue &b,
+                        DType argType) {
   ScalarValue r;
-  if (n.op >= ScalarOp::Eq && n.op <= ScalarOp::Ge) {
-    bool c = false;
-    if (isFloat(argType)) {
-      double x = a.f, y = b.f;
-      c = n.op == ScalarOp::Eq   ? x == y
-          : n.op == ScalarOp::Lt ? x < y
-          : n.op == ScalarOp::Le ? x <= y
-          : n.op == ScalarOp::Gt ? x > y
-                                 : x >= y;
-    } else {
-      int64_t x = a.i, y = b.i;
-      c = n.op == ScalarOp::Eq   ? x == y
-          : n.op == ScalarOp::Lt ? x < y
-          : n.op == ScalarOp::Le ? x <= y
-          : n.op == ScalarOp::Gt ? x > y
-                                 : x >= y;
-    }
-    r.i = c;
-    return r;
-  }
-  if (isFloat(n.type)) {
-    double x = a.f, y = b.f, v = 0;
-    switch (n.op) {
-    case ScalarOp::Add:
-      v = x + y;
-      break;
-    case ScalarOp::Sub:
-      v = x - y;
-      break;
-    case ScalarOp::Mul:
-      v = x * y;
-      break;
-    case ScalarOp::Div:
-      v = x / y;
-      break;
-    case ScalarOp::Rem:
-      v = std::fmod(x, y);
-      break;
-    case ScalarOp::Max:
-      v = std::isnan(x) || std::isnan(y) ? nan() : std::max(x, y);
-      break;
-    case ScalarOp::Min:
-      v = std::isnan(x) || std::isnan(y) ? nan() : std::min(x, y);
-      break;
-    case ScalarOp::Pow:
-      v = std::pow(x, y);
-      break;
-    default:
-      kiln_unreachable("bad float binary op");
-    }
-    r.f = roundFloat(n.type, v);
-    return r;
-  }
-  int64_t x = a.i, y = b.i, v = 0;
-  switch (n.op) {
-  case ScalarOp::Add:
-    v = wrapAdd(x, y);
-    break;
-  case ScalarOp::Sub:
-    v = wrapSub(x, y);
-    break;
-  case ScalarOp::Mul:
-    v = wrapMul(x, y);
-    break;
-  case ScalarOp::Div:
-    v = intDiv(x, y);
-    break;
-  case ScalarOp::Rem:
-    v = intRem(x, y);
-    break;
-  case ScalarOp::Max:
-    v = std::max(x, y);
-    break;
-  case ScalarOp::Min:
-    v = std::min(x, y);
-    break;
-  case ScalarOp::Pow:
-    v = wrappingIntPow(x, y);
-    break;
-  case ScalarOp::And:
-    v = x != 0 && y != 0;
-    break;
-  case ScalarOp::Or:
-    v = x != 0 || y != 0;
-    break;
-  default:
-    kiln_unreachable("bad integer binary op");
-  }
-  r.i = wrapInt(n.type, v);
+  r.i =
+      isFloat(argType) ? evalFloatOp(n.op, a.f, b.f) != 0 : evalIntOp(n.op, argType, a.i, b.i) != 0;
+  return r;
+}
+
+/// Unary and binary arithmetic: float nodes in double rounded to the
+/// node's dtype, the others in int64 wrapped to its width.
+ScalarValue evalArith(const ScalarNode &n, const ScalarValue &a, const ScalarValue &b) {
+  ScalarValue r;
+  if (isFloat(n.type))
+    r.f = roundFloat(n.type, evalFloatOp(n.op, a.f, b.f));
+  else
+    r.i = wrapInt(n.type, evalIntOp(n.op, n.type, a.i, b.i));
   return r;
 }
 
@@ -699,11 +392,14 @@ std::vector<ScalarValue> evaluateScalars(
     case ScalarOp::Select:
       r = arg(0).i != 0 ? arg(1) : arg(2);
       break;
+    case ScalarOp::Cast:
+      r = evalCast(n, arg(0), dag.type(n.args[0]));
+      break;
     default:
-      if (scalarArity(n.op) == 1)
-        r = evalUnary(n, arg(0), dag.type(n.args[0]));
+      if (scalarClass(n.op) == ScalarClass::Compare)
+        r = evalCompare(n, arg(0), arg(1), dag.type(n.args[0]));
       else
-        r = evalBinary(n, arg(0), arg(1), dag.type(n.args[0]));
+        r = evalArith(n, arg(0), scalarArity(n.op) == 2 ? arg(1) : ScalarValue{});
       break;
     }
     vals.push_back(r);

@@ -33,7 +33,8 @@
 
 namespace kiln {
 
-/// Primitive scalar operations. Every backend implements all of them.
+/// Primitive scalar operations, one per row of ir/ScalarOps.def. Every
+/// backend implements all of them.
 ///
 /// Exact meaning (evaluateScalars is the executable definition):
 ///   - float nodes compute in double and round to their dtype; f16 and bf16
@@ -47,59 +48,58 @@ namespace kiln {
 ///     std::min, which keep the first operand on ties (max(-0, +0) = -0);
 ///   - Pow on integers is exact repeated squaring with wrap-around; a
 ///     negative exponent gives 1 for base 1, +-1 for base -1, else 0;
-///   - Cast float -> int truncates toward zero, saturates to the target's
-///     range and maps NaN to 0; int -> int wraps; x -> bool is x != 0 (NaN
-///     -> true); int -> float goes through double;
+///   - Cast: Note [Scalar casts] below;
 ///   - comparisons on floats are ordered (false when either is NaN).
+//
+// Note [Scalar casts]: Cast float -> int truncates toward zero, saturates to
+// the target's range and maps NaN to 0; int -> int wraps; x -> bool is
+// x != 0 (NaN -> true); int -> float goes through double.
 enum class ScalarOp : uint8_t {
-  // Leaves.
-  ConstFloat, ///< `fvalue` as `type` (a float type)
-  ConstInt,   ///< `ivalue` as `type` (an integer or bool type)
-  Index,      ///< i64 loop index number `slot` (meaning given by the kernel)
-  Load,       ///< element of buffer `slot` at i64 offset args[0]
-  StageValue, ///< result of reduction stage `slot` (see codegen/KernelIR.h)
-  // Unary, same type as the operand unless noted.
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Recip,
-  Tanh,
-  Erf,
-  Sin,
-  Cos,
-  Floor,
-  Ceil,
-  RoundEven,
-  Not,  ///< bool
-  Cast, ///< to `type`: float->int truncates toward zero, saturating; x->bool is x != 0
-  // Binary, operands of one type.
-  Add,
-  Sub,
-  Mul,
-  Div, ///< integer division truncates toward zero
-  Rem, ///< integer remainder (index arithmetic)
-  Max, ///< NaN-propagating for floats
-  Min, ///< NaN-propagating for floats
-  Pow,
-  And, ///< bool
-  Or,  ///< bool
-  // Comparisons: bool result.
-  Eq,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  // Ternary.
-  Select, ///< args[0] (bool) ? args[1] : args[2]
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE) E,
+#include "ir/ScalarOps.def"
 };
 
+constexpr unsigned kNumScalarOps = 0
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE) +1
+#include "ir/ScalarOps.def"
+    ;
+
+/// What operands and result a scalar op has (see ir/ScalarOps.def).
+enum class ScalarClass : uint8_t {
+  Leaf,
+  Unary,
+  FloatUnary,
+  BoolUnary,
+  Cast,
+  Binary,
+  BoolBinary,
+  Compare,
+  Select,
+};
+
+/// One row of ir/ScalarOps.def.
+struct ScalarOpInfo {
+  const char *name;
+  unsigned arity;
+  ScalarClass cls;
+  /// Cost of one evaluation in units of an add (the fusion planner's).
+  int cost;
+  /// Folded by the builder when both operands are i64 constants.
+  bool foldI64;
+};
+
+const ScalarOpInfo &scalarOpInfo(ScalarOp op);
 /// Number of operands of `op`.
-unsigned scalarArity(ScalarOp op);
+inline unsigned scalarArity(ScalarOp op) {
+  return scalarOpInfo(op).arity;
+}
 /// Text name (`exp`, `add`, ...), used by kernel printing.
-const char *scalarOpName(ScalarOp op);
+inline const char *scalarOpName(ScalarOp op) {
+  return scalarOpInfo(op).name;
+}
+inline ScalarClass scalarClass(ScalarOp op) {
+  return scalarOpInfo(op).cls;
+}
 
 /// A reference to a node of a ScalarDag.
 struct ScalarRef {

@@ -1,6 +1,8 @@
 //===- Tensor.cpp - Host tensors --------------------------------*- C++ -*-===//
 #include "ir/Tensor.h"
 
+#include "ir/DTypeCodec.h"
+
 #include "ir/Support.h"
 
 #include <cmath>
@@ -83,87 +85,25 @@ std::vector<int64_t> Tensor::strides() const {
   return s;
 }
 
+// The element conversions are the codecs of ir/DTypes.def (ir/DTypeCodec.h).
 double Tensor::getDouble(int64_t i) const {
-  switch (dtype_) {
-  case DType::F32:
-    return load<float>(data_, i);
-  case DType::F16:
-    return halfToFloat(load<uint16_t>(data_, i));
-  case DType::BF16:
-    return bf16ToFloat(load<uint16_t>(data_, i));
-  case DType::F64:
-    return load<double>(data_, i);
-  case DType::I8:
-    return load<int8_t>(data_, i);
-  case DType::U8:
-    return load<uint8_t>(data_, i);
-  case DType::I32:
-    return load<int32_t>(data_, i);
-  case DType::I64:
-    return static_cast<double>(load<int64_t>(data_, i));
-  case DType::Bool:
-    return load<uint8_t>(data_, i) ? 1.0 : 0.0;
-  }
-  kiln_unreachable("bad dtype");
+  return visitDType(dtype_,
+                    [&]<typename C>() { return C::toDouble(load<typename C::Storage>(data_, i)); });
 }
 
 int64_t Tensor::getInt(int64_t i) const {
-  switch (dtype_) {
-  case DType::I8:
-    return load<int8_t>(data_, i);
-  case DType::U8:
-    return load<uint8_t>(data_, i);
-  case DType::I32:
-    return load<int32_t>(data_, i);
-  case DType::I64:
-    return load<int64_t>(data_, i);
-  case DType::Bool:
-    return load<uint8_t>(data_, i) ? 1 : 0;
-  default:
-    return saturatingFloatToInt<int64_t>(getDouble(i));
-  }
+  return visitDType(dtype_,
+                    [&]<typename C>() { return C::toInt(load<typename C::Storage>(data_, i)); });
 }
 
 void Tensor::setDouble(int64_t i, double v) const {
   void *p = mutableRawData();
-  switch (dtype_) {
-  case DType::F32:
-    return store<float>(p, i, static_cast<float>(v));
-  case DType::F16:
-    return store<uint16_t>(p, i, floatToHalf(static_cast<float>(v)));
-  case DType::BF16:
-    return store<uint16_t>(p, i, floatToBf16(static_cast<float>(v)));
-  case DType::F64:
-    return store<double>(p, i, v);
-  case DType::I8:
-    return store<int8_t>(p, i, saturatingFloatToInt<int8_t>(v));
-  case DType::U8:
-    return store<uint8_t>(p, i, saturatingFloatToInt<uint8_t>(v));
-  case DType::I32:
-    return store<int32_t>(p, i, saturatingFloatToInt<int32_t>(v));
-  case DType::I64:
-    return store<int64_t>(p, i, saturatingFloatToInt<int64_t>(v));
-  case DType::Bool:
-    return store<uint8_t>(p, i, v != 0.0 ? 1 : 0);
-  }
+  visitDType(dtype_, [&]<typename C>() { store<typename C::Storage>(p, i, C::fromDouble(v)); });
 }
 
 void Tensor::setInt(int64_t i, int64_t v) const {
   void *p = mutableRawData();
-  switch (dtype_) {
-  case DType::I8:
-    return store<int8_t>(p, i, static_cast<int8_t>(v));
-  case DType::U8:
-    return store<uint8_t>(p, i, static_cast<uint8_t>(v));
-  case DType::I32:
-    return store<int32_t>(p, i, static_cast<int32_t>(v));
-  case DType::I64:
-    return store<int64_t>(p, i, v);
-  case DType::Bool:
-    return store<uint8_t>(p, i, v != 0 ? 1 : 0);
-  default:
-    return setDouble(i, static_cast<double>(v));
-  }
+  visitDType(dtype_, [&]<typename C>() { store<typename C::Storage>(p, i, C::fromInt(v)); });
 }
 
 std::vector<double> Tensor::toDoubles() const {

@@ -27,7 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cpu/Internal.h"
+#include "codegen/cpu/KernelEmitter.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -43,73 +43,6 @@
 #include <sstream>
 
 namespace kiln::codegen::cpu {
-namespace {
-
-using llvm::Value;
-
-class KernelEmitter {
-public:
-  KernelEmitter(const Kernel &k, const Schedule &s, const VectorMathIsa &isa, llvm::Module &m)
-      : k_(k), s_(s), isa_(isa), m_(m), ctx_(m.getContext()), b_(ctx_) {}
-
-  bool emit(const std::string &symbol);
-  const std::string &error() const { return error_; }
-
-private:
-  // Types.
-  llvm::Type *regType(DType t);
-  llvm::Type *memType(DType t);
-  llvm::Type *i64() { return b_.getInt64Ty(); }
-
-  // Values.
-  Value *roundTo(DType t, Value *v);
-  Value *loadElement(DType t, Value *ptr);
-  void storeElement(DType t, Value *v, Value *ptr);
-  Value *convert(Value *v, DType from, DType to);
-  Value *constantOf(DType t, double f, int64_t i);
-  Value *emitNode(const ScalarNode &n);
-  Value *emitUnary(const ScalarNode &n, Value *a, DType t);
-  Value *emitBinary(const ScalarNode &n, Value *a, Value *b, DType t);
-  Value *emitCompare(ScalarOp op, Value *a, Value *b, DType t);
-  Value *mathCall(MathFn fn, DType t, Value *a, Value *b = nullptr);
-  Value *get(ScalarRef r);
-
-  // Structure.
-  using LoopBody =
-      std::function<std::vector<Value *>(Value *iv, const std::vector<Value *> &carried)>;
-  std::vector<Value *> emitLoop(Value *lo, Value *hi, const std::string &name,
-                                const std::vector<Value *> &init, const LoopBody &body,
-                                bool innerLoop);
-  void emitReduceStage(size_t stageIndex, const Stage &st);
-  void emitMapStage(const Stage &st);
-  bool emitStores(const Stage &st);
-  Value *reduceIdentity(ReduceKind kind, DType t);
-  Value *reduceCombine(ReduceKind kind, DType t, Value *acc, Value *v);
-
-  bool fail(const std::string &msg) {
-    if (error_.empty())
-      error_ = msg;
-    return false;
-  }
-  Value *failValue(const std::string &msg) {
-    fail(msg);
-    return nullptr;
-  }
-
-  const Kernel &k_;
-  const Schedule &s_;
-  VectorMathIsa isa_;
-  llvm::Module &m_;
-  llvm::LLVMContext &ctx_;
-  llvm::IRBuilder<> b_;
-  std::string error_;
-
-  std::vector<Value *> buffers_;    // inputs then outputs
-  std::vector<Value *> outerIndex_; // per outer dim
-  Value *innerIndex_ = nullptr;
-  std::vector<Value *> stageValues_;
-  std::vector<Value *> memo_; // per node, valid inside the current stage loop
-};
 
 llvm::Type *KernelEmitter::regType(DType t) {
   switch (t) {
@@ -268,266 +201,48 @@ Value *KernelEmitter::get(ScalarRef r) {
   return slot;
 }
 
+// Leaves first (they read the emitter's state), then the operands in order,
+// then the op's hook from ir/ScalarOps.def (EmitScalar.cpp).
 Value *KernelEmitter::emitNode(const ScalarNode &n) {
-  switch (n.op) {
-  case ScalarOp::ConstFloat:
-  case ScalarOp::ConstInt:
-    return constantOf(n.type, n.fvalue,
-                      n.op == ScalarOp::ConstFloat ? static_cast<int64_t>(n.fvalue) : n.ivalue);
-  case ScalarOp::Index: {
-    if (n.slot == k_.innerSlot()) {
-      if (!innerIndex_)
-        return failValue("the inner index is used outside a stage");
-      return innerIndex_;
-    }
-    if (n.slot < 0 || static_cast<size_t>(n.slot) >= outerIndex_.size())
-      return failValue("index slot " + std::to_string(n.slot) + " out of range");
-    return outerIndex_[static_cast<size_t>(n.slot)];
-  }
-  case ScalarOp::Load: {
-    if (n.slot < 0 || static_cast<size_t>(n.slot) >= k_.inputs.size())
-      return failValue("load of input " + std::to_string(n.slot) + " out of range");
-    if (k_.inputs[static_cast<size_t>(n.slot)].dtype != n.type)
-      return failValue("load type differs from input " + std::to_string(n.slot) + "'s dtype");
-    Value *offset = get(n.args[0]);
-    if (!offset)
-      return nullptr;
-    Value *ptr =
-        b_.CreateInBoundsGEP(memType(n.type), buffers_[static_cast<size_t>(n.slot)], offset);
-    return loadElement(n.type, ptr);
-  }
-  case ScalarOp::StageValue:
-    if (n.slot < 0 || static_cast<size_t>(n.slot) >= stageValues_.size() ||
-        !stageValues_[static_cast<size_t>(n.slot)])
-      return failValue("stage value " + std::to_string(n.slot) + " used before it is computed");
-    return stageValues_[static_cast<size_t>(n.slot)];
-  default:
-    break;
-  }
+  if (scalarClass(n.op) == ScalarClass::Leaf)
+    return scalarHook(n.op)(*this, n, nullptr, n.type);
   unsigned arity = scalarArity(n.op);
   Value *args[3] = {nullptr, nullptr, nullptr};
   for (unsigned i = 0; i < arity; ++i)
     if (!(args[i] = get(n.args[i])))
       return nullptr;
   DType argType = arity > 0 ? k_.dag.type(n.args[0]) : n.type;
-  switch (n.op) {
-  case ScalarOp::Cast:
-    return convert(args[0], argType, n.type);
-  case ScalarOp::Eq:
-  case ScalarOp::Lt:
-  case ScalarOp::Le:
-  case ScalarOp::Gt:
-  case ScalarOp::Ge:
-    return emitCompare(n.op, args[0], args[1], argType);
-  case ScalarOp::Select:
-    return b_.CreateSelect(args[0], args[1], args[2]);
-  default:
-    break;
-  }
-  if (arity == 1)
-    return emitUnary(n, args[0], n.type);
-  if (arity == 2)
-    return emitBinary(n, args[0], args[1], n.type);
-  return failValue(std::string("unsupported scalar op '") + scalarOpName(n.op) + "'");
+  return scalarHook(n.op)(*this, n, args, argType);
 }
 
-Value *KernelEmitter::emitUnary(const ScalarNode &n, Value *a, DType t) {
-  bool fp = isFloat(t);
-  auto intrinsic = [&](llvm::Intrinsic::ID id) {
-    return roundTo(t, b_.CreateUnaryIntrinsic(id, a));
-  };
-  switch (n.op) {
-  case ScalarOp::Neg:
-    if (fp)
-      return b_.CreateFNeg(a);
-    if (t == DType::Bool)
-      return a;
-    return b_.CreateNeg(a);
-  case ScalarOp::Abs:
-    if (fp)
-      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
-    if (!isSignedInt(t))
-      return a;
-    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a, b_.getFalse());
-  case ScalarOp::Exp:
-    return mathCall(MathFn::Exp, t, a);
-  case ScalarOp::Log:
-    return mathCall(MathFn::Log, t, a);
-  case ScalarOp::Tanh:
-    return mathCall(MathFn::Tanh, t, a);
-  case ScalarOp::Erf:
-    return mathCall(MathFn::Erf, t, a);
-  case ScalarOp::Sin:
-    return mathCall(MathFn::Sin, t, a);
-  case ScalarOp::Cos:
-    return mathCall(MathFn::Cos, t, a);
-  case ScalarOp::Sqrt:
-  case ScalarOp::Rsqrt: {
-    if (!fp) {
-      Value *d = convert(a, t, DType::F64);
-      Value *r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, d);
-      if (n.op == ScalarOp::Rsqrt)
-        r = b_.CreateFDiv(llvm::ConstantFP::get(r->getType(), 1.0), r);
-      return convert(r, DType::F64, t);
-    }
-    Value *r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
-    if (n.op == ScalarOp::Rsqrt)
-      r = b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), r);
-    return roundTo(t, r);
+Value *KernelEmitter::emitIndex(const ScalarNode &n) {
+  if (n.slot == k_.innerSlot()) {
+    if (!innerIndex_)
+      return failValue("the inner index is used outside a stage");
+    return innerIndex_;
   }
-  case ScalarOp::Recip:
-    if (fp)
-      return roundTo(t, b_.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a));
-    {
-      ScalarNode div = n;
-      div.op = ScalarOp::Div;
-      return emitBinary(div, constantOf(t, 1, 1), a, t);
-    }
-  case ScalarOp::Floor:
-    return fp ? intrinsic(llvm::Intrinsic::floor) : a;
-  case ScalarOp::Ceil:
-    return fp ? intrinsic(llvm::Intrinsic::ceil) : a;
-  case ScalarOp::RoundEven:
-    return fp ? intrinsic(llvm::Intrinsic::roundeven) : a;
-  case ScalarOp::Not:
-    if (fp)
-      return failValue("'not' of a float operand");
-    return b_.CreateNot(a);
-  default:
-    return failValue(std::string("unsupported unary op '") + scalarOpName(n.op) + "'");
-  }
+  if (n.slot < 0 || static_cast<size_t>(n.slot) >= outerIndex_.size())
+    return failValue("index slot " + std::to_string(n.slot) + " out of range");
+  return outerIndex_[static_cast<size_t>(n.slot)];
 }
 
-Value *KernelEmitter::emitBinary(const ScalarNode &n, Value *a, Value *b, DType t) {
-  bool fp = isFloat(t);
-  bool isSigned = isSignedInt(t);
-  llvm::FastMathFlags contract;
-  contract.setAllowContract(true);
-  auto fpOp = [&](llvm::Instruction::BinaryOps op) {
-    Value *r = b_.CreateBinOp(op, a, b);
-    if (auto *inst = llvm::dyn_cast<llvm::Instruction>(r))
-      inst->setFastMathFlags(contract);
-    return roundTo(t, r);
-  };
-  if (t == DType::Bool) {
-    switch (n.op) {
-    case ScalarOp::Add:
-    case ScalarOp::Max:
-    case ScalarOp::Or:
-      return b_.CreateOr(a, b);
-    case ScalarOp::Mul:
-    case ScalarOp::Min:
-    case ScalarOp::And:
-    case ScalarOp::Pow:
-      return b_.CreateAnd(a, b);
-    case ScalarOp::Sub:
-      return b_.CreateXor(a, b);
-    case ScalarOp::Div:
-      return a;
-    case ScalarOp::Rem:
-      return b_.getFalse();
-    default:
-      return failValue(std::string("unsupported bool op '") + scalarOpName(n.op) + "'");
-    }
-  }
-  switch (n.op) {
-  case ScalarOp::Add:
-    return fp ? fpOp(llvm::Instruction::FAdd) : b_.CreateAdd(a, b);
-  case ScalarOp::Sub:
-    return fp ? fpOp(llvm::Instruction::FSub) : b_.CreateSub(a, b);
-  case ScalarOp::Mul:
-    return fp ? fpOp(llvm::Instruction::FMul) : b_.CreateMul(a, b);
-  case ScalarOp::Div:
-  case ScalarOp::Rem: {
-    bool div = n.op == ScalarOp::Div;
-    if (fp)
-      return div ? fpOp(llvm::Instruction::FDiv) : roundTo(t, b_.CreateFRem(a, b));
-    // Division by zero gives 0 and x / -1 wraps (the reference kernels'
-    // behaviour); never trap.
-    Value *zero = llvm::ConstantInt::get(a->getType(), 0);
-    Value *one = llvm::ConstantInt::get(a->getType(), 1);
-    Value *isZero = b_.CreateICmpEQ(b, zero);
-    if (!isSigned) {
-      Value *safe = b_.CreateSelect(isZero, one, b);
-      Value *r = div ? b_.CreateUDiv(a, safe) : b_.CreateURem(a, safe);
-      return b_.CreateSelect(isZero, zero, r);
-    }
-    Value *isMinusOne = b_.CreateICmpEQ(b, llvm::ConstantInt::get(a->getType(), -1, true));
-    Value *safe = b_.CreateSelect(b_.CreateOr(isZero, isMinusOne), one, b);
-    Value *r = div ? b_.CreateSDiv(a, safe) : b_.CreateSRem(a, safe);
-    Value *minusOneResult = div ? b_.CreateNeg(a) : zero;
-    return b_.CreateSelect(isZero, zero, b_.CreateSelect(isMinusOne, minusOneResult, r));
-  }
-  case ScalarOp::Max:
-  case ScalarOp::Min: {
-    bool max = n.op == ScalarOp::Max;
-    if (!fp) {
-      llvm::Intrinsic::ID id = max ? (isSigned ? llvm::Intrinsic::smax : llvm::Intrinsic::umax)
-                                   : (isSigned ? llvm::Intrinsic::smin : llvm::Intrinsic::umin);
-      return b_.CreateBinaryIntrinsic(id, a, b);
-    }
-    // NaN if either is NaN, else std::max / std::min (which keep `a` on ties,
-    // so max(+0, -0) = +0 and max(-0, +0) = -0, like the reference kernels).
-    Value *takeB = max ? b_.CreateFCmpOLT(a, b) : b_.CreateFCmpOLT(b, a);
-    Value *r = b_.CreateSelect(takeB, b, a);
-    Value *unordered = b_.CreateFCmpUNO(a, b);
-    return b_.CreateSelect(unordered, llvm::ConstantFP::getNaN(a->getType()), r);
-  }
-  case ScalarOp::Pow: {
-    if (fp)
-      return mathCall(MathFn::Pow, t, a, b);
-    llvm::FunctionCallee helper = m_.getOrInsertFunction(
-        kIntPowHelper, llvm::FunctionType::get(i64(), {i64(), i64()}, false));
-    if (auto *f = llvm::dyn_cast<llvm::Function>(helper.getCallee())) {
-      f->setDoesNotAccessMemory();
-      f->setDoesNotThrow();
-      f->addFnAttr(llvm::Attribute::WillReturn);
-    }
-    Value *r = b_.CreateCall(
-        helper, {b_.CreateIntCast(a, i64(), isSigned), b_.CreateIntCast(b, i64(), isSigned)});
-    return b_.CreateTrunc(r, a->getType());
-  }
-  case ScalarOp::And:
-    if (fp)
-      return failValue("'and' of float operands");
-    return b_.CreateAnd(a, b);
-  case ScalarOp::Or:
-    if (fp)
-      return failValue("'or' of float operands");
-    return b_.CreateOr(a, b);
-  default:
-    return failValue(std::string("unsupported binary op '") + scalarOpName(n.op) + "'");
-  }
+Value *KernelEmitter::emitLoad(const ScalarNode &n) {
+  if (n.slot < 0 || static_cast<size_t>(n.slot) >= k_.inputs.size())
+    return failValue("load of input " + std::to_string(n.slot) + " out of range");
+  if (k_.inputs[static_cast<size_t>(n.slot)].dtype != n.type)
+    return failValue("load type differs from input " + std::to_string(n.slot) + "'s dtype");
+  Value *offset = get(n.args[0]);
+  if (!offset)
+    return nullptr;
+  Value *ptr = b_.CreateInBoundsGEP(memType(n.type), buffers_[static_cast<size_t>(n.slot)], offset);
+  return loadElement(n.type, ptr);
 }
 
-Value *KernelEmitter::emitCompare(ScalarOp op, Value *a, Value *b, DType t) {
-  if (isFloat(t)) {
-    switch (op) {
-    case ScalarOp::Eq:
-      return b_.CreateFCmpOEQ(a, b);
-    case ScalarOp::Lt:
-      return b_.CreateFCmpOLT(a, b);
-    case ScalarOp::Le:
-      return b_.CreateFCmpOLE(a, b);
-    case ScalarOp::Gt:
-      return b_.CreateFCmpOGT(a, b);
-    default:
-      return b_.CreateFCmpOGE(a, b);
-    }
-  }
-  bool s = isSignedInt(t);
-  switch (op) {
-  case ScalarOp::Eq:
-    return b_.CreateICmpEQ(a, b);
-  case ScalarOp::Lt:
-    return s ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
-  case ScalarOp::Le:
-    return s ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
-  case ScalarOp::Gt:
-    return s ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
-  default:
-    return s ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
-  }
+Value *KernelEmitter::emitStageValue(const ScalarNode &n) {
+  if (n.slot < 0 || static_cast<size_t>(n.slot) >= stageValues_.size() ||
+      !stageValues_[static_cast<size_t>(n.slot)])
+    return failValue("stage value " + std::to_string(n.slot) + " used before it is computed");
+  return stageValues_[static_cast<size_t>(n.slot)];
 }
 
 // for (iv = lo; iv < hi; ++iv) with loop-carried values; returns the carried
@@ -823,8 +538,6 @@ bool KernelEmitter::emit(const std::string &symbol) {
   b_.CreateRetVoid();
   return error_.empty();
 }
-
-} // namespace
 
 std::unique_ptr<llvm::Module> emitKernelModule(const Kernel &k, const Schedule &s,
                                                const std::string &symbol, const VectorMathIsa &isa,

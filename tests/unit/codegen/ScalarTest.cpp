@@ -17,6 +17,7 @@
 #include "tests/unit/OpBounds.h"
 
 #include <gtest/gtest.h>
+#include <set>
 
 #include <bit>
 #include <cmath>
@@ -399,10 +400,27 @@ TEST(ScalarDagTest, PrintsOneLinePerNode) {
 }
 
 TEST(ScalarDagTest, EveryPrimitiveHasANameAndArity) {
-  for (int op = 0; op <= static_cast<int>(ScalarOp::Select); ++op) {
+  std::set<std::string> names;
+  for (unsigned op = 0; op < kNumScalarOps; ++op) {
     auto s = static_cast<ScalarOp>(op);
-    EXPECT_NE(std::string(scalarOpName(s)), "") << op;
-    EXPECT_LE(scalarArity(s), 3u);
+    EXPECT_TRUE(names.insert(scalarOpName(s)).second) << "duplicate name " << scalarOpName(s);
+    unsigned want = 0;
+    switch (scalarClass(s)) {
+    case ScalarClass::Leaf:
+      want = s == ScalarOp::Load ? 1 : 0;
+      break;
+    case ScalarClass::Binary:
+    case ScalarClass::BoolBinary:
+    case ScalarClass::Compare:
+      want = 2;
+      break;
+    case ScalarClass::Select:
+      want = 3;
+      break;
+    default:
+      want = 1;
+    }
+    EXPECT_EQ(scalarArity(s), want) << scalarOpName(s) << ": arity and class disagree";
   }
 }
 

@@ -62,6 +62,110 @@ HostBuffer randomBuffer(DType t, int64_t n, double lo, double hi, uint32_t seed)
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
+/// The dtypes of DTypes.def, in its order.
+std::vector<DType> allDTypes() {
+  return {
+#define DTYPE(E, N, B, F, S, C) DType::E,
+#include "ir/DTypes.def"
+  };
+}
+
+/// Whether the builders accept `op` on operands of `t` (ir/ScalarOps.def).
+bool takesDType(ScalarClass cls, DType t) {
+  switch (cls) {
+  case ScalarClass::Unary:
+  case ScalarClass::Binary:
+    return t != DType::Bool;
+  case ScalarClass::FloatUnary:
+    return isFloat(t);
+  case ScalarClass::BoolUnary:
+  case ScalarClass::BoolBinary:
+    return t == DType::Bool;
+  default:
+    return true;
+  }
+}
+
+/// Inputs of every value class for `t`: random values in [-8, 8] (what is
+/// representable), then for floats NaN, +-inf, +-0, a subnormal and huge
+/// values, for integers the type's extremes.
+HostBuffer valueClasses(DType t, int64_t n, uint32_t seed) {
+  HostBuffer b = randomBuffer(t, n, t == DType::U8 || t == DType::Bool ? 0 : -8,
+                              t == DType::Bool ? 1 : 8, seed);
+  std::vector<double> special;
+  if (isFloat(t))
+    special = {std::numeric_limits<double>::quiet_NaN(),
+               std::numeric_limits<double>::infinity(),
+               -std::numeric_limits<double>::infinity(),
+               0.0,
+               -0.0,
+               t == DType::F64 ? 1e-310 : 1e-40,
+               t == DType::F16 ? 60000.0 : 1e30,
+               t == DType::F16 ? -60000.0 : -1e30};
+  else if (t == DType::I8)
+    special = {-128, 127, -1, 0};
+  else if (t == DType::U8)
+    special = {255, 0, 1};
+  else if (t == DType::I32)
+    special = {-2147483648.0, 2147483647.0, -1, 0};
+  else if (t == DType::I64)
+    special = {-9.2233720368547758e18, 9.2233720368547758e18, -1, 0};
+  for (size_t i = 0; i < special.size() && static_cast<int64_t>(i) < n; ++i)
+    b.set(static_cast<int64_t>((i * 7) % static_cast<size_t>(n)), special[i]);
+  return b;
+}
+
+// Every row of ir/ScalarOps.def (no hand list) on every dtype of DTypes.def
+// its builder takes, over every value class, JIT against the interpreter
+// (which runs evaluateScalars): a new primitive or dtype is covered the day
+// it is added.
+TEST(CpuJit, EveryScalarPrimitiveOnEveryDTypeItTakes) {
+  uint32_t seed = 5000;
+  int kernels = 0;
+  for (unsigned i = 0; i < kNumScalarOps; ++i) {
+    auto op = static_cast<ScalarOp>(i);
+    ScalarClass cls = scalarClass(op);
+    if (cls == ScalarClass::Leaf)
+      continue;
+    for (DType t : allDTypes()) {
+      if (!takesDType(cls, t))
+        continue;
+      std::vector<DType> targets = {t};
+      if (cls == ScalarClass::Cast)
+        targets = allDTypes();
+      for (DType to : targets) {
+        std::string name = kernelName("table", op, t) + "_" + std::string(dtypeName(to));
+        SCOPED_TRACE(name);
+        std::vector<DType> ins(cls == ScalarClass::Select ? 3 : scalarArity(op), t);
+        if (cls == ScalarClass::Select)
+          ins[0] = DType::Bool;
+        DType out = cls == ScalarClass::Compare ? DType::Bool : cls == ScalarClass::Cast ? to : t;
+        Kernel k = mapKernel(name, ins, out, 2, 37, [&](ScalarDag &d, auto &in) {
+          switch (cls) {
+          case ScalarClass::Cast:
+            return d.cast(in[0], to);
+          case ScalarClass::Compare:
+            return d.compare(op, in[0], in[1]);
+          case ScalarClass::Select:
+            return d.select(in[0], in[1], in[2]);
+          case ScalarClass::Binary:
+          case ScalarClass::BoolBinary:
+            return d.binary(op, in[0], in[1]);
+          default:
+            return d.unary(op, in[0]);
+          }
+        });
+        std::vector<HostBuffer> bufs;
+        for (DType it : ins)
+          bufs.push_back(valueClasses(it, 74, seed++));
+        checkAgainstInterpreter(k, bufs, defaultTolerance(out));
+        ++kernels;
+      }
+    }
+  }
+  EXPECT_GT(kernels, 100);
+}
+
 TEST(CpuJit, UnaryFloatOps) {
   struct Case {
     ScalarOp op;

@@ -1,0 +1,295 @@
+//===- EmitScalar.cpp - One LLVM hook per scalar primitive ----------------===//
+//
+// The LLVM IR of each row of ir/ScalarOps.def, for the semantics written
+// there and in ir/ScalarExpr.h (evaluateScalars is the definition these
+// match). Types in registers follow EmitLLVM.cpp: f16/bf16 as float rounded
+// after every node, integers as iN, bool as i1. Unary and binary hooks see
+// the node's type `t`; comparisons and casts see the operand type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/KernelEmitter.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Intrinsics.h>
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using Builder = llvm::IRBuilder<>;
+
+/// A float intrinsic rounded back to `t`; integers pass through (floor,
+/// ceil and roundeven of an integer are the integer).
+Value *roundingIntrinsic(KernelEmitter &e, llvm::Intrinsic::ID id, Value *a, DType t) {
+  if (!isFloat(t))
+    return a;
+  return e.roundTo(t, e.builder().CreateUnaryIntrinsic(id, a));
+}
+
+/// sqrt or 1/sqrt; integers through double, saturating back.
+Value *sqrtOrRsqrt(KernelEmitter &e, Value *a, DType t, bool reciprocal) {
+  Builder &b = e.builder();
+  if (!isFloat(t)) {
+    Value *d = e.convert(a, t, DType::F64);
+    Value *r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, d);
+    if (reciprocal)
+      r = b.CreateFDiv(llvm::ConstantFP::get(r->getType(), 1.0), r);
+    return e.convert(r, DType::F64, t);
+  }
+  Value *r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+  if (reciprocal)
+    r = b.CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), r);
+  return e.roundTo(t, r);
+}
+
+/// A float binary instruction with `contract` (FMA), rounded back to `t`.
+Value *fpBinary(KernelEmitter &e, llvm::Instruction::BinaryOps op, Value *a, Value *b, DType t) {
+  llvm::FastMathFlags contract;
+  contract.setAllowContract(true);
+  Value *r = e.builder().CreateBinOp(op, a, b);
+  if (auto *inst = llvm::dyn_cast<llvm::Instruction>(r))
+    inst->setFastMathFlags(contract);
+  return e.roundTo(t, r);
+}
+
+/// Integer division and remainder: x / 0 gives 0 and x / -1 wraps (the
+/// reference kernels' behaviour); never trap.
+Value *intDivRem(KernelEmitter &e, Value *a, Value *b, DType t, bool div) {
+  Builder &B = e.builder();
+  Value *zero = llvm::ConstantInt::get(a->getType(), 0);
+  Value *one = llvm::ConstantInt::get(a->getType(), 1);
+  Value *isZero = B.CreateICmpEQ(b, zero);
+  if (!isSignedInt(t)) {
+    Value *safe = B.CreateSelect(isZero, one, b);
+    Value *r = div ? B.CreateUDiv(a, safe) : B.CreateURem(a, safe);
+    return B.CreateSelect(isZero, zero, r);
+  }
+  Value *isMinusOne = B.CreateICmpEQ(b, llvm::ConstantInt::get(a->getType(), -1, true));
+  Value *safe = B.CreateSelect(B.CreateOr(isZero, isMinusOne), one, b);
+  Value *r = div ? B.CreateSDiv(a, safe) : B.CreateSRem(a, safe);
+  Value *minusOneResult = div ? B.CreateNeg(a) : zero;
+  return B.CreateSelect(isZero, zero, B.CreateSelect(isMinusOne, minusOneResult, r));
+}
+
+/// Max / min. Floats: NaN if either is NaN, else std::max / std::min (which
+/// keep `a` on ties, so max(+0, -0) = +0 and max(-0, +0) = -0, like the
+/// reference kernels).
+Value *maxOrMin(KernelEmitter &e, Value *a, Value *b, DType t, bool max) {
+  Builder &B = e.builder();
+  if (!isFloat(t)) {
+    bool s = isSignedInt(t);
+    llvm::Intrinsic::ID id = max ? (s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax)
+                                 : (s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin);
+    return B.CreateBinaryIntrinsic(id, a, b);
+  }
+  Value *takeB = max ? B.CreateFCmpOLT(a, b) : B.CreateFCmpOLT(b, a);
+  Value *r = B.CreateSelect(takeB, b, a);
+  Value *unordered = B.CreateFCmpUNO(a, b);
+  return B.CreateSelect(unordered, llvm::ConstantFP::getNaN(a->getType()), r);
+}
+
+/// A comparison: ordered for floats, signed or unsigned by the integer type.
+Value *compare(KernelEmitter &e, Value *a, Value *b, DType t, llvm::CmpInst::Predicate f,
+               llvm::CmpInst::Predicate s, llvm::CmpInst::Predicate u) {
+  Builder &B = e.builder();
+  if (isFloat(t))
+    return B.CreateFCmp(f, a, b);
+  return B.CreateICmp(isSignedInt(t) ? s : u, a, b);
+}
+
+} // namespace
+
+// Leaves.
+Value *emitScalarConstFloat(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.constantOf(n.type, n.fvalue, static_cast<int64_t>(n.fvalue));
+}
+Value *emitScalarConstInt(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.constantOf(n.type, n.fvalue, n.ivalue);
+}
+Value *emitScalarIndex(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.emitIndex(n);
+}
+Value *emitScalarLoad(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.emitLoad(n);
+}
+Value *emitScalarStageValue(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.emitStageValue(n);
+}
+
+// Unary.
+Value *emitScalarNeg(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (isFloat(n.type))
+    return e.builder().CreateFNeg(args[0]);
+  if (n.type == DType::Bool)
+    return args[0];
+  return e.builder().CreateNeg(args[0]);
+}
+Value *emitScalarAbs(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (isFloat(n.type))
+    return e.builder().CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
+  if (!isSignedInt(n.type))
+    return args[0];
+  return e.builder().CreateBinaryIntrinsic(llvm::Intrinsic::abs, args[0], e.builder().getFalse());
+}
+Value *emitScalarExp(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Exp, n.type, args[0]);
+}
+Value *emitScalarLog(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Log, n.type, args[0]);
+}
+Value *emitScalarSqrt(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return sqrtOrRsqrt(e, args[0], n.type, false);
+}
+Value *emitScalarRsqrt(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return sqrtOrRsqrt(e, args[0], n.type, true);
+}
+Value *emitScalarRecip(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  Value *a = args[0];
+  if (isFloat(n.type))
+    return e.roundTo(n.type, e.builder().CreateFDiv(llvm::ConstantFP::get(a->getType(), 1.0), a));
+  Value *divArgs[2] = {e.constantOf(n.type, 1, 1), a};
+  return emitScalarDiv(e, n, divArgs, n.type);
+}
+Value *emitScalarTanh(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Tanh, n.type, args[0]);
+}
+Value *emitScalarErf(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Erf, n.type, args[0]);
+}
+Value *emitScalarSin(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Sin, n.type, args[0]);
+}
+Value *emitScalarCos(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Cos, n.type, args[0]);
+}
+Value *emitScalarFloor(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return roundingIntrinsic(e, llvm::Intrinsic::floor, args[0], n.type);
+}
+Value *emitScalarCeil(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return roundingIntrinsic(e, llvm::Intrinsic::ceil, args[0], n.type);
+}
+Value *emitScalarRoundEven(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return roundingIntrinsic(e, llvm::Intrinsic::roundeven, args[0], n.type);
+}
+Value *emitScalarNot(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (isFloat(n.type))
+    return e.failValue("'not' of a float operand");
+  return e.builder().CreateNot(args[0]);
+}
+Value *emitScalarCast(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType argType) {
+  return e.convert(args[0], argType, n.type);
+}
+
+// Binary. On bools (which the builders only make through fusion of bool
+// elementwise ops) add/max are `or`, mul/min/pow are `and`, sub is `xor`.
+Value *emitScalarAdd(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().CreateOr(args[0], args[1]);
+  if (isFloat(n.type))
+    return fpBinary(e, llvm::Instruction::FAdd, args[0], args[1], n.type);
+  return e.builder().CreateAdd(args[0], args[1]);
+}
+Value *emitScalarSub(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().CreateXor(args[0], args[1]);
+  if (isFloat(n.type))
+    return fpBinary(e, llvm::Instruction::FSub, args[0], args[1], n.type);
+  return e.builder().CreateSub(args[0], args[1]);
+}
+Value *emitScalarMul(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().CreateAnd(args[0], args[1]);
+  if (isFloat(n.type))
+    return fpBinary(e, llvm::Instruction::FMul, args[0], args[1], n.type);
+  return e.builder().CreateMul(args[0], args[1]);
+}
+Value *emitScalarDiv(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return args[0];
+  if (isFloat(n.type))
+    return fpBinary(e, llvm::Instruction::FDiv, args[0], args[1], n.type);
+  return intDivRem(e, args[0], args[1], n.type, true);
+}
+Value *emitScalarRem(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().getFalse();
+  if (isFloat(n.type))
+    return e.roundTo(n.type, e.builder().CreateFRem(args[0], args[1]));
+  return intDivRem(e, args[0], args[1], n.type, false);
+}
+Value *emitScalarMax(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().CreateOr(args[0], args[1]);
+  return maxOrMin(e, args[0], args[1], n.type, true);
+}
+Value *emitScalarMin(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (n.type == DType::Bool)
+    return e.builder().CreateAnd(args[0], args[1]);
+  return maxOrMin(e, args[0], args[1], n.type, false);
+}
+Value *emitScalarPow(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  Builder &B = e.builder();
+  if (n.type == DType::Bool)
+    return B.CreateAnd(args[0], args[1]);
+  if (isFloat(n.type))
+    return e.mathCall(MathFn::Pow, n.type, args[0], args[1]);
+  llvm::FunctionCallee helper = e.module().getOrInsertFunction(
+      kIntPowHelper, llvm::FunctionType::get(e.i64(), {e.i64(), e.i64()}, false));
+  if (auto *f = llvm::dyn_cast<llvm::Function>(helper.getCallee())) {
+    f->setDoesNotAccessMemory();
+    f->setDoesNotThrow();
+    f->addFnAttr(llvm::Attribute::WillReturn);
+  }
+  bool s = isSignedInt(n.type);
+  Value *r = B.CreateCall(
+      helper, {B.CreateIntCast(args[0], e.i64(), s), B.CreateIntCast(args[1], e.i64(), s)});
+  return B.CreateTrunc(r, args[0]->getType());
+}
+Value *emitScalarAnd(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (isFloat(n.type))
+    return e.failValue("'and' of float operands");
+  return e.builder().CreateAnd(args[0], args[1]);
+}
+Value *emitScalarOr(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  if (isFloat(n.type))
+    return e.failValue("'or' of float operands");
+  return e.builder().CreateOr(args[0], args[1]);
+}
+
+// Comparisons.
+Value *emitScalarEq(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  return compare(e, args[0], args[1], t, llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::ICMP_EQ,
+                 llvm::CmpInst::ICMP_EQ);
+}
+Value *emitScalarLt(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  return compare(e, args[0], args[1], t, llvm::CmpInst::FCMP_OLT, llvm::CmpInst::ICMP_SLT,
+                 llvm::CmpInst::ICMP_ULT);
+}
+Value *emitScalarLe(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  return compare(e, args[0], args[1], t, llvm::CmpInst::FCMP_OLE, llvm::CmpInst::ICMP_SLE,
+                 llvm::CmpInst::ICMP_ULE);
+}
+Value *emitScalarGt(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  return compare(e, args[0], args[1], t, llvm::CmpInst::FCMP_OGT, llvm::CmpInst::ICMP_SGT,
+                 llvm::CmpInst::ICMP_UGT);
+}
+Value *emitScalarGe(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  return compare(e, args[0], args[1], t, llvm::CmpInst::FCMP_OGE, llvm::CmpInst::ICMP_SGE,
+                 llvm::CmpInst::ICMP_UGE);
+}
+
+// Ternary.
+Value *emitScalarSelect(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  return e.builder().CreateSelect(args[0], args[1], args[2]);
+}
+
+ScalarHook scalarHook(ScalarOp op) {
+  static constexpr ScalarHook kHooks[] = {
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE) &emitScalar##E,
+#include "ir/ScalarOps.def"
+  };
+  return kHooks[static_cast<size_t>(op)];
+}
+
+} // namespace kiln::codegen::cpu

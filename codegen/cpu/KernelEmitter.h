@@ -1,0 +1,109 @@
+//===- KernelEmitter.h - The kernel-to-LLVM-IR emitter ----------*- C++ -*-===//
+//
+// Private to codegen/cpu/: the class that EmitLLVM.cpp (loops, stages,
+// memory) and EmitScalar.cpp (one hook per scalar primitive of
+// ir/ScalarOps.def) implement together. Includes LLVM headers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cpu/Internal.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen::cpu {
+
+using llvm::Value;
+
+class KernelEmitter {
+public:
+  KernelEmitter(const Kernel &k, const Schedule &s, const VectorMathIsa &isa, llvm::Module &m)
+      : k_(k), s_(s), isa_(isa), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+  bool emit(const std::string &symbol);
+  const std::string &error() const { return error_; }
+
+  // For the scalar hooks (EmitScalar.cpp).
+  llvm::IRBuilder<> &builder() { return b_; }
+  llvm::Module &module() { return m_; }
+  const Kernel &kernel() const { return k_; }
+  /// The value of a scalar node, emitted on first use in the current stage.
+  Value *get(ScalarRef r);
+
+  // Types.
+  llvm::Type *regType(DType t);
+  llvm::Type *memType(DType t);
+  llvm::Type *i64() { return b_.getInt64Ty(); }
+
+  // Values.
+  Value *roundTo(DType t, Value *v);
+  Value *loadElement(DType t, Value *ptr);
+  void storeElement(DType t, Value *v, Value *ptr);
+  Value *convert(Value *v, DType from, DType to);
+  Value *constantOf(DType t, double f, int64_t i);
+  Value *mathCall(MathFn fn, DType t, Value *a, Value *b = nullptr);
+
+  /// The leaves the kernel IR defines: loop indices, loads, stage values.
+  Value *emitIndex(const ScalarNode &n);
+  Value *emitLoad(const ScalarNode &n);
+  Value *emitStageValue(const ScalarNode &n);
+
+  Value *failValue(const std::string &msg) {
+    fail(msg);
+    return nullptr;
+  }
+
+private:
+  Value *emitNode(const ScalarNode &n);
+
+  // Structure.
+  using LoopBody =
+      std::function<std::vector<Value *>(Value *iv, const std::vector<Value *> &carried)>;
+  std::vector<Value *> emitLoop(Value *lo, Value *hi, const std::string &name,
+                                const std::vector<Value *> &init, const LoopBody &body,
+                                bool innerLoop);
+  void emitReduceStage(size_t stageIndex, const Stage &st);
+  void emitMapStage(const Stage &st);
+  bool emitStores(const Stage &st);
+  Value *reduceIdentity(ReduceKind kind, DType t);
+  Value *reduceCombine(ReduceKind kind, DType t, Value *acc, Value *v);
+
+  bool fail(const std::string &msg) {
+    if (error_.empty())
+      error_ = msg;
+    return false;
+  }
+
+  const Kernel &k_;
+  const Schedule &s_;
+  VectorMathIsa isa_;
+  llvm::Module &m_;
+  llvm::LLVMContext &ctx_;
+  llvm::IRBuilder<> b_;
+  std::string error_;
+
+  std::vector<Value *> buffers_;    // inputs then outputs
+  std::vector<Value *> outerIndex_; // per outer dim
+  Value *innerIndex_ = nullptr;
+  std::vector<Value *> stageValues_;
+  std::vector<Value *> memo_; // per node, valid inside the current stage loop
+};
+
+/// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the
+/// LLVM value of node `n` given its operands' values (`args`, null for
+/// leaves) and its first operand's dtype. A row without a hook does not link.
+using ScalarHook = Value *(*)(KernelEmitter &e, const ScalarNode &n, Value *const *args,
+                              DType argType);
+#define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE)                                                  \
+  Value *emitScalar##E(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType argType);
+#include "ir/ScalarOps.def"
+
+/// The hook of `op`.
+ScalarHook scalarHook(ScalarOp op);
+
+} // namespace kiln::codegen::cpu
