@@ -6,6 +6,7 @@
 #include "codegen/Bisect.h"
 
 #include "codegen/Fusion.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Interpreter.h"
 #include "ir/Ops.h"
 
@@ -182,6 +183,7 @@ FailureOr<BisectReport> bisect(const Graph &g, std::span<const Tensor> inputs,
     return failure();
   const Graph &pg = **prepared;
   FusionOptions fusionOptions;
+  fusionOptions.library = &cpu::oneDnnCapabilities();
   fusionOptions.useLibraries = options.useLibraries;
   fusionOptions.fuse = options.fuse;
   auto plan = planFusion(pg, fusionOptions, diag);

@@ -37,13 +37,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 
 #include "codegen/Fusion.h"
 #include "codegen/Internal.h"
+#include "codegen/MemoryPlan.h"
 #include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/DnnlIsa.h"
 #include "ir/Interpreter.h"
-#include "passes/MemoryPlan.h"
 #include "passes/PassManager.h"
 
 #include <algorithm>
@@ -528,16 +529,7 @@ private:
 
   /// Anchors whose oneDNN calls read and write channels-last buffers.
   static bool isChannelsLastAnchor(const Node *n) {
-    switch (n->kind()) {
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::MaxPool:
-    case OpKind::AvgPool:
-    case OpKind::GlobalAvgPool:
-      return true;
-    default:
-      return false;
-    }
+    return cpu::oneDnnCapabilities().channelsLast(n->kind());
   }
 
   /// Whether `v`, the result of a library call being built, should be
@@ -607,7 +599,7 @@ private:
   size_t group_ = 0;
 };
 
-/// Plans the arena of `exe` (passes/MemoryPlan.h) and finalizes it.
+/// Plans the arena of `exe` (codegen/MemoryPlan.h) and finalizes it.
 LogicalResult planAndFinalize(runtime::Executable &exe, CompileReport &report,
                               DiagnosticEngine &diag) {
   const auto &buffers = exe.buffers();
@@ -843,6 +835,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
 
   // 3. Fusion.
   FusionOptions fusionOptions;
+  fusionOptions.library = &cpu::oneDnnCapabilities();
   fusionOptions.useLibraries = options.useLibraries;
   fusionOptions.fuse = options.fuse;
   auto plan = planFusion(*g, fusionOptions, diag);

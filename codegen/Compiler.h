@@ -22,7 +22,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "codegen/cpu/dnnl/OneDnnSteps.h"
+#include "codegen/Backend.h"
 #include "ir/Graph.h"
 #include "runtime/Executable.h"
 
@@ -67,7 +67,7 @@ struct CompileOptions {
   /// Fuse nodes into kernels (false: one kernel or library call per node,
   /// for bisecting fusion bugs and measuring per-step overhead).
   bool fuse = true;
-  cpu::DnnlLayoutPolicy dnnlLayout = cpu::DnnlLayoutPolicy::Measure;
+  LibraryLayout dnnlLayout = LibraryLayout::Measure;
   /// LLVM optimization level of kernels.
   int optLevel = 3;
   /// Per-kernel LLVM IR dumps (empty: none).
@@ -79,7 +79,7 @@ struct CompileOptions {
   std::string debugFaultKernel;
 };
 
-/// The memory plan of a compiled model (passes/MemoryPlan.h).
+/// The memory plan of a compiled model (codegen/MemoryPlan.h).
 struct MemoryReport {
   uint64_t arenaBytes = 0;
   /// The largest live set (no plan can use less), at step `peakStep`.

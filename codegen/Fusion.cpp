@@ -7,10 +7,11 @@
 //   F1  Constants and graph inputs are not groups. Splat constants are
 //       inlined into the kernels that read them as literals; other
 //       constants are kernel inputs. Unused nodes are not computed.
-//   F2  Library anchors (isLibraryAnchorOp) on f32 start a Library group
-//       when FusionOptions::useLibraries; otherwise they are fallbacks.
+//   F2  Library anchors (ops the backend's table, FusionOptions::library,
+//       anchors) on f32 start a Library group when
+//       FusionOptions::useLibraries; otherwise they are fallbacks.
 //   F3  Library epilogue: the anchor's result, then each epilogue result,
-//       joins the group when its single user is an isLibraryEpilogueOp node
+//       joins the group when its single user is an epilogue op of the table
 //       with the anchor's result type, the intermediate is not a graph
 //       output, and a binary op's other operand comes from outside and
 //       broadcasts to the anchor's result (sub only as `chain - other`).
@@ -85,46 +86,6 @@ namespace kiln::codegen {
 //===----------------------------------------------------------------------===//
 // Op classes
 //===----------------------------------------------------------------------===//
-
-bool isLibraryAnchorOp(OpKind kind) {
-  switch (kind) {
-  case OpKind::Conv:
-  case OpKind::ConvTranspose:
-  case OpKind::MatMul:
-  case OpKind::Gemm:
-  case OpKind::MaxPool:
-  case OpKind::AvgPool:
-  case OpKind::GlobalAvgPool:
-    return true;
-  default:
-    return false;
-  }
-}
-
-bool isLibraryEpilogueOp(OpKind kind) {
-  switch (kind) {
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Clip:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::Gelu:
-  case OpKind::Elu:
-  case OpKind::HardSwish:
-  case OpKind::HardSigmoid:
-  case OpKind::Abs:
-  case OpKind::Sqrt:
-  case OpKind::Exp:
-    return true;
-  default:
-    return false;
-  }
-}
 
 namespace detail {
 
@@ -319,6 +280,7 @@ public:
 
 private:
   Role roleOf(const Node &n) const;
+  bool libraryAnchors(OpKind k) const { return opts_.library && opts_.library->anchors(k); }
   void planLibrary(int anchor);
   void planFallback(int at);
   void planKernel(int at, const Value *seedValue, bool own);
@@ -360,7 +322,7 @@ private:
 Role Planner::roleOf(const Node &n) const {
   if (n.kind() == OpKind::Constant)
     return Role::None;
-  if (isLibraryAnchorOp(n.kind()))
+  if (libraryAnchors(n.kind()))
     return opts_.useLibraries && n.result(0)->type().dtype == DType::F32 ? Role::Library
                                                                          : Role::Fallback;
   if (detail::isPointwiseNode(n) || detail::isIndexMapNode(n) || detail::isStageNode(n))
@@ -413,7 +375,7 @@ void Planner::planLibrary(int anchor) {
       why = "the result is a graph output";
     else if (uses.size() != 1)
       why = "the result has " + std::to_string(uses.size()) + " users";
-    else if (!isLibraryEpilogueOp(u->kind()))
+    else if (!opts_.library->takesEpilogue(u->kind()))
       why = "'" + std::string(u->mnemonic()) + "' is not an epilogue op";
     else if (owner_[static_cast<size_t>(pos_.at(u))] != -1)
       why = "the user is already in another library group";
@@ -434,7 +396,7 @@ void Planner::planLibrary(int anchor) {
     if (!why.empty()) {
       // Only refusals of epilogue ops are news; other users explain
       // themselves when their kernel considers this producer.
-      if (isLibraryEpilogueOp(u->kind()))
+      if (opts_.library->takesEpilogue(u->kind()))
         record(pos_.at(u), name(tail), name(u->result(0)), false, "F3 library epilogue", why);
       break;
     }
@@ -467,7 +429,7 @@ void Planner::planFallback(int at) {
   for (unsigned r = 0; r < n->numResults(); ++r)
     g.outputs.push_back(n->result(r));
   std::string why =
-      isLibraryAnchorOp(n->kind())
+      libraryAnchors(n->kind())
           ? (opts_.useLibraries ? "library ops take f32, got " + n->result(0)->type().str()
                                 : std::string("libraries are disabled"))
           : "no kernel lowering for '" + std::string(n->mnemonic()) + "'";

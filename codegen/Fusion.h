@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/Backend.h"
 #include "codegen/KernelIR.h"
 #include "ir/Graph.h"
 
@@ -32,14 +33,6 @@
 #include <vector>
 
 namespace kiln::codegen {
-
-/// Elementwise ops a library anchor can apply as post-ops, in epilogue
-/// order. Binary ones (add, sub, mul, max, min) take their other operand
-/// from outside the group, broadcastable to the anchor's result. The CPU
-/// library backend (codegen/cpu/) maps each to a oneDNN post-op.
-bool isLibraryEpilogueOp(OpKind kind);
-/// Ops a library runs as a group anchor.
-bool isLibraryAnchorOp(OpKind kind);
 
 struct FusionGroup {
   enum class Kind { Kernel, Library, Fallback } kind = Kind::Kernel;
@@ -87,7 +80,11 @@ struct FusionPlan {
 };
 
 struct FusionOptions {
-  /// Use library anchors (when false, conv/matmul/... become fallbacks).
+  /// What the library backend anchors and applies as epilogues (its table,
+  /// codegen/Backend.h); null: no library groups.
+  const LibraryCapabilities *library = nullptr;
+  /// Use library anchors (when false, the table's anchors become
+  /// fallbacks; --no-libraries).
   bool useLibraries = true;
   /// Fuse at all; false gives one group per node (for bisecting fusion
   /// bugs; planFusion also falls back to it, with a warning, if its fused

@@ -84,11 +84,11 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   }
   if (matchFlag(args, i, "--dnnl-layout", v)) {
     if (v == "plain")
-      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Plain;
+      options.dnnlLayout = codegen::LibraryLayout::Plain;
     else if (v == "blocked")
-      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Blocked;
+      options.dnnlLayout = codegen::LibraryLayout::Blocked;
     else if (v == "measure")
-      options.dnnlLayout = codegen::cpu::DnnlLayoutPolicy::Measure;
+      options.dnnlLayout = codegen::LibraryLayout::Measure;
     else {
       std::fprintf(stderr, "%s: error: --dnnl-layout expects plain, blocked or measure, got '%s'\n",
                    cmd, v.c_str());

@@ -2,20 +2,21 @@
 //
 // Turns a library group (an anchor node that oneDNN runs, followed by an
 // epilogue chain of elementwise nodes, each consuming the previous result;
-// see codegen/Fusion.h) into one runtime ExternStep that runs the anchor
-// with the epilogue as oneDNN post-ops:
+// see codegen/Fusion.h) into one runtime ExternStep (runtime/dnnl/) that
+// runs the anchor with the epilogue as oneDNN post-ops. The compile-time
+// code is in three files: Anchors.cpp (one Anchor per op), Epilogue.cpp
+// (the backend's op table and the post-op mapping) and OneDnnSteps.cpp
+// (assembly and candidate timing). What it runs:
 //
 //   anchors:   conv (1-D/2-D/3-D, grouped, depthwise; strides, pads,
 //              dilations), conv_transpose, matmul (batched, broadcasting
 //              batch dims, 1-D operands), gemm (alpha, beta, transposes, C),
 //              max_pool (dilations), avg_pool (count_include_pad, ceil_mode
 //              through the right padding), global_avg_pool;
-//   epilogue:  add/sub/mul/max/min with a tensor broadcastable to the
-//              anchor's result (binary post-ops; a same-shape residual
-//              becomes a sum post-op when the destination is blocked),
-//              relu, leaky_relu, clip, sigmoid, tanh, gelu (erf and tanh),
-//              elu, hard_swish, hard_sigmoid, abs, sqrt, exp, log, neg,
-//              softplus (eltwise post-ops).
+//   epilogue:  the epilogue rows of oneDnnCapabilities(): binary ones with a
+//              tensor broadcastable to the anchor's result (binary post-ops;
+//              a same-shape residual becomes a sum post-op when the
+//              destination is blocked), unary ones as eltwise post-ops.
 //
 // Primitives are created once, here, with layout `any` where that helps;
 // constant weights are reordered once into the layout the primitive
@@ -31,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/Backend.h"
 #include "ir/Graph.h"
 #include "runtime/Executable.h"
 
@@ -42,15 +44,9 @@
 
 namespace kiln::codegen::cpu {
 
-/// How library convolutions choose their activation layout.
-enum class DnnlLayoutPolicy {
-  /// Plain row-major (nchw) activations, no reorders.
-  Plain,
-  /// `any`: the layout oneDNN prefers (blocked on AVX2), with reorders.
-  Blocked,
-  /// Build both when they differ, time them, keep the faster.
-  Measure,
-};
+/// How library convolutions choose their activation layout (the compile
+/// option is backend-neutral: codegen/Backend.h).
+using DnnlLayoutPolicy = codegen::LibraryLayout;
 
 struct OneDnnOptions {
   DnnlLayoutPolicy layout = DnnlLayoutPolicy::Measure;
@@ -95,6 +91,11 @@ struct OneDnnCall {
 /// configuration, or oneDNN's own refusal); no diagnostic is emitted.
 FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
                                       const OneDnnOptions &options, std::string &why);
+
+/// What oneDNN anchors, which epilogue ops it applies as post-ops, and
+/// which anchors take channels-last buffers: the table the fusion planner
+/// and the compiler driver read (codegen/cpu/dnnl/Epilogue.cpp).
+const codegen::LibraryCapabilities &oneDnnCapabilities();
 
 /// "oneDNN 2.6.3 (cpu runtime OpenMP)".
 std::string oneDnnVersion();

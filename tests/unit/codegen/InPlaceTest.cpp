@@ -12,6 +12,7 @@
 #include "codegen/Fusion.h"
 #include "codegen/KernelIR.h"
 #include "codegen/cpu/CpuJit.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Builder.h"
 
 #include <gtest/gtest.h>
@@ -44,7 +45,7 @@ struct Lowered {
   /// Sets the outputs, plans fusion and lowers the one kernel group.
   Kernel kernel(std::vector<Value *> outputs) {
     graph->setOutputs(std::move(outputs));
-    auto plan = planFusion(*graph, {}, diag);
+    auto plan = planFusion(*graph, FusionOptions{&cpu::oneDnnCapabilities()}, diag);
     EXPECT_TRUE(plan.succeeded()) << quiet.str();
     if (!plan.succeeded())
       return {};

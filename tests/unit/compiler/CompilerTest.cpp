@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Builder.h"
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
@@ -87,7 +88,7 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
 struct Outcome {
   bool compiled = false;
   std::string mismatch;
-  int fallbacks = 0, libraryCalls = 0;
+  int fallbacks = 0, libraryCalls = 0, kernels = 0;
 };
 
 /// Compiles `g` (dims bound to 2..), runs it and the interpreter on the same
@@ -124,6 +125,7 @@ Outcome compileAndCompare(const Graph &g, int threads, unsigned seed,
   out.compiled = true;
   out.fallbacks = report.numFallbacks;
   out.libraryCalls = report.numLibraryCalls;
+  out.kernels = report.numKernels;
   auto got = runCompiled(**exe, inputs, diag);
   if (failed(got)) {
     out.mismatch = "run failed: " + collect.str();
@@ -395,7 +397,7 @@ class EpilogueTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(EpilogueTest, ConvWithEpilogue) {
   const EpilogueCase &e = kEpilogues[GetParam()];
-  for (auto layout : {cpu::DnnlLayoutPolicy::Plain, cpu::DnnlLayoutPolicy::Blocked}) {
+  for (auto layout : {codegen::LibraryLayout::Plain, codegen::LibraryLayout::Blocked}) {
     GraphCase c;
     Value *x = c.input({1, 8, 7, 9});
     Value *conv = c.op(OpKind::Conv, {x, c.weight({16, 8, 3, 3}), c.weight({16})},
@@ -427,6 +429,34 @@ TEST_P(EpilogueTest, MatMulWithEpilogue) {
     EXPECT_TRUE(o.mismatch.empty()) << e.name << ": " << o.mismatch;
     EXPECT_EQ(o.fallbacks, 0) << e.name;
   }
+}
+
+// Every epilogue row of oneDNN's table (codegen/cpu/dnnl/Epilogue.cpp), not
+// a hand list: after a conv, each becomes a post-op of the one library call
+// (no kernel, no fallback) and matches the interpreter.
+TEST(EpilogueTableTest, EveryEpilogueOpOfTheOneDnnTableIsAPostOp) {
+  int rows = 0;
+  for (const codegen::LibraryOpSupport &row : cpu::oneDnnCapabilities().rows()) {
+    if (!row.epilogue)
+      continue;
+    const OpInfo &info = opInfo(row.op);
+    SCOPED_TRACE(info.mnemonic);
+    GraphCase c;
+    Value *x = c.input({1, 8, 7, 9});
+    Value *conv = c.op(OpKind::Conv, {x, c.weight({16, 8, 3, 3}), c.weight({16})},
+                       {{"pads", Ints{1, 1, 1, 1}}});
+    std::vector<Value *> operands = {conv};
+    if (info.minOperands == 2)
+      operands.push_back(c.weight({16, 1, 1}));
+    c.graph->setOutputs({c.op(row.op, operands)});
+    Outcome o = compileAndCompare(*c.graph, 1, 17);
+    EXPECT_TRUE(o.mismatch.empty()) << o.mismatch;
+    EXPECT_EQ(o.libraryCalls, 1);
+    EXPECT_EQ(o.kernels, 0) << "'" << info.mnemonic << "' did not become a post-op";
+    EXPECT_EQ(o.fallbacks, 0);
+    ++rows;
+  }
+  EXPECT_GT(rows, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, EpilogueTest, ::testing::Range<size_t>(0, std::size(kEpilogues)),

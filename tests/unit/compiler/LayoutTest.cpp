@@ -181,16 +181,17 @@ bool brgconv(const std::string &line) {
   return contains(line, ": brgconv:avx512");
 }
 
-const cpu::DnnlLayoutPolicy kPolicies[] = {
-    cpu::DnnlLayoutPolicy::Measure, cpu::DnnlLayoutPolicy::Blocked, cpu::DnnlLayoutPolicy::Plain};
+const codegen::LibraryLayout kPolicies[] = {codegen::LibraryLayout::Measure,
+                                            codegen::LibraryLayout::Blocked,
+                                            codegen::LibraryLayout::Plain};
 
-const char *policyName(cpu::DnnlLayoutPolicy p) {
+const char *policyName(codegen::LibraryLayout p) {
   switch (p) {
-  case cpu::DnnlLayoutPolicy::Measure:
+  case codegen::LibraryLayout::Measure:
     return "measure";
-  case cpu::DnnlLayoutPolicy::Blocked:
+  case codegen::LibraryLayout::Blocked:
     return "blocked";
-  case cpu::DnnlLayoutPolicy::Plain:
+  case codegen::LibraryLayout::Plain:
     return "plain";
   }
   return "?";
@@ -200,7 +201,7 @@ const char *policyName(cpu::DnnlLayoutPolicy p) {
 /// values, no fallback; returns the Blocked policy's report at 1 thread.
 CompileReport expectCorrectEverywhere(const Graph &g, int expectLibraryCalls = -1) {
   CompileReport blocked;
-  for (cpu::DnnlLayoutPolicy policy : kPolicies)
+  for (codegen::LibraryLayout policy : kPolicies)
     for (int threads : {1, 2}) {
       CompileOptions opts;
       opts.dnnlLayout = policy;
@@ -213,7 +214,7 @@ CompileReport expectCorrectEverywhere(const Graph &g, int expectLibraryCalls = -
       if (expectLibraryCalls >= 0) {
         EXPECT_EQ(o.report.numLibraryCalls, expectLibraryCalls) << where << "\n" << o.dump();
       }
-      if (policy == cpu::DnnlLayoutPolicy::Blocked && threads == 1)
+      if (policy == codegen::LibraryLayout::Blocked && threads == 1)
         blocked = o.report;
     }
   return blocked;

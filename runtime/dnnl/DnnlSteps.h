@@ -1,0 +1,156 @@
+//===- DnnlSteps.h - oneDNN steps of a compiled model ------------*- C++ -*-===//
+//
+// What a compiled model needs at run time to execute its oneDNN calls, apart
+// from the compile-time code that builds them (codegen/cpu/dnnl/: anchors,
+// epilogue-to-post-op mapping, candidate timing): the engine, one stream
+// and one scratch buffer per calling thread, and the step classes. A step
+// holds created primitives and the memory descriptors of its buffers; it
+// depends on nothing of the IR, the passes or the compiler (this library
+// links kiln_runtime and libdnnl only), so that an artifact loader can link
+// it without them.
+//
+// Compiled with exceptions: every dnnl::error is caught in run() and turned
+// into a failed runtime::Status.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Executable.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::runtime::onednn {
+
+using dims = dnnl::memory::dims;
+
+/// The one CPU engine.
+dnnl::engine &cpuEngine();
+/// One stream per calling thread, created once: a step's run costs
+/// microseconds, and creating a stream is a good part of that.
+dnnl::stream &threadStream();
+/// Scratch memory per calling thread, grown as needed and kept: steps of a
+/// run execute one after the other on the thread that called run(), so
+/// they can share it (oneDNN's own scratchpad is per primitive per call).
+void *threadScratch(size_t bytes);
+
+/// Sets the calling thread's OpenMP thread count while alive (0: leave it).
+/// omp_set_num_threads sets the calling thread's ICV only: reentrant.
+class ScopedThreads {
+public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads &) = delete;
+  ScopedThreads &operator=(const ScopedThreads &) = delete;
+
+private:
+  int saved_;
+  bool set_;
+};
+
+/// The calling thread's OpenMP thread count (what a primitive created now
+/// partitions its work for).
+int currentThreads();
+
+dims rowMajorStrides(const dims &d);
+/// Dense row-major f32 of `d` (a scalar is [1]).
+dnnl::memory::desc plainMd(dims d);
+/// Channels-last f32 of `d` (N, C, spatial...) stored as N, spatial..., C:
+/// "acdb" for 4-D. See Note [Channels-last buffers] in codegen/Compiler.cpp.
+dnnl::memory::desc channelsLastMd(const dims &d);
+int64_t product(const dims &d);
+/// Copies `src` (dims `from`, each 1 or equal to `to`'s) broadcast to the
+/// dense row-major `to`.
+void broadcastCopy(const float *src, const dims &from, const dims &to, float *dst);
+
+/// An activation or weight read from a runtime buffer on every run.
+struct RuntimeArg {
+  int arg;
+  int buffer;
+  dnnl::memory::desc userMd;
+  /// When the primitive wants another layout: the reorder into it.
+  std::optional<dnnl::reorder> toPrim;
+  dnnl::memory::desc primMd;
+  /// A binary operand whose broadcast the primitive does not support:
+  /// expanded to `expandTo` (from `expandFrom`) before the call.
+  bool expand = false;
+  dims expandFrom, expandTo;
+  /// A binary operand scaled before the call (gemm's beta * C for a C only
+  /// known at run time): elements are multiplied by `scale` into a copy.
+  float scale = 1.f;
+};
+
+/// A constant prepared at compile time (weights already reordered).
+struct ConstArg {
+  int arg;
+  dnnl::memory mem;
+};
+
+/// One primitive (an anchor with its post-ops) with the reorders of its
+/// buffers. Built by codegen/cpu/dnnl/OneDnnSteps.cpp.
+class DnnlStep final : public runtime::ExternStep {
+public:
+  std::string name;
+  dnnl::primitive prim;
+  dnnl::memory::desc scratchMd;
+  std::vector<RuntimeArg> runtimeArgs;
+  std::vector<ConstArg> constArgs;
+  /// What the constant memories point into (compile-time tensors).
+  std::vector<std::shared_ptr<const void>> keepAlive;
+  int outBuffer = 0;
+  dnnl::memory::desc dstUserMd, dstPrimMd;
+  /// Present when the primitive's dst layout is not plain.
+  std::optional<dnnl::reorder> dstFromPrim;
+  /// The residual of a sum post-op (-1: none), its layout, and its reorder
+  /// into the primitive's dst when the layouts differ.
+  int sumBuffer = -1;
+  dnnl::memory::desc sumUserMd;
+  std::optional<dnnl::reorder> sumToPrim;
+  /// The OpenMP thread count the primitive was created under. oneDNN sizes
+  /// its per-thread scratch at creation, so a run never uses more threads.
+  int createdThreads = 1;
+
+  std::string describe() const override { return name; }
+
+  runtime::Status run(std::span<void *const> buffers,
+                      const runtime::StepContext &ctx) const override;
+};
+
+/// A oneDNN reorder of buffer 0 (layout `from`) into buffer 1 (layout `to`).
+class ReorderStep final : public runtime::ExternStep {
+public:
+  ReorderStep(std::string name, const dnnl::memory::desc &from, const dnnl::memory::desc &to);
+  std::string describe() const override { return name_; }
+  runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override;
+
+private:
+  std::string name_;
+  dnnl::memory::desc from_, to_;
+  dnnl::reorder reorder_;
+};
+
+/// A concat along dim 1 of buffers 0..n-1 (layouts `srcs`) into buffer n
+/// (layout `dst`), with oneDNN's concat. Throws dnnl::error when oneDNN
+/// refuses.
+class ConcatStep final : public runtime::ExternStep {
+public:
+  ConcatStep(std::string name, const std::vector<dnnl::memory::desc> &srcs,
+             const dnnl::memory::desc &dst);
+  std::string describe() const override { return name_; }
+  runtime::Status run(std::span<void *const> buffers,
+                      const runtime::StepContext &ctx) const override;
+
+private:
+  std::string name_;
+  std::vector<dnnl::memory::desc> srcs_;
+  dnnl::memory::desc dst_;
+  dnnl::primitive prim_;
+  int createdThreads_;
+};
+
+} // namespace kiln::runtime::onednn
