@@ -3,7 +3,7 @@
 // See MemoryPlan.h for the algorithm and why.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/MemoryPlan.h"
+#include "codegen/MemoryPlan.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,7 +12,7 @@
 //     runtime (oneDNN library calls, reference-kernel fallbacks).
 //
 // Memory (Note [Arena]): intermediates live in one arena at offsets the
-// compiler planned (passes/MemoryPlan.h), graph outputs in one output block
+// compiler planned (codegen/MemoryPlan.h), graph outputs in one output block
 // per call, constants in the Executable. finalize() fixes the layout and
 // resolves every step's argument pointers into a table; after it the
 // Executable is immutable, and run() is const and safe to call from many

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
-#include "passes/MemoryPlan.h"
+#include "codegen/MemoryPlan.h"
 #include "tools/Commands.h"
 
 #include <cstdio>

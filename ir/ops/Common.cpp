@@ -2,6 +2,7 @@
 #include "ir/ops/Internal.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::ops {
 
@@ -97,6 +98,111 @@ bool nextIndex(std::vector<int64_t> &idx, const std::vector<int64_t> &sizes) {
     idx[i] = 0;
   }
   return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers of the data movement and indexing families
+//===----------------------------------------------------------------------===//
+
+DimProduct multiplyDims(std::span<const Dim> dims) {
+  DimProduct p;
+  for (const Dim &d : dims) {
+    if (d.isStatic()) {
+      if (__builtin_mul_overflow(p.staticPart, d.size(), &p.staticPart))
+        p.overflow = true;
+    } else if (d.symbol().empty()) {
+      ++p.numDynamic;
+    } else {
+      p.symbols.push_back(d.symbol());
+    }
+  }
+  std::sort(p.symbols.begin(), p.symbols.end());
+  return p;
+}
+
+/// The product as one dim: static, a lone symbol, 0 when a factor is 0, or `?`.
+Dim toDim(const DimProduct &p) {
+  if (p.staticPart == 0)
+    return Dim(0);
+  if (p.numDynamic == 0 && p.symbols.empty())
+    return Dim(p.staticPart);
+  if (p.numDynamic == 0 && p.symbols.size() == 1 && p.staticPart == 1)
+    return Dim::symbolic(p.symbols[0]);
+  return Dim::dynamic();
+}
+
+/// The product of `dims` as one dim; reports overflow.
+FailureOr<Dim> productDim(const OpContext &ctx, std::span<const Dim> dims) {
+  DimProduct p = multiplyDims(dims);
+  if (p.overflow)
+    return ctx.emitError() << "dims " << shapeStr(Shape(dims.begin(), dims.end()))
+                           << " have more elements than fit in int64";
+  return toDim(p);
+}
+
+/// A single result type; reports a static element count that overflows
+/// int64 (such a tensor could never be allocated, and the interpreter's
+/// element counts would wrap).
+FailureOr<std::vector<TensorType>> one(const OpContext &ctx, DType dtype, Shape shape) {
+  if (multiplyDims(shape).overflow)
+    return ctx.emitError() << "result type " << TensorType(dtype, shape).str()
+                           << " has more elements than fit in int64";
+  return std::vector<TensorType>{TensorType(dtype, std::move(shape))};
+}
+
+Tensor allocResult(std::span<const TensorType> resultTypes, size_t i) {
+  return Tensor::zeros(resultTypes[i].dtype, staticSizes(resultTypes[i].shape));
+}
+
+char *bytesOf(const Tensor &t) {
+  return static_cast<char *>(t.mutableRawData());
+}
+const char *constBytesOf(const Tensor &t) {
+  return static_cast<const char *>(t.rawData());
+}
+
+/// Copies element `srcIndex` of `src` to element `dstIndex` of `dst`.
+void copyElement(const Tensor &dst, int64_t dstIndex, const Tensor &src, int64_t srcIndex) {
+  size_t es = dtypeSize(src.dtype());
+  std::memcpy(bytesOf(dst) + static_cast<size_t>(dstIndex) * es,
+              constBytesOf(src) + static_cast<size_t>(srcIndex) * es, es);
+}
+
+int64_t productOf(const std::vector<int64_t> &sizes, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= sizes[i];
+  return n;
+}
+
+/// Normalizes a single axis or reports it.
+FailureOr<int64_t> resolveAxis(const OpContext &ctx, int64_t axis, int64_t rank) {
+  auto n = normalizeAxis(axis, rank);
+  if (!n)
+    return ctx.emitError() << "axis " << axis << " is out of range for rank " << rank;
+  return *n;
+}
+
+bool isOneOf(const std::string &s, std::initializer_list<const char *> options) {
+  for (const char *o : options)
+    if (s == o)
+      return true;
+  return false;
+}
+
+/// Reports unless `value` of attribute `name` is one of `options`.
+LogicalResult requireOneOf(const OpContext &ctx, const char *name, const std::string &value,
+                           std::initializer_list<const char *> options) {
+  if (isOneOf(value, options))
+    return success();
+  auto d = ctx.emitError();
+  d << name << " '" << value << "' is not one of";
+  const char *sep = " ";
+  for (const char *o : options) {
+    d << sep << "'" << o << "'";
+    sep = ", ";
+  }
+  return failure();
 }
 
 } // namespace kiln::ops

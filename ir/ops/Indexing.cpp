@@ -76,12 +76,6 @@ FailureOr<int64_t> wrapIndex(const OpContext &ctx, int64_t k, int64_t size, int6
   return k < 0 ? k + size : k;
 }
 
-void copyElement(const Tensor &dst, int64_t di, const Tensor &src, int64_t si) {
-  size_t es = dtypeSize(src.dtype());
-  std::memcpy(static_cast<char *>(dst.mutableRawData()) + static_cast<size_t>(di) * es,
-              static_cast<const char *>(src.rawData()) + static_cast<size_t>(si) * es, es);
-}
-
 /// out[di] = reduce(out[di], upd[ui]).
 void combine(const Tensor &out, int64_t di, const Tensor &upd, int64_t ui,
              const std::string &reduction) {

@@ -9,7 +9,7 @@
 // one ends and the next starts.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/MemoryPlan.h"
+#include "codegen/MemoryPlan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,279 @@
+//===- PadResize.cpp - Pad and resize ------------------------*- C++ -*-===//
+//
+// Type inference and reference kernels of pad (constant, reflect, edge) and
+// resize (nearest and linear, every coordinate transformation mode), the
+// data movement ops whose reference kernels compute source coordinates.
+// Shared helpers are in ir/ops/Internal.h.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/ops/Internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace kiln {
+using namespace ops;
+
+namespace {
+using Types = std::vector<TensorType>;
+using Tensors = std::vector<Tensor>;
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// pad
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Maps a coordinate `i` outside [0, n) back into it by reflecting about the
+/// edges without repeating them (numpy "reflect"), periodically for pads
+/// wider than the dim. `n` >= 1.
+int64_t reflectIndex(int64_t i, int64_t n) {
+  if (n == 1)
+    return 0;
+  int64_t period = 2 * (n - 1);
+  i %= period;
+  if (i < 0)
+    i += period;
+  return i < n ? i : period - i;
+}
+} // namespace
+
+FailureOr<Types> inferPad(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  PadOp op(ctx);
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"constant", "reflect", "edge"})))
+    return failure();
+  const std::vector<int64_t> &pads = op.pads();
+  int64_t rank = in.rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return ctx.emitError() << "pads " << pads << " has " << pads.size() << " entries but the input "
+                           << in.str() << " needs " << 2 * rank;
+  // Bounded pads keep every coordinate the kernel computes within int64.
+  for (int64_t p : pads)
+    if (p < -kMaxDim || p > kMaxDim)
+      return ctx.emitError() << "pads " << pads << " has an entry beyond +-2^62";
+  Shape out = in.shape;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t before = pads[i], after = pads[i + static_cast<size_t>(rank)];
+    int64_t total;
+    if (__builtin_add_overflow(before, after, &total))
+      return ctx.emitError() << "pads " << pads << " overflow int64";
+    const Dim &d = in.shape[i];
+    if (d.isSymbolic()) {
+      if (total != 0)
+        out[i] = Dim::dynamic();
+      continue;
+    }
+    int64_t size;
+    if (__builtin_add_overflow(d.size(), total, &size))
+      return ctx.emitError() << "pads " << pads << " overflow int64";
+    if (size < 0)
+      return ctx.emitError() << "pads " << pads << " crop dim " << i << " of " << in.str()
+                             << " below size 0";
+    if (op.mode() != "constant" && d.size() == 0 && size > 0)
+      return ctx.emitError() << "cannot " << op.mode() << "-pad dim " << i << " of " << in.str()
+                             << ": it is empty";
+    out[i] = Dim(size);
+  }
+  return one(ctx, in.dtype, std::move(out));
+}
+
+FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> inputs,
+                                std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  PadOp op(ctx);
+  const std::vector<int64_t> &pads = op.pads();
+  bool isConstant = op.mode() == "constant", isEdge = op.mode() == "edge";
+  double value = op.value();
+  Tensor out = allocResult(resultTypes);
+  std::vector<int64_t> inStrides = in.strides();
+  size_t rank = static_cast<size_t>(in.rank());
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t n = in.dim(static_cast<int64_t>(d));
+      int64_t i = idx[d] - pads[d]; // a negative pad crops: the coordinate moves right
+      if (i < 0 || i >= n) {
+        if (isConstant) {
+          out.setDouble(flat, value);
+          return;
+        }
+        i = isEdge ? std::clamp<int64_t>(i, 0, n - 1) : reflectIndex(i, n);
+      }
+      src += i * inStrides[d];
+    }
+    copyElement(out, flat, in, src);
+  });
+  return Tensors{out};
+}
+
+//===----------------------------------------------------------------------===//
+// resize
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferResize(const OpContext &ctx) {
+  const TensorType &in = ctx.operandType(0);
+  ResizeOp op(ctx);
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"nearest", "linear"})) ||
+      failed(requireOneOf(ctx, "coordinate_transformation_mode",
+                          op.coordinate_transformation_mode(),
+                          {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                           "half_pixel_symmetric"})) ||
+      failed(requireOneOf(ctx, "nearest_mode", op.nearest_mode(),
+                          {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
+    return failure();
+  if (op.mode() == "linear" && failed(requireFloat(ctx, 0)))
+    return failure();
+  const std::vector<double> &scales = op.scales();
+  const std::vector<int64_t> &sizes = op.sizes();
+  if (scales.empty() == sizes.empty())
+    return ctx.emitError() << "exactly one of scales and sizes must be given";
+  size_t count = scales.empty() ? sizes.size() : scales.size();
+  if (static_cast<int64_t>(count) != in.rank())
+    return ctx.emitError() << (scales.empty() ? "sizes" : "scales") << " has " << count
+                           << " entries but the input " << in.str() << " has rank " << in.rank();
+  Shape out = in.shape;
+  for (size_t i = 0; i < count; ++i) {
+    const Dim &d = in.shape[i];
+    if (!scales.empty()) {
+      double s = scales[i];
+      if (!(s > 0.0) || !std::isfinite(s))
+        return ctx.emitError() << "scale " << formatDouble(s) << " of dim " << i
+                               << " is not a positive number";
+      if (d.isSymbolic()) {
+        if (s != 1.0)
+          out[i] = Dim::dynamic();
+        continue;
+      }
+      double size = std::floor(static_cast<double>(d.size()) * s);
+      if (size >= kMaxDimAsDouble)
+        return ctx.emitError() << "scale " << formatDouble(s) << " makes dim " << i << " of "
+                               << in.str() << " too large";
+      out[i] = Dim(static_cast<int64_t>(size));
+    } else {
+      if (sizes[i] < 0)
+        return ctx.emitError() << "sizes " << sizes << " has a negative size " << sizes[i];
+      out[i] = Dim(sizes[i]);
+    }
+    if (d.isStatic() && d.size() == 0 && out[i].size() > 0)
+      return ctx.emitError() << "cannot resize empty dim " << i << " of " << in.str() << " to "
+                             << out[i].size();
+  }
+  return one(ctx, in.dtype, std::move(out));
+}
+
+namespace {
+/// The integer output length of a resized length (ONNX: floor).
+int64_t outLenOf(double resized) {
+  return static_cast<int64_t>(std::floor(resized));
+}
+
+/// The input coordinate that output coordinate `x` of a resized dim maps to.
+/// `resized` is the dim's resized length as ONNX defines it: scale * inLen,
+/// a fraction when the op has scales (align_corners with scale 0.6 on 4
+/// maps through 2.4 - 1, not through the integer output length 2 - 1).
+double originalCoordinate(const std::string &mode, int64_t x, double scale, int64_t inLen,
+                          double resized) {
+  double xf = static_cast<double>(x);
+  if (mode == "asymmetric")
+    return xf / scale;
+  if (mode == "align_corners")
+    return resized == 1.0 ? 0.0 : xf * static_cast<double>(inLen - 1) / (resized - 1.0);
+  if (mode == "pytorch_half_pixel" && resized == 1.0)
+    return 0.0;
+  if (mode == "half_pixel_symmetric") {
+    // Centred: shifted by the part of the input the integer output drops.
+    double adjustment = static_cast<double>(outLenOf(resized)) / resized;
+    double center = static_cast<double>(inLen) / 2.0;
+    return center * (1.0 - adjustment) + (xf + 0.5) / scale - 0.5;
+  }
+  return (xf + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
+}
+
+double roundNearest(const std::string &mode, double x) {
+  if (mode == "floor")
+    return std::floor(x);
+  if (mode == "ceil")
+    return std::ceil(x);
+  if (x - std::floor(x) == 0.5)
+    return mode == "round_prefer_ceil" ? std::ceil(x) : std::floor(x);
+  return std::floor(x + 0.5);
+}
+
+/// An input index and its weight.
+struct Tap {
+  int64_t index;
+  double weight;
+};
+} // namespace
+
+FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor> inputs,
+                                   std::span<const TensorType> resultTypes) {
+  const Tensor &in = inputs[0];
+  ResizeOp op(ctx);
+  Tensor out = allocResult(resultTypes);
+  if (out.numel() == 0)
+    return Tensors{out};
+  bool linear = op.mode() == "linear";
+  size_t rank = static_cast<size_t>(in.rank());
+  // taps[d][x]: the input indices (and weights) output coordinate x of dim d
+  // reads. Out-of-range coordinates clamp to the edge, as in ONNX.
+  std::vector<std::vector<std::vector<Tap>>> taps(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t inLen = in.shape()[d], outLen = out.shape()[d];
+    double scale = op.scales().empty() ? static_cast<double>(outLen) / static_cast<double>(inLen)
+                                       : op.scales()[d];
+    double resized =
+        op.scales().empty() ? static_cast<double>(outLen) : scale * static_cast<double>(inLen);
+    double maxIndex = static_cast<double>(inLen - 1);
+    for (int64_t x = 0; x < outLen; ++x) {
+      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, resized);
+      std::vector<Tap> t;
+      if (!linear) {
+        double r = std::clamp(roundNearest(op.nearest_mode(), c), 0.0, maxIndex);
+        t.push_back({static_cast<int64_t>(r), 1.0});
+      } else {
+        c = std::clamp(c, 0.0, maxIndex);
+        double lo = std::floor(c);
+        double w = c - lo;
+        t.push_back({static_cast<int64_t>(lo), 1.0 - w});
+        if (w > 0.0)
+          t.push_back({static_cast<int64_t>(lo) + 1, w});
+      }
+      taps[d].push_back(std::move(t));
+    }
+  }
+  std::vector<int64_t> inStrides = in.strides();
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    if (!linear) {
+      int64_t src = 0;
+      for (size_t d = 0; d < rank; ++d)
+        src += taps[d][static_cast<size_t>(idx[d])][0].index * inStrides[d];
+      copyElement(out, flat, in, src);
+      return;
+    }
+    // Sum over the corners of the cell: one tap per dim, every combination.
+    std::vector<int64_t> numTaps(rank), pick(rank, 0);
+    for (size_t d = 0; d < rank; ++d)
+      numTaps[d] = static_cast<int64_t>(taps[d][static_cast<size_t>(idx[d])].size());
+    double acc = 0.0;
+    do {
+      int64_t src = 0;
+      double weight = 1.0;
+      for (size_t d = 0; d < rank; ++d) {
+        const Tap &t = taps[d][static_cast<size_t>(idx[d])][static_cast<size_t>(pick[d])];
+        src += t.index * inStrides[d];
+        weight *= t.weight;
+      }
+      acc += weight * in.getDouble(src);
+    } while (nextIndex(pick, numTaps));
+    out.setDouble(flat, acc);
+  });
+  return Tensors{out};
+}
+
+} // namespace kiln
