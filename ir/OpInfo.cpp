@@ -39,6 +39,14 @@ Attribute placeholder(AttrKind k) {
   return int64_t(0);
 }
 
+/// `&scalar<K>` for Elementwise ops, null for the others.
+template <OpKind K, uint32_t Traits> constexpr ScalarFn scalarHook() {
+  if constexpr ((Traits & Elementwise) != 0)
+    return &scalar<K>;
+  else
+    return nullptr;
+}
+
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
 #define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
@@ -52,7 +60,8 @@ std::vector<OpInfo> buildTable() {
                          std::span<const AttrSpec>(kAttrs##Class, std::size(kAttrs##Class) - 1),   \
                          {},                                                                       \
                          &infer##Class,                                                            \
-                         &reference##Class});
+                         &reference##Class,                                                        \
+                         scalarHook<OpKind::Class, static_cast<uint32_t>(Traits)>()});
 #include "ir/Ops.def"
   for (OpInfo &info : table) {
     for (const AttrSpec &spec : info.attrs) {
@@ -70,8 +79,6 @@ std::vector<OpInfo> buildTable() {
 }
 
 } // namespace
-
-static_assert(kNumOps == 77, "update the count when adding an op to Ops.def");
 
 std::span<const OpInfo> allOps() {
   static const std::vector<OpInfo> table = buildTable();

@@ -93,6 +93,15 @@ using ReferenceFn = FailureOr<std::vector<Tensor>> (*)(const OpContext &,
                                                        std::span<const Tensor> inputs,
                                                        std::span<const TensorType> resultTypes);
 
+struct ScalarLowering;
+struct ScalarRef;
+/// The scalar semantics of an Elementwise op (ir/ops/ScalarLowering.h).
+using ScalarFn = ScalarRef (*)(ScalarLowering &);
+/// Each op with the Elementwise trait defines its specialization next to
+/// its reference kernel (ir/ops/Elementwise.cpp); the op table takes its
+/// address, so a missing one does not link.
+template <OpKind K> ScalarRef scalar(ScalarLowering &);
+
 struct OpInfo {
   OpKind kind;
   std::string_view mnemonic;
@@ -107,6 +116,8 @@ struct OpInfo {
   std::vector<Attribute> defaults;
   InferFn infer;
   ReferenceFn reference;
+  /// Elementwise ops only: the scalar semantics; null for the others.
+  ScalarFn scalar;
 
   bool hasTrait(uint32_t t) const { return (traits & t) == t; }
   /// Index of the attribute `name`, or -1.

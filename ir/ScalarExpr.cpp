@@ -212,10 +212,12 @@ ScalarRef ScalarDag::stageValue(DType t, int32_t stage) {
 ScalarRef ScalarDag::unary(ScalarOp op, ScalarRef a) {
   ScalarClass cls = scalarClass(op);
   KILN_ASSERT((cls == ScalarClass::Unary || cls == ScalarClass::FloatUnary ||
-               cls == ScalarClass::BoolUnary) &&
+               cls == ScalarClass::BoolUnary || cls == ScalarClass::IntUnary) &&
               "not a unary op");
   DType t = type(a);
-  if (cls == ScalarClass::BoolUnary)
+  if (cls == ScalarClass::IntUnary)
+    KILN_ASSERT(isInteger(t) && "bitwise op on a non-integer operand");
+  else if (cls == ScalarClass::BoolUnary)
     KILN_ASSERT(t == DType::Bool && "'not' takes a bool");
   else if (cls == ScalarClass::FloatUnary)
     KILN_ASSERT(isFloat(t) && "float-only scalar op on a non-float operand");
@@ -228,11 +230,14 @@ ScalarRef ScalarDag::unary(ScalarOp op, ScalarRef a) {
 
 ScalarRef ScalarDag::binary(ScalarOp op, ScalarRef a, ScalarRef b) {
   ScalarClass cls = scalarClass(op);
-  KILN_ASSERT((cls == ScalarClass::Binary || cls == ScalarClass::BoolBinary) &&
+  KILN_ASSERT((cls == ScalarClass::Binary || cls == ScalarClass::BoolBinary ||
+               cls == ScalarClass::IntBinary) &&
               "not a binary arithmetic op");
   DType t = type(a);
   KILN_ASSERT(type(b) == t && "binary operands must have one type");
-  if (cls == ScalarClass::BoolBinary)
+  if (cls == ScalarClass::IntBinary)
+    KILN_ASSERT(isInteger(t) && "bitwise op on non-integer operands");
+  else if (cls == ScalarClass::BoolBinary)
     KILN_ASSERT(t == DType::Bool && "'and'/'or' take bools");
   else
     KILN_ASSERT(t != DType::Bool && "arithmetic on bools");

@@ -75,6 +75,8 @@ enum class ScalarClass : uint8_t {
   BoolBinary,
   Compare,
   Select,
+  IntUnary,
+  IntBinary,
 };
 
 /// One row of ir/ScalarOps.def.

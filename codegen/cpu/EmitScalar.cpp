@@ -284,6 +284,20 @@ Value *emitScalarSelect(KernelEmitter &e, const ScalarNode &, Value *const *args
   return e.builder().CreateSelect(args[0], args[1], args[2]);
 }
 
+// Bitwise, on iN registers.
+Value *emitScalarBitAnd(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  return e.builder().CreateAnd(args[0], args[1]);
+}
+Value *emitScalarBitOr(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  return e.builder().CreateOr(args[0], args[1]);
+}
+Value *emitScalarBitXor(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  return e.builder().CreateXor(args[0], args[1]);
+}
+Value *emitScalarBitNot(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  return e.builder().CreateNot(args[0]);
+}
+
 ScalarHook scalarHook(ScalarOp op) {
   static constexpr ScalarHook kHooks[] = {
 #define SCALAR_OP(E, N, A, C, Cost, Fold, FE, IE) &emitScalar##E,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/ScalarExpr.h"
 #include "ir/ops/Internal.h"
+#include "ir/ops/ScalarLowering.h"
 
 #include <algorithm>
 #include <array>
@@ -42,7 +43,7 @@ constexpr size_t kMaxOperands = 3;
 //===----------------------------------------------------------------------===//
 
 /// The dtypes an operand may have.
-enum class Accepts { Any, Numeric, Float, Bool };
+enum class Accepts { Any, Numeric, Float, Bool, Integer };
 
 LogicalResult requireDType(const OpContext &ctx, unsigned i, Accepts accepts) {
   DType t = ctx.operandType(i).dtype;
@@ -60,6 +61,11 @@ LogicalResult requireDType(const OpContext &ctx, unsigned i, Accepts accepts) {
     if (t == DType::Bool)
       return success();
     return ctx.emitError() << "operand " << i << " must be a bool tensor, got "
+                           << ctx.operandType(i).str();
+  case Accepts::Integer:
+    if (isInteger(t))
+      return success();
+    return ctx.emitError() << "operand " << i << " must be an integer tensor, got "
                            << ctx.operandType(i).str();
   }
   return success();
@@ -247,11 +253,19 @@ Outputs referenceCeil(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::ceil(x); });
 }
 
+template <> ScalarRef scalar<OpKind::Ceil>(ScalarLowering &L) {
+  return L.un(ScalarOp::Ceil, L.x[0]);
+}
+
 Types inferCos(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceCos(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::cos(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Cos>(ScalarLowering &L) {
+  return L.un(ScalarOp::Cos, L.x[0]);
 }
 
 Types inferElu(const OpContext &ctx) {
@@ -262,11 +276,22 @@ Outputs referenceElu(const OpContext &ctx, Inputs in, Results rt) {
   return mapFloat(in, rt, [=](double x) { return x > 0 ? x : alpha * std::expm1(x); });
 }
 
+template <> ScalarRef scalar<OpKind::Elu>(ScalarLowering &L) {
+  // x > 0 ? x : alpha * expm1(x)
+  double alpha = EluOp(L.attrs).alpha();
+  ScalarRef neg = L.mul(L.c(alpha), L.expm1(L.x[0]));
+  return L.sel(L.dag.compare(ScalarOp::Gt, L.x[0], L.c(0)), L.x[0], neg);
+}
+
 Types inferErf(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceErf(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::erf(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Erf>(ScalarLowering &L) {
+  return L.un(ScalarOp::Erf, L.x[0]);
 }
 
 Types inferExp(const OpContext &ctx) {
@@ -276,11 +301,19 @@ Outputs referenceExp(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::exp(x); });
 }
 
+template <> ScalarRef scalar<OpKind::Exp>(ScalarLowering &L) {
+  return L.un(ScalarOp::Exp, L.x[0]);
+}
+
 Types inferFloor(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceFloor(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::floor(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Floor>(ScalarLowering &L) {
+  return L.un(ScalarOp::Floor, L.x[0]);
 }
 
 Types inferGelu(const OpContext &ctx) {
@@ -299,6 +332,23 @@ Outputs referenceGelu(const OpContext &ctx, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
 }
 
+template <> ScalarRef scalar<OpKind::Gelu>(ScalarLowering &L) {
+  ScalarRef v = L.x[0];
+  if (GeluOp(L.attrs).approximate() == "tanh") {
+    // 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), as
+    // x / (1 + exp(-2u)): the same value without 1 + tanh(u) cancelling
+    // for negative x.
+    ScalarRef cube = L.mul(L.mul(v, v), v);
+    ScalarRef u2 =
+        L.mul(L.c(2 * std::sqrt(2.0 / std::numbers::pi)), L.add(v, L.mul(L.c(0.044715), cube)));
+    return L.div(v, L.add(L.c(1), L.un(ScalarOp::Exp, L.un(ScalarOp::Neg, u2))));
+  }
+  // 0.5 x (1 + erf(x / sqrt(2))), as PyTorch computes it: for x < -3 the
+  // sum cancels, an absolute error below 1e-7 |x| (no erfc primitive).
+  ScalarRef erf = L.un(ScalarOp::Erf, L.mul(v, L.c(1.0 / std::numbers::sqrt2)));
+  return L.mul(L.mul(L.c(0.5), v), L.add(L.c(1), erf));
+}
+
 Types inferHardSigmoid(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
@@ -306,6 +356,13 @@ Outputs referenceHardSigmoid(const OpContext &ctx, Inputs in, Results rt) {
   double alpha = HardSigmoidOp(ctx).alpha(), beta = HardSigmoidOp(ctx).beta();
   return mapFloat(
       in, rt, [=](double x) { return std::isnan(x) ? x : std::clamp(alpha * x + beta, 0.0, 1.0); });
+}
+
+template <> ScalarRef scalar<OpKind::HardSigmoid>(ScalarLowering &L) {
+  // clamp(alpha x + beta, 0, 1); NaN stays NaN through the compares.
+  HardSigmoidOp op(L.attrs);
+  ScalarRef v = L.add(L.mul(L.c(op.alpha()), L.x[0]), L.c(op.beta()));
+  return L.clamp(v, L.c(0), L.c(1));
 }
 
 Types inferHardSwish(const OpContext &ctx) {
@@ -316,12 +373,25 @@ Outputs referenceHardSwish(const OpContext &, Inputs in, Results rt) {
       in, rt, [](double x) { return std::isnan(x) ? x : x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); });
 }
 
+template <> ScalarRef scalar<OpKind::HardSwish>(ScalarLowering &L) {
+  // x * clamp(x / 6 + 0.5, 0, 1)
+  ScalarRef v = L.add(L.div(L.x[0], L.c(6)), L.c(0.5));
+  return L.mul(L.x[0], L.clamp(v, L.c(0), L.c(1)));
+}
+
 Types inferLeakyRelu(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceLeakyRelu(const OpContext &ctx, Inputs in, Results rt) {
   double alpha = LeakyReluOp(ctx).alpha();
   return mapFloat(in, rt, [=](double x) { return x >= 0 ? x : alpha * x; });
+}
+
+template <> ScalarRef scalar<OpKind::LeakyRelu>(ScalarLowering &L) {
+  // x >= 0 ? x : alpha x
+  double alpha = LeakyReluOp(L.attrs).alpha();
+  ScalarRef neg = L.mul(L.c(alpha), L.x[0]);
+  return L.sel(L.dag.compare(ScalarOp::Ge, L.x[0], L.c(0)), L.x[0], neg);
 }
 
 Types inferLog(const OpContext &ctx) {
@@ -331,11 +401,19 @@ Outputs referenceLog(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::log(x); });
 }
 
+template <> ScalarRef scalar<OpKind::Log>(ScalarLowering &L) {
+  return L.un(ScalarOp::Log, L.x[0]);
+}
+
 Types inferReciprocal(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceReciprocal(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return 1.0 / x; });
+}
+
+template <> ScalarRef scalar<OpKind::Reciprocal>(ScalarLowering &L) {
+  return L.un(ScalarOp::Recip, L.x[0]);
 }
 
 Types inferRound(const OpContext &ctx) {
@@ -345,11 +423,19 @@ Outputs referenceRound(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, roundHalfToEven);
 }
 
+template <> ScalarRef scalar<OpKind::Round>(ScalarLowering &L) {
+  return L.un(ScalarOp::RoundEven, L.x[0]);
+}
+
 Types inferRsqrt(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceRsqrt(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return 1.0 / std::sqrt(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Rsqrt>(ScalarLowering &L) {
+  return L.un(ScalarOp::Rsqrt, L.x[0]);
 }
 
 Types inferSigmoid(const OpContext &ctx) {
@@ -359,11 +445,23 @@ Outputs referenceSigmoid(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, sigmoid);
 }
 
+template <> ScalarRef scalar<OpKind::Sigmoid>(ScalarLowering &L) {
+  // e = exp(-|x|); (x >= 0 ? 1 : e) / (1 + e): the reference's two
+  // branches with one exp.
+  ScalarRef ex = L.un(ScalarOp::Exp, L.un(ScalarOp::Neg, L.un(ScalarOp::Abs, L.x[0])));
+  ScalarRef num = L.sel(L.dag.compare(ScalarOp::Ge, L.x[0], L.c(0)), L.c(1), ex);
+  return L.div(num, L.add(L.c(1), ex));
+}
+
 Types inferSin(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceSin(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::sin(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Sin>(ScalarLowering &L) {
+  return L.un(ScalarOp::Sin, L.x[0]);
 }
 
 Types inferSoftplus(const OpContext &ctx) {
@@ -376,6 +474,13 @@ Outputs referenceSoftplus(const OpContext &, Inputs in, Results rt) {
   });
 }
 
+template <> ScalarRef scalar<OpKind::Softplus>(ScalarLowering &L) {
+  // max(x, 0) + log1p(exp(-|x|)): the reference's two branches in one.
+  ScalarRef ex = L.un(ScalarOp::Exp, L.un(ScalarOp::Neg, L.un(ScalarOp::Abs, L.x[0])));
+  ScalarRef pos = L.sel(L.dag.compare(ScalarOp::Gt, L.x[0], L.c(0)), L.x[0], L.c(0));
+  return L.add(pos, L.log1p(ex));
+}
+
 Types inferSqrt(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
@@ -383,11 +488,19 @@ Outputs referenceSqrt(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::sqrt(x); });
 }
 
+template <> ScalarRef scalar<OpKind::Sqrt>(ScalarLowering &L) {
+  return L.un(ScalarOp::Sqrt, L.x[0]);
+}
+
 Types inferTanh(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }
 Outputs referenceTanh(const OpContext &, Inputs in, Results rt) {
   return mapFloat(in, rt, [](double x) { return std::tanh(x); });
+}
+
+template <> ScalarRef scalar<OpKind::Tanh>(ScalarLowering &L) {
+  return L.un(ScalarOp::Tanh, L.x[0]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -403,12 +516,20 @@ Outputs referenceAbs(const OpContext &ctx, Inputs in, Results rt) {
       [](int64_t x) { return x < 0 ? wrapNeg(x) : x; });
 }
 
+template <> ScalarRef scalar<OpKind::Abs>(ScalarLowering &L) {
+  return L.un(ScalarOp::Abs, L.x[0]);
+}
+
 Types inferAdd(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
 Outputs referenceAdd(const OpContext &ctx, Inputs in, Results rt) {
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a + b; }, wrapAdd);
+}
+
+template <> ScalarRef scalar<OpKind::Add>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Add, L.x[0], L.x[1]);
 }
 
 Types inferClip(const OpContext &ctx) {
@@ -439,6 +560,19 @@ Outputs referenceClip(const OpContext &ctx, Inputs in, Results rt) {
   return mapInt(in, rt, [=](int64_t x) { return std::min(std::max(x, ilo), ihi); });
 }
 
+template <> ScalarRef scalar<OpKind::Clip>(ScalarLowering &L) {
+  ClipOp op(L.attrs);
+  if (L.isFloat)
+    return L.stdMin(L.stdMax(L.x[0], L.c(op.min())), L.c(op.max()));
+  // Integers clamp in int64 to the integers inside the bounds, then wrap
+  // to the dtype like the reference's store.
+  ScalarLowering e64 = L.withType(DType::I64);
+  ScalarRef v = L.dag.cast(L.x[0], DType::I64);
+  ScalarRef lo = L.dag.constInt(DType::I64, saturateToInt64(std::ceil(op.min())));
+  ScalarRef hi = L.dag.constInt(DType::I64, saturateToInt64(std::floor(op.max())));
+  return e64.stdMin(e64.stdMax(v, lo), hi);
+}
+
 Types inferDiv(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
@@ -460,6 +594,10 @@ Outputs referenceDiv(const OpContext &ctx, Inputs in, Results rt) {
   return out;
 }
 
+template <> ScalarRef scalar<OpKind::Div>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Div, L.x[0], L.x[1]);
+}
+
 Types inferMax(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
@@ -468,6 +606,10 @@ Outputs referenceMax(const OpContext &ctx, Inputs in, Results rt) {
       ctx.operandType(0).dtype, in, rt,
       [](double a, double b) { return nanOr(a, b, std::max(a, b)); },
       [](int64_t a, int64_t b) { return std::max(a, b); });
+}
+
+template <> ScalarRef scalar<OpKind::Max>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Max, L.x[0], L.x[1]);
 }
 
 Types inferMin(const OpContext &ctx) {
@@ -480,6 +622,10 @@ Outputs referenceMin(const OpContext &ctx, Inputs in, Results rt) {
       [](int64_t a, int64_t b) { return std::min(a, b); });
 }
 
+template <> ScalarRef scalar<OpKind::Min>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Min, L.x[0], L.x[1]);
+}
+
 Types inferMul(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
@@ -488,12 +634,20 @@ Outputs referenceMul(const OpContext &ctx, Inputs in, Results rt) {
       ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a * b; }, wrapMul);
 }
 
+template <> ScalarRef scalar<OpKind::Mul>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Mul, L.x[0], L.x[1]);
+}
+
 Types inferNeg(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
 Outputs referenceNeg(const OpContext &ctx, Inputs in, Results rt) {
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double x) { return -x; }, wrapNeg);
+}
+
+template <> ScalarRef scalar<OpKind::Neg>(ScalarLowering &L) {
+  return L.un(ScalarOp::Neg, L.x[0]);
 }
 
 Types inferPow(const OpContext &ctx) {
@@ -512,6 +666,10 @@ Outputs referencePow(const OpContext &ctx, Inputs in, Results rt) {
   return out;
 }
 
+template <> ScalarRef scalar<OpKind::Pow>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Pow, L.x[0], L.x[1]);
+}
+
 Types inferRelu(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
@@ -519,6 +677,11 @@ Outputs referenceRelu(const OpContext &ctx, Inputs in, Results rt) {
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
       [](int64_t x) { return std::max<int64_t>(x, 0); });
+}
+
+template <> ScalarRef scalar<OpKind::Relu>(ScalarLowering &L) {
+  // NaN or x > 0 ? x : 0, i.L. x <= 0 ? +0 : x (so relu(-0) = +0).
+  return L.sel(L.dag.compare(ScalarOp::Le, L.x[0], L.c(0)), L.c(0), L.x[0]);
 }
 
 Types inferSign(const OpContext &ctx) {
@@ -529,12 +692,24 @@ Outputs referenceSign(const OpContext &ctx, Inputs in, Results rt) {
                     [](int64_t x) -> int64_t { return (x > 0) - (x < 0); });
 }
 
+template <> ScalarRef scalar<OpKind::Sign>(ScalarLowering &L) {
+  ScalarRef zero = L.c(0);
+  ScalarRef rest =
+      L.isFloat ? L.sel(L.dag.compare(ScalarOp::Eq, L.x[0], L.x[0]), zero, L.x[0]) : zero;
+  rest = L.sel(L.lt(L.x[0], zero), L.c(-1), rest);
+  return L.sel(L.dag.compare(ScalarOp::Gt, L.x[0], zero), L.c(1), rest);
+}
+
 Types inferSub(const OpContext &ctx) {
   return inferNumericOp(ctx);
 }
 Outputs referenceSub(const OpContext &ctx, Inputs in, Results rt) {
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a - b; }, wrapSub);
+}
+
+template <> ScalarRef scalar<OpKind::Sub>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Sub, L.x[0], L.x[1]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -550,6 +725,10 @@ Outputs referenceEqual(const OpContext &ctx, Inputs in, Results rt) {
       [](int64_t a, int64_t b) { return a == b; });
 }
 
+template <> ScalarRef scalar<OpKind::Equal>(ScalarLowering &L) {
+  return L.dag.compare(ScalarOp::Eq, L.x[0], L.x[1]);
+}
+
 Types inferGreater(const OpContext &ctx) {
   return inferPointwise(ctx, Accepts::Numeric, DType::Bool);
 }
@@ -557,6 +736,10 @@ Outputs referenceGreater(const OpContext &ctx, Inputs in, Results rt) {
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double a, double b) { return a > b; },
       [](int64_t a, int64_t b) { return a > b; });
+}
+
+template <> ScalarRef scalar<OpKind::Greater>(ScalarLowering &L) {
+  return L.dag.compare(ScalarOp::Gt, L.x[0], L.x[1]);
 }
 
 Types inferLess(const OpContext &ctx) {
@@ -568,11 +751,19 @@ Outputs referenceLess(const OpContext &ctx, Inputs in, Results rt) {
       [](int64_t a, int64_t b) { return a < b; });
 }
 
+template <> ScalarRef scalar<OpKind::Less>(ScalarLowering &L) {
+  return L.dag.compare(ScalarOp::Lt, L.x[0], L.x[1]);
+}
+
 Types inferAnd(const OpContext &ctx) {
   return inferPointwise(ctx, Accepts::Bool);
 }
 Outputs referenceAnd(const OpContext &, Inputs in, Results rt) {
   return mapInt(in, rt, [](int64_t a, int64_t b) { return a && b; });
+}
+
+template <> ScalarRef scalar<OpKind::And>(ScalarLowering &L) {
+  return L.bin(ScalarOp::And, L.x[0], L.x[1]);
 }
 
 Types inferOr(const OpContext &ctx) {
@@ -582,11 +773,19 @@ Outputs referenceOr(const OpContext &, Inputs in, Results rt) {
   return mapInt(in, rt, [](int64_t a, int64_t b) { return a || b; });
 }
 
+template <> ScalarRef scalar<OpKind::Or>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Or, L.x[0], L.x[1]);
+}
+
 Types inferNot(const OpContext &ctx) {
   return inferPointwise(ctx, Accepts::Bool);
 }
 Outputs referenceNot(const OpContext &, Inputs in, Results rt) {
   return mapInt(in, rt, [](int64_t a) { return !a; });
+}
+
+template <> ScalarRef scalar<OpKind::Not>(ScalarLowering &L) {
+  return L.un(ScalarOp::Not, L.x[0]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -611,6 +810,10 @@ Outputs referenceWhere(const OpContext &ctx, Inputs in, Results rt) {
       [](int64_t c, int64_t x, int64_t y) { return c ? x : y; });
 }
 
+template <> ScalarRef scalar<OpKind::Where>(ScalarLowering &L) {
+  return L.sel(L.x[0], L.x[1], L.x[2]);
+}
+
 Types inferCast(const OpContext &ctx) {
   return std::vector<TensorType>{TensorType(CastOp(ctx).to(), ctx.operandType(0).shape)};
 }
@@ -619,6 +822,55 @@ Outputs referenceCast(const OpContext &ctx, Inputs in, Results rt) {
   // toward zero (saturating, NaN -> 0), int -> int wraps, x -> bool is x != 0.
   return mapNumeric(
       ctx.operandType(0).dtype, in, rt, [](double x) { return x; }, [](int64_t x) { return x; });
+}
+
+template <> ScalarRef scalar<OpKind::Cast>(ScalarLowering &L) {
+  // The conversion is the cast itself (Note in ScalarExpr.h).
+  return L.x[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Bitwise, on integers (ONNX BitwiseAnd/Or/Xor/Not, opset 18)
+//===----------------------------------------------------------------------===//
+
+Types inferBitwiseAnd(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceBitwiseAnd(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a, int64_t b) { return a & b; });
+}
+template <> ScalarRef scalar<OpKind::BitwiseAnd>(ScalarLowering &L) {
+  return L.bin(ScalarOp::BitAnd, L.x[0], L.x[1]);
+}
+
+Types inferBitwiseNot(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceBitwiseNot(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a) { return ~a; });
+}
+template <> ScalarRef scalar<OpKind::BitwiseNot>(ScalarLowering &L) {
+  return L.un(ScalarOp::BitNot, L.x[0]);
+}
+
+Types inferBitwiseOr(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceBitwiseOr(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a, int64_t b) { return a | b; });
+}
+template <> ScalarRef scalar<OpKind::BitwiseOr>(ScalarLowering &L) {
+  return L.bin(ScalarOp::BitOr, L.x[0], L.x[1]);
+}
+
+Types inferBitwiseXor(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceBitwiseXor(const OpContext &, Inputs in, Results rt) {
+  return mapInt(in, rt, [](int64_t a, int64_t b) { return a ^ b; });
+}
+template <> ScalarRef scalar<OpKind::BitwiseXor>(ScalarLowering &L) {
+  return L.bin(ScalarOp::BitXor, L.x[0], L.x[1]);
 }
 
 } // namespace kiln

@@ -411,6 +411,7 @@ TEST(ScalarDagTest, EveryPrimitiveHasANameAndArity) {
       break;
     case ScalarClass::Binary:
     case ScalarClass::BoolBinary:
+    case ScalarClass::IntBinary:
     case ScalarClass::Compare:
       want = 2;
       break;

@@ -81,6 +81,9 @@ bool takesDType(ScalarClass cls, DType t) {
   case ScalarClass::BoolUnary:
   case ScalarClass::BoolBinary:
     return t == DType::Bool;
+  case ScalarClass::IntUnary:
+  case ScalarClass::IntBinary:
+    return isInteger(t);
   default:
     return true;
   }
@@ -150,6 +153,7 @@ TEST(CpuJit, EveryScalarPrimitiveOnEveryDTypeItTakes) {
             return d.select(in[0], in[1], in[2]);
           case ScalarClass::Binary:
           case ScalarClass::BoolBinary:
+          case ScalarClass::IntBinary:
             return d.binary(op, in[0], in[1]);
           default:
             return d.unary(op, in[0]);

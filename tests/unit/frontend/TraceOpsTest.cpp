@@ -79,6 +79,12 @@ std::map<std::string, OpCase> opCases() {
   c["softplus"] = {x23, [](const Ins &in) -> Outs { return {softplus(in[0])}; }};
   c["sqrt"] = {{positive({2, 3}, 7)}, [](const Ins &in) -> Outs { return {sqrt(in[0])}; }};
   c["tanh"] = {x23, [](const Ins &in) -> Outs { return {tanh(in[0])}; }};
+  Ins i32s{Tensor::fromInts(DType::I32, {2, 3}, {-7, 0, 5, 12, -1, 255}),
+           Tensor::fromInts(DType::I32, {2, 3}, {3, -2, 6, 10, 1, -256})};
+  c["bitwise_and"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_and(in[0], in[1])}; }};
+  c["bitwise_not"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_not(in[0])}; }};
+  c["bitwise_or"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_or(in[0], in[1])}; }};
+  c["bitwise_xor"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_xor(in[0], in[1])}; }};
   c["cast"] = {x23, [](const Ins &in) -> Outs {
                  return {cast(in[0], {.to = DType::I32}), cast(in[0], {.to = DType::F16})};
                }};
