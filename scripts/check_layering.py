@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""check_layering.py SOURCE_DIR [STAMP]: every #include "..." of the project's
+libraries goes down the dependency graph of docs/DESIGN.md ("Where things
+live"), never up or sideways. The build runs it (target kiln_layering, part
+of `all`), so a wrong-direction include fails the build even when it is
+header-only and would link. Every library sees the repository root as its
+include path, so the compiler alone cannot catch one.
+
+Each rule names a directory (its .h/.cpp files, not its subdirectories) and
+the directories (or single headers) its files may include. Prints each
+violation as FILE:LINE: error: ... and exits 1."""
+import os
+import re
+import sys
+
+# directory -> what it may include (directories, or exact header paths)
+RULES = {
+    "ir": ["ir"],
+    "ir/ops": ["ir", "ir/ops"],
+    "passes": ["ir", "passes"],
+    "frontend/onnx": ["ir", "frontend/onnx"],
+    "frontend/trace": ["ir", "frontend/trace", "include/kiln"],
+    "include/kiln": ["ir", "include/kiln"],
+    # The runtime: no compiler, no IR beyond the header-only dtype table.
+    "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def"],
+    "runtime/dnnl": ["runtime", "runtime/dnnl"],
+    # kiln_codegen (target-neutral: kernel IR, fusion, lowering, memory
+    # planning) and kiln_compiler (Compiler, Bisect: the driver that ties the
+    # backends together) share codegen/; only the driver sees the backends.
+    "codegen": ["ir", "passes", "codegen", "runtime"],
+    "codegen/cpu": ["ir", "codegen", "codegen/cpu", "runtime"],
+    "codegen/cpu/dnnl": ["ir", "codegen", "codegen/cpu/dnnl", "codegen/cpu/CpuTarget.h",
+                         "runtime", "runtime/dnnl"],
+}
+DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h"}
+DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl"]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def allowed(inc, targets):
+    for t in targets:
+        if inc == t or os.path.dirname(inc) == t:
+            return True
+    return False
+
+
+def main():
+    root = sys.argv[1]
+    errors = []
+    for d, targets in RULES.items():
+        full = os.path.join(root, d)
+        if not os.path.isdir(full):
+            continue
+        for name in sorted(os.listdir(full)):
+            if not name.endswith((".h", ".cpp", ".def")):
+                continue
+            rel = d + "/" + name
+            ok = targets + (DRIVER_EXTRA if rel in DRIVER else [])
+            with open(os.path.join(full, name), encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    inc = m.group(1)
+                    if "/" not in inc:  # a sibling header of the same directory
+                        continue
+                    if inc.startswith("kiln/"):
+                        inc = "include/" + inc
+                    if not allowed(inc, ok):
+                        errors.append("%s:%d: error: '%s' includes \"%s\": %s may include only %s"
+                                      % (rel, n, rel, m.group(1), d, ", ".join(ok)))
+    for e in errors:
+        print(e)
+    if errors:
+        return 1
+    if len(sys.argv) > 2:
+        open(sys.argv[2], "w").close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
