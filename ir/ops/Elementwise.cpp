@@ -680,7 +680,7 @@ Outputs referenceRelu(const OpContext &ctx, Inputs in, Results rt) {
 }
 
 template <> ScalarRef scalar<OpKind::Relu>(ScalarLowering &L) {
-  // NaN or x > 0 ? x : 0, i.L. x <= 0 ? +0 : x (so relu(-0) = +0).
+  // NaN or x > 0 ? x : 0, i.e. x <= 0 ? +0 : x (so relu(-0) = +0).
   return L.sel(L.dag.compare(ScalarOp::Le, L.x[0], L.c(0)), L.c(0), L.x[0]);
 }
 

@@ -3,8 +3,9 @@
 // The oneDNN backend's table (codegen/Backend.h): the ops it anchors, the
 // elementwise ops it applies as post-ops after an anchor, and the anchors
 // that read and write channels-last buffers. Next to it, mapEpilogueNode
-// turns each epilogue op of the table into post-ops; LibraryTest compiles
-// every epilogue row after a conv and a matmul and checks it fused.
+// turns each epilogue op of the table into post-ops; EpilogueTableTest
+// (tests/unit/compiler/CompilerTest.cpp) compiles every epilogue row after a
+// conv and checks it fused.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
@@ -23,7 +24,7 @@ namespace {
 //   log       conv 4.07 vs 5.03 ms, matmul 0.78 vs 1.33 ms: post-op;
 //   softplus  conv 4.16 vs 4.52 ms, matmul 0.81 vs 0.85 ms: post-op;
 //   neg       conv 3.97 vs 3.61 ms, matmul 0.71 vs 0.70 ms: kernel (the
-//             post-op mapping was removed; `other - x` still uses linear).
+//             post-op mapping was removed).
 constexpr LibraryOpSupport kOneDnnOps[] = {
     // Anchors.
     {OpKind::AvgPool, true, false, true},
