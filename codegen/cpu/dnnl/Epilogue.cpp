@@ -190,11 +190,11 @@ std::optional<std::vector<PostOp>> mapEpilogueNode(const Node &n, const Value *c
     p.alg = algorithm::binary_add;
     break;
   case OpKind::Sub:
+    // `other - chain` is refused by the fusion planner (F3), so only
+    // `chain - other` reaches here; refuse the other order too.
+    if (!chainFirst)
+      return std::nullopt;
     p.alg = algorithm::binary_sub;
-    if (!chainFirst) { // other - x = -x + other
-      ops.push_back(eltwise(algorithm::eltwise_linear, -1.f, 0.f));
-      p.alg = algorithm::binary_add;
-    }
     break;
   case OpKind::Mul:
     p.alg = algorithm::binary_mul;
