@@ -363,7 +363,8 @@ public:
       channelsLast_.insert(group.outputs.begin(), group.outputs.end());
     exe_->addKernelStep(kernel->name, *fn, std::move(ids),
                         static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
-                        schedule.parallel, schedule.grain, std::move(inPlace));
+                        schedule.parallel, schedule.grain, std::move(inPlace),
+                        jit->objectOf(*fn));
     ++report_.numKernels;
   }
 
@@ -927,6 +928,12 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   runtime::Executable &exe = builder.exe();
   exe.setOutputs(std::move(outputs));
   exe.setDefaultThreads(options.threads);
+  runtime::TargetInfo targetInfo;
+  targetInfo.requested = target->requested;
+  targetInfo.cpu = target->cpu;
+  targetInfo.features = target->features;
+  targetInfo.dnnlIsa = options.useLibraries ? cpu::oneDnnIsaFor(*target) : "";
+  exe.setTarget(std::move(targetInfo));
   exe.keepAlive(g);
   if (jit)
     exe.keepAlive(jit);

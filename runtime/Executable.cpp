@@ -139,6 +139,11 @@ int64_t BufferDesc::numElements() const {
 
 ExternStep::~ExternStep() = default;
 
+bool ExternStep::save(SavedStep &, std::string &why) const {
+  why = "step '" + describe() + "' cannot be saved in an artifact";
+  return false;
+}
+
 //===----------------------------------------------------------------------===//
 // Pools
 //===----------------------------------------------------------------------===//
@@ -215,11 +220,13 @@ int32_t Executable::addTemp(DType dtype, std::vector<int64_t> shape, std::string
 
 void Executable::addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers,
                                int32_t numReads, int64_t numOuter, bool parallel, int64_t grain,
-                               std::vector<std::pair<int32_t, int32_t>> inPlace) {
+                               std::vector<std::pair<int32_t, int32_t>> inPlace,
+                               std::shared_ptr<const KernelObject> object) {
   Step s;
   s.kind = Step::Kind::Kernel;
   s.name = std::move(name);
   s.fn = fn;
+  s.object = std::move(object);
   s.buffers = std::move(buffers);
   s.numReads = numReads;
   s.inPlace = std::move(inPlace);

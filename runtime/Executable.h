@@ -77,6 +77,14 @@ struct StepContext {
   int threads = 1;
 };
 
+/// An extern step written out (ExternStep::save). `blobs` point into memory
+/// the step owns; they stay valid while it lives.
+struct SavedStep {
+  std::string kind;
+  std::string payload;
+  std::vector<std::span<const uint8_t>> blobs;
+};
+
 /// A step the runtime does not know how to run itself: a library call or a
 /// reference kernel. Implementations must be reentrant (run() may be called
 /// from several threads at once with different buffers); anything they
@@ -91,6 +99,11 @@ public:
   /// from inside its own parallel region (CPU-CODEGEN-NOTES Q2), and sets
   /// the calling thread's OpenMP thread count to ctx.threads around it.
   virtual Status run(std::span<void *const> buffers, const StepContext &ctx) const = 0;
+  /// For artifacts (runtime/artifact/): the step as a kind tag, a payload
+  /// and blobs of bytes (constants it holds) from which the loader of that
+  /// kind rebuilds the same step. False, with `why`, when the step cannot be
+  /// saved (the default: a reference-kernel fallback needs the IR).
+  virtual bool save(SavedStep &out, std::string &why) const;
 };
 
 /// Description of one buffer.
@@ -134,6 +147,9 @@ struct Step {
   std::vector<std::pair<int32_t, int32_t>> inPlace;
   // Kernel steps:
   KernelFn fn = nullptr;
+  /// The machine code of `fn`, when the code generator kept it (what an
+  /// artifact saves); null otherwise.
+  std::shared_ptr<const KernelObject> object;
   int64_t numOuter = 0;
   /// Split [0, numOuter) across threads.
   bool parallel = true;
@@ -158,6 +174,18 @@ struct RunProfile {
   /// Seconds per step, in step order (accumulated over calls).
   std::vector<double> stepSeconds;
   int64_t runs = 0;
+};
+
+/// The machine a compiled model's code is for (what an artifact records
+/// and its loader checks).
+struct TargetInfo {
+  /// The --cpu the user asked for ("native", "haswell", ...).
+  std::string requested;
+  /// LLVM's CPU name and feature string ("+avx2,+fma,-avx512f,...").
+  std::string cpu, features;
+  /// The oneDNN ISA library steps were built under ("all": uncapped;
+  /// empty: no library steps).
+  std::string dnnlIsa;
 };
 
 /// First and last step accessing a buffer (inclusive; -1 when none does).
@@ -186,7 +214,8 @@ public:
   /// outputs.
   void addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers, int32_t numReads,
                      int64_t numOuter, bool parallel = true, int64_t grain = 1,
-                     std::vector<std::pair<int32_t, int32_t>> inPlace = {});
+                     std::vector<std::pair<int32_t, int32_t>> inPlace = {},
+                     std::shared_ptr<const KernelObject> object = nullptr);
   /// Appends an extern step; `buffers` are its `numReads` operands then its
   /// results.
   void addExternStep(std::shared_ptr<const ExternStep> step, std::vector<int32_t> buffers,
@@ -195,6 +224,7 @@ public:
   void setOutputs(std::vector<int32_t> outputs) { outputs_ = std::move(outputs); }
   /// Default thread count of run() (0: OpenMP's default, omp_get_max_threads()).
   void setDefaultThreads(int threads) { defaultThreads_ = threads; }
+  void setTarget(TargetInfo target) { target_ = std::move(target); }
   /// Keeps `owner` alive as long as the executable (the JIT session that
   /// owns the kernels' code, the graph the fallback steps read, ...).
   void keepAlive(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
@@ -249,6 +279,7 @@ public:
   const std::vector<int32_t> &outputs() const { return outputs_; }
   size_t numInputs() const { return numInputs_; }
   int defaultThreads() const { return defaultThreads_; }
+  const TargetInfo &target() const { return target_; }
   /// The thread count a run with `requested` threads uses (>= 1).
   int resolveThreads(int requested) const;
   /// Bytes of the arena one call uses (after finalize()).
@@ -278,6 +309,7 @@ private:
   std::vector<int32_t> inputIds_;
   size_t numInputs_ = 0;
   int defaultThreads_ = 0;
+  TargetInfo target_;
 
   // Set by finalize().
   bool finalized_ = false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kiln::runtime {
 
@@ -15,5 +16,25 @@ namespace kiln::runtime {
 /// aligned to 64 bytes). Kernels are reentrant: disjoint ranges may run on
 /// different threads at once.
 using KernelFn = void (*)(void *const *buffers, int64_t begin, int64_t end);
+
+/// A kernel's machine code as the code generator emitted it: an ELF64
+/// x86-64 relocatable object (position independent, small code model) that
+/// defines the global function `symbol` with the KernelFn signature and
+/// refers to nothing but libm/libmvec functions and the helpers below.
+/// What an artifact stores (runtime/artifact/) and its loader links.
+struct KernelObject {
+  std::string symbol;
+  std::string elf;
+};
+
+} // namespace kiln::runtime
+
+/// Helpers generated kernels may call (resolved by the JIT and by the
+/// artifact loader alike): integer power with wrapping multiplication, with
+/// ir/ScalarExpr.h's wrappingIntPow semantics (the reference; the
+/// differential tests hold the two equal).
+extern "C" int64_t kiln_cpu_ipow(int64_t base, int64_t exp);
+
+namespace kiln::runtime {
 
 } // namespace kiln::runtime

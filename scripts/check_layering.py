@@ -24,6 +24,8 @@ RULES = {
     # The runtime: no compiler, no IR beyond the header-only dtype table.
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
+    # Artifacts: the runtime, its oneDNN steps, the generated metadata code.
+    "runtime/artifact": ["runtime", "runtime/dnnl", "runtime/artifact", "ir/DTypes.def"],
     # kiln_codegen (target-neutral: kernel IR, fusion, lowering, memory
     # planning) and kiln_compiler (Compiler, Bisect: the driver that ties the
     # backends together) share codegen/; only the driver sees the backends.

@@ -19,11 +19,13 @@
 #include "codegen/Compiler.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
+#include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 namespace kiln::tools {
@@ -32,6 +34,8 @@ namespace {
 const char kCompileUsageHead[] =
     "usage: kiln compile MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
     "  --graph NAME            the graph to compile (default: the first)\n"
+    "  -o FILE, --output FILE  save the compiled model as an artifact (.kiln) that\n"
+    "                          kiln run/bench/inspect and the runtime load without LLVM\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
     "                          optimization) or llvm-opt (after O3); repeatable\n"
@@ -60,7 +64,7 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
 } // namespace
 
 int compileCommand(const Args &args) {
-  std::string file, graphName;
+  std::string file, graphName, outputPath;
   codegen::CompileOptions options;
   bool printSteps = false, reportMemory = false;
   int profileRuns = 0;
@@ -104,6 +108,12 @@ int compileCommand(const Args &args) {
       profileRuns = static_cast<int>(n);
     } else if (matchFlag(args, i, "--graph", v)) {
       graphName = v;
+    } else if (matchFlag(args, i, "--output", v) || matchFlag(args, i, "-o", v)) {
+      if (v.empty()) {
+        std::fprintf(stderr, "kiln compile: error: -o expects a file name\n");
+        return 2;
+      }
+      outputPath = v;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n", a.c_str());
       printCompileUsage(stderr);
@@ -124,6 +134,20 @@ int compileCommand(const Args &args) {
     return 2;
   }
 
+  if (runtime::isArtifactFile(file)) {
+    std::fprintf(stderr, "kiln compile: error: '%s' is a compiled artifact already; compile the "
+                         "model it came from\n",
+                 file.c_str());
+    return 1;
+  }
+  std::error_code ec;
+  if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
+      std::filesystem::equivalent(file, outputPath, ec)) {
+    std::fprintf(stderr, "kiln compile: error: refusing to overwrite the model '%s' with its "
+                         "artifact\n",
+                 file.c_str());
+    return 1;
+  }
   DiagnosticEngine diag;
   installStderrHandler(diag);
   auto model = loadModel(file, graphName, options.dims, diag);
@@ -151,6 +175,50 @@ int compileCommand(const Args &args) {
     std::printf("fallback %s\n", line.c_str());
   std::printf("summary: %s\n", report.summary().c_str());
   std::printf("target: %s\n", report.target.c_str());
+  if (!outputPath.empty()) {
+    runtime::ArtifactInfo info;
+    info.model = std::filesystem::path(file).filename().string();
+    info.summary = report.summary();
+    // Ports as the model declares them: symbolic dims named, with the size
+    // they were compiled for (the executable's buffers).
+    const auto &buffers = (*exe)->buffers();
+    size_t inputBuffer = 0;
+    for (const Value *v : g->inputs()) {
+      runtime::ArtifactPort p;
+      p.name = v->name();
+      p.dtype = v->type().dtype;
+      while (inputBuffer < buffers.size() &&
+             buffers[inputBuffer].kind != runtime::BufferDesc::Kind::Input)
+        ++inputBuffer;
+      for (size_t d = 0; d < v->type().shape.size(); ++d) {
+        const Dim &dim = v->type().shape[d];
+        p.symbols.push_back(dim.isSymbolic() ? dim.symbol() : "");
+        p.dims.push_back(inputBuffer < buffers.size() ? buffers[inputBuffer].shape[d]
+                                                      : dim.isStatic() ? dim.size() : -1);
+      }
+      ++inputBuffer;
+      info.inputs.push_back(std::move(p));
+    }
+    for (size_t k = 0; k < g->outputs().size(); ++k) {
+      const Value *v = g->outputs()[k];
+      const runtime::BufferDesc &b = buffers[static_cast<size_t>((*exe)->outputs()[k])];
+      runtime::ArtifactPort p;
+      p.name = v->name();
+      p.dtype = b.dtype;
+      p.dims = b.shape;
+      for (size_t d = 0; d < b.shape.size(); ++d)
+        p.symbols.push_back(d < v->type().shape.size() && v->type().shape[d].isSymbolic()
+                                ? v->type().shape[d].symbol()
+                                : "");
+      info.outputs.push_back(std::move(p));
+    }
+    if (runtime::Status st = runtime::saveArtifact(**exe, info, outputPath); !st.ok()) {
+      std::fprintf(stderr, "kiln compile: error: %s\n", st.error.c_str());
+      return 1;
+    }
+    std::printf("artifact: %s (%ju bytes)\n", outputPath.c_str(),
+                static_cast<uintmax_t>(std::filesystem::file_size(outputPath, ec)));
+  }
 
   if (!checks.check && !checks.each && profileRuns == 0)
     return 0;

@@ -99,6 +99,27 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   return FlagMatch::No;
 }
 
+const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
+  const codegen::CompileOptions d;
+  if (o.cpu != d.cpu)
+    return "--cpu";
+  if (!o.dims.empty())
+    return "--dim";
+  if (o.pipeline != d.pipeline)
+    return "--passes";
+  if (o.useLibraries != d.useLibraries)
+    return "--no-libraries";
+  if (o.useKernels != d.useKernels)
+    return "--no-kernels";
+  if (o.fuse != d.fuse)
+    return "--no-fusion";
+  if (o.dnnlLayout != d.dnnlLayout)
+    return "--dnnl-layout";
+  if (o.debugFaultKernel != d.debugFaultKernel)
+    return "--debug-fault-kernel";
+  return nullptr;
+}
+
 FlagMatch matchCheckFlag(const char *cmd, const Args &args, size_t &i, CheckFlags &flags) {
   const std::string &a = args[i];
   if (a == "--check")

@@ -17,6 +17,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
+#include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 
 #include <algorithm>
@@ -31,7 +32,8 @@ namespace {
 
 const char kRunUsage[] =
     "usage: kiln run MODEL [--input NAME=FILE ...] [--data DIR] [options]\n"
-    "  MODEL                  a .kir file or an ONNX model (.onnx)\n"
+    "  MODEL                  a .kir file, an ONNX model (.onnx) or a compiled artifact\n"
+    "                         (.kiln, from kiln compile -o; runs compiled, takes --threads)\n"
     "  --input NAME=FILE      bind graph input %NAME to FILE (.npy or ONNX .pb)\n"
     "  --data DIR             an ONNX test_data_set folder: inputs from DIR/input_K.pb\n"
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
@@ -145,7 +147,8 @@ int runCommand(const Args &args) {
     printRunUsage(stderr);
     return 2;
   }
-  if ((compileOnly || checks.bisect || checks.each) && !compiled) {
+  if ((compileOnly || checks.bisect || checks.each) && !compiled &&
+      !runtime::isArtifactFile(file)) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
                          "--check-each, ...) need --compile; without it the interpreter runs\n");
     return 2;
@@ -161,16 +164,62 @@ int runCommand(const Args &args) {
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);
+  // An artifact: compiled already; its signature stands in for the graph.
+  std::unique_ptr<runtime::Executable> exe;
+  runtime::ArtifactInfo artifact;
+  const bool isArtifact = runtime::isArtifactFile(file);
+  if (isArtifact) {
+    if (const char *flag = compileFlagBeyondThreads(copts)) {
+      std::fprintf(stderr, "kiln run: error: %s does not apply to an artifact: '%s' is compiled "
+                           "already (only --threads does)\n",
+                   flag, file.c_str());
+      return 2;
+    }
+    if (checks.bisect || checks.each || !graphName.empty()) {
+      std::fprintf(stderr, "kiln run: error: --bisect, --check-each and --graph need the model; "
+                           "'%s' is a compiled artifact\n",
+                   file.c_str());
+      return 2;
+    }
+    if (runtime::Status st = runtime::loadArtifact(file, exe, &artifact); !st.ok()) {
+      std::fprintf(stderr, "kiln run: error: %s\n", st.error.c_str());
+      return 1;
+    }
+    compiled = true;
+  }
   bool isOnnx = isOnnxPath(file);
-  if (!isOnnx && !copts.dims.empty()) {
+  if (!isArtifact && !isOnnx && !copts.dims.empty()) {
     std::fprintf(stderr, "kiln run: error: --dim applies to ONNX models; a .kir graph takes its "
                          "symbolic dims from its inputs\n");
     return 2;
   }
-  auto model = loadModel(file, graphName, copts.dims, diag);
-  if (failed(model))
-    return 1;
-  Graph *g = model->graph;
+  LoadedModel model;
+  if (!isArtifact) {
+    auto loaded = loadModel(file, graphName, copts.dims, diag);
+    if (failed(loaded))
+      return 1;
+    model = loaded.take();
+  }
+  Graph *g = model.graph;
+  // The names and types inputs are bound by, and outputs printed with.
+  std::vector<std::string> inputNames, inputTypes, outputNames;
+  std::string graphLabel = isArtifact ? "artifact '" + file + "'" : "graph '@" + g->name() + "'";
+  if (isArtifact) {
+    for (const runtime::ArtifactPort &p : artifact.inputs) {
+      inputNames.push_back(p.name);
+      inputTypes.push_back(runtime::typeString(p.dtype, p.dims));
+    }
+    for (const runtime::ArtifactPort &p : artifact.outputs)
+      outputNames.push_back(p.name);
+  } else {
+    for (const Value *v : g->inputs()) {
+      inputNames.push_back(v->name());
+      inputTypes.push_back(v->type().str());
+    }
+    for (const Value *v : g->outputs())
+      outputNames.push_back(v->name());
+  }
+  const unsigned numInputs = static_cast<unsigned>(inputNames.size());
 
   // Inputs from --data come in graph input order; --input overrides them.
   if (!dataDir.empty()) {
@@ -178,16 +227,16 @@ int runCommand(const Args &args) {
       std::fprintf(stderr, "kiln run: error: --data '%s' is not a folder\n", dataDir.c_str());
       return 1;
     }
-    for (unsigned k = 0; k < g->numInputs(); ++k) {
+    for (unsigned k = 0; k < numInputs; ++k) {
       std::string f = findDataFile(dataDir, "input", k);
       bool given = false;
       for (auto &[name, path] : inputs)
-        given |= name == g->input(k)->name();
+        given |= name == inputNames[k];
       if (!f.empty() && !given)
-        inputs.emplace_back(g->input(k)->name(), f);
+        inputs.emplace_back(inputNames[k], f);
     }
     if (checks.check)
-      for (size_t k = 0; k < g->outputs().size(); ++k) {
+      for (size_t k = 0; k < outputNames.size(); ++k) {
         std::string f = findDataFile(dataDir, "output", k);
         if (f.empty()) {
           std::fprintf(stderr, "kiln run: error: --check: '%s' has no output_%zu.pb or .npy\n",
@@ -206,15 +255,14 @@ int runCommand(const Args &args) {
       return 1;
     }
   }
-  std::vector<Tensor> values(g->numInputs());
+  std::vector<Tensor> values(numInputs);
   bool ok = true;
-  for (unsigned i = 0; i < g->numInputs(); ++i) {
-    const std::string &name = g->input(i)->name();
+  for (unsigned i = 0; i < numInputs; ++i) {
+    const std::string &name = inputNames[i];
     auto it = byName.find(name);
     if (it == byName.end()) {
-      std::fprintf(stderr,
-                   "kiln run: error: missing --input %s=FILE.npy for graph input %%%s: %s\n",
-                   name.c_str(), name.c_str(), g->input(i)->type().str().c_str());
+      std::fprintf(stderr, "kiln run: error: missing --input %s=FILE.npy for input %%%s: %s\n",
+                   name.c_str(), name.c_str(), inputTypes[i].c_str());
       ok = false;
       continue;
     }
@@ -228,10 +276,10 @@ int runCommand(const Args &args) {
   }
   for (auto &[name, path] : byName) {
     std::string known;
-    for (Value *v : g->inputs())
-      known += " %" + v->name();
-    std::fprintf(stderr, "kiln run: error: graph '@%s' has no input '%%%s' (inputs:%s)\n",
-                 g->name().c_str(), name.c_str(), known.c_str());
+    for (const std::string &n : inputNames)
+      known += " %" + n;
+    std::fprintf(stderr, "kiln run: error: %s has no input '%%%s' (inputs:%s)\n",
+                 graphLabel.c_str(), name.c_str(), known.c_str());
     ok = false;
   }
   if (!ok)
@@ -239,9 +287,8 @@ int runCommand(const Args &args) {
 
   // The compiled path: bind the graph's symbolic dims from the inputs given,
   // compile once, then run.
-  std::unique_ptr<runtime::Executable> exe;
   codegen::CompileReport report;
-  if (compiled) {
+  if (compiled && !isArtifact) {
     if (failed(checkInputs(*g, values, diag)))
       return 1;
     for (unsigned i = 0; i < g->numInputs(); ++i) {
@@ -278,16 +325,21 @@ int runCommand(const Args &args) {
 
   for (size_t k = 0; k < outs->size(); ++k) {
     const Tensor &t = (*outs)[k];
-    std::printf("output %zu (%%%s): %s = %s\n", k, g->outputs()[k]->name().c_str(),
+    std::printf("output %zu (%%%s): %s = %s\n", k, outputNames[k].c_str(),
                 t.type().str().c_str(), preview(t, printLimit).c_str());
   }
-  const char *how = exe ? "compiled" : "reference interpreter";
+  const std::string how = isArtifact ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
+                         : std::string(exe ? "compiled" : "reference interpreter") + ", " +
+                               std::to_string(g->numNodes()) + " nodes";
   if (repeat > 1)
-    std::printf("time: %.3f ms (%s, %zu nodes, median of %d runs)\n", ms, how, g->numNodes(),
-                repeat);
+    std::printf("time: %.3f ms (%s, median of %d runs)\n", ms, how.c_str(), repeat);
   else
-    std::printf("time: %.3f ms (%s, %zu nodes)\n", ms, how, g->numNodes());
-  if (exe) {
+    std::printf("time: %.3f ms (%s)\n", ms, how.c_str());
+  if (isArtifact)
+    std::printf("artifact: %s; --cpu %s (%s), Kiln %s\n", artifact.summary.c_str(),
+                artifact.target.requested.c_str(), artifact.target.cpu.c_str(),
+                artifact.kilnVersion.c_str());
+  else if (exe) {
     const codegen::MemoryReport &m = report.memory;
     std::printf("compile: %s\n", report.summary().c_str());
     std::printf("target: %s\n", report.target.c_str());
@@ -322,7 +374,7 @@ int runCommand(const Args &args) {
     checksOk &= c.ok();
   }
   // Against the interpreter on the same inputs, step by step.
-  if (exe)
+  if (exe && g)
     checksOk = bisectIfAsked(*g, values, copts, checks, checksOk,
                              "the reference data (compare with the interpreter: run without "
                              "--compile) or in the whole schedule (memory plan, layouts across "

@@ -26,6 +26,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectTransformLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/InstrTypes.h>
 #include <llvm/IR/LLVMContext.h>
@@ -39,14 +40,9 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <cctype>
+#include <map>
 #include <mutex>
 #include <set>
-
-/// Integer power with wrapping multiplication (ir/ops/Elementwise.cpp's
-/// intPow: a negative exponent gives 0 except for bases 1 and -1).
-extern "C" int64_t kiln_cpu_ipow(int64_t base, int64_t exp) {
-  return kiln::wrappingIntPow(base, exp);
-}
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -74,6 +70,11 @@ public:
   FailureOr<std::string> emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
                                   DiagnosticEngine &diag) override;
   std::string targetDescription() const override;
+  std::shared_ptr<const runtime::KernelObject> objectOf(runtime::KernelFn fn) const override;
+
+  /// Installs the object transform that keeps each kernel's object (see
+  /// compile()).
+  void captureObjects();
 
 private:
   /// Builds and (optionally) optimizes the module of `k`; null after a
@@ -89,9 +90,29 @@ private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::unique_ptr<llvm::TargetMachine> tm_;
   VectorMathIsa isa_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::set<std::string> symbols_;
+  /// The object the JIT linked last (set by the transform, during lookup).
+  std::string lastObject_;
+  std::map<runtime::KernelFn, std::shared_ptr<const runtime::KernelObject>> objects_;
 };
+
+void CpuJitImpl::captureObjects() {
+  // Materialization runs on the thread that looks the symbol up (LLJIT's
+  // default in-place dispatch), under compile()'s lock.
+  jit_->getObjTransformLayer().setTransform(
+      [this](std::unique_ptr<llvm::MemoryBuffer> obj)
+          -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+        lastObject_.assign(obj->getBufferStart(), obj->getBufferSize());
+        return obj;
+      });
+}
+
+std::shared_ptr<const runtime::KernelObject> CpuJitImpl::objectOf(runtime::KernelFn fn) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = objects_.find(fn);
+  return it == objects_.end() ? nullptr : it->second;
+}
 
 std::string moduleText(const llvm::Module &m) {
   std::string text;
@@ -220,11 +241,16 @@ FailureOr<runtime::KernelFn> CpuJitImpl::compile(const Kernel &k, const Schedule
           jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
     return diag.emitError(Location())
            << "cannot add kernel '" << k.name << "' to the JIT: " << llvm::toString(std::move(err));
+  lastObject_.clear();
   llvm::Expected<llvm::orc::ExecutorAddr> addr = jit_->lookup(symbol);
   if (!addr)
     return diag.emitError(Location()) << "cannot generate machine code for kernel '" << k.name
                                       << "': " << llvm::toString(addr.takeError());
-  return addr->toPtr<runtime::KernelFn>();
+  auto fn = addr->toPtr<runtime::KernelFn>();
+  if (!lastObject_.empty())
+    objects_[fn] = std::make_shared<const runtime::KernelObject>(
+        runtime::KernelObject{symbol, std::move(lastObject_)});
+  return fn;
 }
 
 FailureOr<std::string> CpuJitImpl::emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
@@ -265,6 +291,10 @@ FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
     jtmb->setCPU(opts.target.cpu);
     jtmb->getFeatures() = llvm::SubtargetFeatures(opts.target.features);
   }
+  // Position-independent, small code model: what the JIT links and what an
+  // artifact's loader (runtime/artifact/ElfLoader.cpp) relocates.
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
+  jtmb->setCodeModel(llvm::CodeModel::Small);
   jtmb->setCodeGenOptLevel(opts.optLevel >= 3   ? llvm::CodeGenOpt::Aggressive
                            : opts.optLevel <= 0 ? llvm::CodeGenOpt::None
                                                 : llvm::CodeGenOpt::Default);
@@ -308,8 +338,9 @@ FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
       opts.target.native ? (*tm)->getTargetFeatureString().str() : opts.target.features);
   if (!haveLibmvec)
     isa.abi = VectorMathIsa::Abi::None;
-  return std::shared_ptr<CpuJit>(
-      std::make_shared<CpuJitImpl>(opts, std::move(*jit), std::move(*tm), isa));
+  auto impl = std::make_shared<CpuJitImpl>(opts, std::move(*jit), std::move(*tm), isa);
+  impl->captureObjects();
+  return std::shared_ptr<CpuJit>(std::move(impl));
 }
 
 } // namespace kiln::codegen::cpu

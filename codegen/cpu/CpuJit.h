@@ -51,6 +51,9 @@ public:
                                           DiagnosticEngine &diag) = 0;
   /// The host CPU name and features LLVM detected (for reports).
   virtual std::string targetDescription() const = 0;
+  /// The relocatable object compile() produced `fn` from (what artifacts
+  /// store); null for a function this JIT did not compile.
+  virtual std::shared_ptr<const runtime::KernelObject> objectOf(runtime::KernelFn fn) const = 0;
 };
 
 } // namespace kiln::codegen::cpu

@@ -119,6 +119,7 @@ public:
 
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override;
+  bool save(runtime::SavedStep &out, std::string &why) const override;
 };
 
 /// A oneDNN reorder of buffer 0 (layout `from`) into buffer 1 (layout `to`).
@@ -127,6 +128,7 @@ public:
   ReorderStep(std::string name, const dnnl::memory::desc &from, const dnnl::memory::desc &to);
   std::string describe() const override { return name_; }
   runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override;
+  bool save(runtime::SavedStep &out, std::string &why) const override;
 
 private:
   std::string name_;
@@ -144,6 +146,7 @@ public:
   std::string describe() const override { return name_; }
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override;
+  bool save(runtime::SavedStep &out, std::string &why) const override;
 
 private:
   std::string name_;
@@ -152,5 +155,25 @@ private:
   dnnl::primitive prim_;
   int createdThreads_;
 };
+
+/// Rebuilds a step that save() wrote (kind "onednn.primitive",
+/// "onednn.reorder" or "onednn.concat"), its constants read in place from
+/// `blobs` (which `owner` keeps alive). Null, with `why`, for another kind,
+/// a corrupt payload, or a primitive oneDNN now builds with other layouts
+/// than the saved ones (another CPU or oneDNN version): the saved weights
+/// would be read wrongly. DnnlSave.cpp.
+std::shared_ptr<const runtime::ExternStep>
+loadStep(const std::string &kind, std::string_view payload,
+         std::span<const std::span<const uint8_t>> blobs, std::shared_ptr<const void> owner,
+         std::string &why);
+
+/// Caps oneDNN's ISA for this process at `isa` (a name of oneDNN's
+/// cpu_isa: "avx2", "avx512_core", ...; "all" leaves it uncapped), for
+/// `forWhat` (named in errors). oneDNN takes one cap per process, before
+/// its first primitive: a second, different cap fails naming both.
+runtime::Status capIsa(const std::string &isa, const std::string &forWhat);
+
+/// "oneDNN 2.6.3 (cpu runtime OpenMP)".
+std::string version();
 
 } // namespace kiln::runtime::onednn

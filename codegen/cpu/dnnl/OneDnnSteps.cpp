@@ -281,13 +281,6 @@ std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node
   }
 }
 
-std::string oneDnnVersion() {
-  const dnnl_version_t *v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + " (cpu runtime " +
-         (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") + ")";
-}
-
 FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
                                       const OneDnnOptions &options, std::string &why) {
   if (nodes.empty())

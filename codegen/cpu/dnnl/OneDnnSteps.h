@@ -97,7 +97,4 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
 /// and the compiler driver read (codegen/cpu/dnnl/Epilogue.cpp).
 const codegen::LibraryCapabilities &oneDnnCapabilities();
 
-/// "oneDNN 2.6.3 (cpu runtime OpenMP)".
-std::string oneDnnVersion();
-
 } // namespace kiln::codegen::cpu

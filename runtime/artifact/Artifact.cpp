@@ -1,0 +1,531 @@
+//===- Artifact.cpp - Compiled models saved to and loaded from disk -------===//
+#include "runtime/artifact/Artifact.h"
+
+#include "runtime/artifact/Artifact.pb.h"
+#include "runtime/artifact/ElfLoader.h"
+#include "runtime/artifact/HostCpu.h"
+#include "runtime/dnnl/DnnlSteps.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#ifndef KILN_VERSION_STRING
+#error "KILN_VERSION_STRING is defined by the build (CMakeLists.txt, project VERSION)"
+#endif
+
+namespace kiln::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+/// Bumped by any change of the layout or of Artifact.proto that is not a
+/// pure addition.
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kPage = 4096;
+constexpr size_t kBlobAlign = 64;
+
+struct Header {
+  char magic[8];
+  uint32_t format;
+  uint32_t headerBytes;
+  uint64_t metaOffset, metaBytes, dataOffset, dataBytes;
+  uint64_t checksum; ///< Hasher over [kHeaderBytes, end of file)
+  uint64_t reserved;
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/// FNV-1a over 64-bit words (the tail zero-padded): each word step is a
+/// bijection of the state, so any change confined to one word changes the
+/// result. A corruption check, not a signature.
+class Hasher {
+public:
+  void update(const void *data, size_t n) {
+    auto *p = static_cast<const uint8_t *>(data);
+    while (n > 0 && fill_ > 0) {
+      pending_[fill_++] = *p++;
+      --n;
+      if (fill_ == 8)
+        flush();
+    }
+    for (; n >= 8; n -= 8, p += 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      mix(w);
+    }
+    while (n-- > 0)
+      pending_[fill_++] = *p++;
+  }
+  uint64_t finish() {
+    if (fill_ > 0) {
+      std::memset(pending_ + fill_, 0, 8 - fill_);
+      flush();
+    }
+    return h_;
+  }
+
+private:
+  void mix(uint64_t w) { h_ = (h_ ^ w) * 0x100000001b3ull; }
+  void flush() {
+    uint64_t w;
+    std::memcpy(&w, pending_, 8);
+    mix(w);
+    fill_ = 0;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+  uint8_t pending_[8] = {};
+  size_t fill_ = 0;
+};
+
+std::optional<DType> dtypeNamed(const std::string &name) {
+#define DTYPE(Enum, Name, Bytes, IsFloat, IsSigned, Codec)                                        \
+  if (name == Name)                                                                                \
+    return DType::Enum;
+#include "ir/DTypes.def"
+  return std::nullopt;
+}
+
+/// The data part being assembled: chunks at 64-aligned offsets.
+struct DataPart {
+  struct Chunk {
+    const void *data;
+    size_t size, offset;
+  };
+  std::vector<Chunk> chunks;
+  size_t end = 0;
+  void add(const void *data, size_t size, artifact::Blob *blob) {
+    end = alignUp(end, kBlobAlign);
+    chunks.push_back({data, size, end});
+    blob->set_offset(end);
+    blob->set_size(size);
+    end += size;
+  }
+};
+
+void putPort(const ArtifactPort &p, artifact::Port *out) {
+  out->set_name(p.name);
+  out->set_dtype(elementTypeName(p.dtype));
+  for (size_t i = 0; i < p.dims.size(); ++i) {
+    out->add_dims(p.dims[i]);
+    out->add_symbols(i < p.symbols.size() ? p.symbols[i] : "");
+  }
+}
+
+bool getPort(const artifact::Port &in, ArtifactPort &p) {
+  auto dt = dtypeNamed(in.dtype());
+  if (!dt || in.symbols_size() != in.dims_size())
+    return false;
+  p.name = in.name();
+  p.dtype = *dt;
+  p.dims.assign(in.dims().begin(), in.dims().end());
+  p.symbols.assign(in.symbols().begin(), in.symbols().end());
+  return true;
+}
+
+Status writeAll(int fd, const void *data, size_t n) {
+  auto *p = static_cast<const char *>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return Status::failure(std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::success();
+}
+
+/// The read-only mapping of a loaded artifact; constants point into it.
+struct Mapping {
+  void *base = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (base)
+      munmap(base, size);
+  }
+};
+
+} // namespace
+
+const char *kilnVersion() { return KILN_VERSION_STRING; }
+
+bool isArtifactFile(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return false;
+  char magic[8] = {};
+  const bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kMagic, 8) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::string &path) {
+  if (!exe.finalized())
+    return Status::failure("the executable is not finalized");
+  artifact::Artifact meta;
+  DataPart data;
+  meta.set_kiln_version(kilnVersion());
+  meta.set_dnnl_version(onednn::version());
+  meta.set_model(info.model);
+  const TargetInfo &t = exe.target();
+  meta.set_cpu_requested(t.requested);
+  meta.set_cpu(t.cpu);
+  meta.set_cpu_features(t.features);
+  meta.set_dnnl_isa(t.dnnlIsa);
+  meta.set_default_threads(exe.defaultThreads());
+  meta.set_summary(info.summary);
+  for (const ArtifactPort &p : info.inputs)
+    putPort(p, meta.add_inputs());
+  for (const ArtifactPort &p : info.outputs)
+    putPort(p, meta.add_outputs());
+
+  for (const BufferDesc &b : exe.buffers()) {
+    artifact::Buffer *out = meta.add_buffers();
+    out->set_kind(b.kind == BufferDesc::Kind::Input      ? artifact::Buffer::INPUT
+                  : b.kind == BufferDesc::Kind::Constant ? artifact::Buffer::CONSTANT
+                                                         : artifact::Buffer::TEMP);
+    out->set_dtype(elementTypeName(b.dtype));
+    for (int64_t d : b.shape)
+      out->add_shape(d);
+    out->set_name(b.name);
+    if (b.kind == BufferDesc::Kind::Constant)
+      data.add(b.constant.data, b.constant.byteSize(), out->mutable_constant());
+    if (b.placement == BufferDesc::Placement::Arena)
+      out->set_arena_offset(b.offset);
+  }
+  // Kernels: one object per distinct function, in first-use order.
+  std::vector<std::pair<KernelFn, int>> kernelIndex;
+  std::vector<SavedStep> saved; // kept alive until the data is written
+  saved.reserve(exe.steps().size());
+  for (const Step &s : exe.steps()) {
+    artifact::Step *out = meta.add_steps();
+    out->set_name(s.name);
+    for (int32_t id : s.buffers)
+      out->add_buffers(id);
+    out->set_num_reads(s.numReads);
+    for (const auto &[w, r] : s.inPlace) {
+      out->add_in_place(w);
+      out->add_in_place(r);
+    }
+    if (s.kind == Step::Kind::Kernel) {
+      out->set_kind(artifact::Step::KERNEL);
+      if (!s.object)
+        return Status::failure("kernel step '" + s.name +
+                               "' has no machine code to save (it was not compiled by the CPU "
+                               "code generator)");
+      auto it = std::find_if(kernelIndex.begin(), kernelIndex.end(),
+                             [&](const auto &e) { return e.first == s.fn; });
+      int index;
+      if (it != kernelIndex.end()) {
+        index = it->second;
+      } else {
+        index = meta.kernels_size();
+        kernelIndex.emplace_back(s.fn, index);
+        artifact::Kernel *k = meta.add_kernels();
+        k->set_symbol(s.object->symbol);
+        data.add(s.object->elf.data(), s.object->elf.size(), k->mutable_object());
+      }
+      out->set_kernel(index);
+      out->set_num_outer(s.numOuter);
+      out->set_parallel(s.parallel);
+      out->set_grain(s.grain);
+      continue;
+    }
+    out->set_kind(artifact::Step::EXTERN);
+    SavedStep &st = saved.emplace_back();
+    std::string why;
+    if (!s.externStep->save(st, why))
+      return Status::failure("cannot save the model as an artifact: " + why);
+    out->set_extern_kind(st.kind);
+    out->set_payload(st.payload);
+    for (std::span<const uint8_t> blob : st.blobs)
+      data.add(blob.data(), blob.size(), out->add_blobs());
+  }
+  for (int32_t id : exe.outputs())
+    meta.add_outputs_buffers(id);
+  meta.set_arena_bytes(exe.arenaBytes());
+
+  std::string metaBytes;
+  if (!meta.SerializeToString(&metaBytes))
+    return Status::failure("cannot serialize the artifact's metadata");
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.format = kFormatVersion;
+  h.headerBytes = kHeaderBytes;
+  h.metaOffset = kHeaderBytes;
+  h.metaBytes = metaBytes.size();
+  h.dataOffset = alignUp(kHeaderBytes + metaBytes.size(), kPage);
+  h.dataBytes = data.end;
+  // The file after the header: metadata, zero padding, the chunks with
+  // zero padding between them. Hashed, then written, in the same order.
+  static const char zeros[kPage] = {};
+  auto forEachPiece = [&](auto &&piece) -> Status {
+    if (Status st = piece(metaBytes.data(), metaBytes.size()); !st.ok())
+      return st;
+    size_t at = h.metaOffset + metaBytes.size();
+    auto pad = [&](size_t to) -> Status {
+      while (at < to) {
+        const size_t n = std::min(to - at, sizeof(zeros));
+        if (Status st = piece(zeros, n); !st.ok())
+          return st;
+        at += n;
+      }
+      return Status::success();
+    };
+    if (Status st = pad(h.dataOffset); !st.ok())
+      return st;
+    for (const DataPart::Chunk &c : data.chunks) {
+      if (Status st = pad(h.dataOffset + c.offset); !st.ok())
+        return st;
+      if (Status st = piece(c.data, c.size); !st.ok())
+        return st;
+      at += c.size;
+    }
+    return Status::success();
+  };
+  Hasher hasher;
+  (void)forEachPiece([&](const void *p, size_t n) {
+    hasher.update(p, n);
+    return Status::success();
+  });
+  h.checksum = hasher.finish();
+
+  // Temporary file next to `path`, renamed over it once complete.
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::failure("cannot create '" + tmp + "': " + std::strerror(errno));
+  const mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  Status st = writeAll(fd, &h, sizeof(h));
+  if (st.ok())
+    st = forEachPiece([&](const void *p, size_t n) { return writeAll(fd, p, n); });
+  if (::close(fd) != 0 && st.ok())
+    st = Status::failure(std::strerror(errno));
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::failure(std::strerror(errno));
+  if (!st.ok()) {
+    std::remove(tmp.c_str());
+    return Status::failure("cannot write '" + path + "': " + st.error);
+  }
+  return Status::success();
+}
+
+Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut,
+                    ArtifactInfo *infoOut) {
+  auto fail = [&](const std::string &what) {
+    return Status::failure("artifact '" + path + "': " + what);
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat sb {};
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  auto map = std::make_shared<Mapping>();
+  map->size = static_cast<size_t>(sb.st_size);
+  if (map->size < kHeaderBytes) {
+    ::close(fd);
+    return fail("truncated (" + std::to_string(map->size) + " bytes; the header alone is " +
+                std::to_string(kHeaderBytes) + ")");
+  }
+  void *p = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED)
+    return fail(std::string("cannot map: ") + std::strerror(errno));
+  map->base = p;
+  const auto *bytes = static_cast<const uint8_t *>(p);
+  Header h;
+  std::memcpy(&h, bytes, sizeof(h));
+  if (std::memcmp(h.magic, kMagic, 8) != 0)
+    return fail("not a Kiln artifact (no KILNART magic)");
+  if (h.format != kFormatVersion)
+    return fail("format version " + std::to_string(h.format) + "; this Kiln (" + kilnVersion() +
+                ") reads version " + std::to_string(kFormatVersion) + ": compile the model again");
+  if (h.headerBytes != kHeaderBytes || h.metaOffset != kHeaderBytes ||
+      h.metaBytes > map->size - kHeaderBytes || h.dataOffset < h.metaOffset + h.metaBytes ||
+      h.dataOffset % kPage != 0 || h.dataOffset > map->size ||
+      h.dataBytes != map->size - h.dataOffset)
+    return fail("truncated or corrupt: the header's sizes do not match the file's " +
+                std::to_string(map->size) + " bytes");
+  Hasher hasher;
+  hasher.update(bytes + kHeaderBytes, map->size - kHeaderBytes);
+  if (hasher.finish() != h.checksum)
+    return fail("corrupt: its checksum does not match its contents");
+  artifact::Artifact meta;
+  if (!meta.ParseFromArray(bytes + h.metaOffset, static_cast<int>(h.metaBytes)))
+    return fail("corrupt metadata");
+  if (meta.kiln_version() != kilnVersion())
+    return fail("written by Kiln " + meta.kiln_version() + "; this is Kiln " + kilnVersion() +
+                ": compile the model again");
+  const std::vector<std::string> missing = missingCpuFeatures(meta.cpu_features());
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &m : missing)
+      list += (list.empty() ? "" : ", ") + m;
+    return fail("compiled for --cpu " + meta.cpu_requested() + " (" + meta.cpu() +
+                "), which needs CPU features this machine lacks (" + list +
+                "); compile it for this machine, or for an older --cpu");
+  }
+  const uint8_t *dataBase = bytes + h.dataOffset;
+  auto blobSpan = [&](const artifact::Blob &b) -> std::optional<std::span<const uint8_t>> {
+    if (b.offset() % kBlobAlign != 0 || b.offset() > h.dataBytes ||
+        b.size() > h.dataBytes - b.offset())
+      return std::nullopt;
+    return std::span<const uint8_t>(dataBase + b.offset(), b.size());
+  };
+
+  // Code.
+  std::vector<std::string_view> objects;
+  uint64_t codeBytes = 0;
+  for (const artifact::Kernel &k : meta.kernels()) {
+    auto s = blobSpan(k.object());
+    if (!s)
+      return fail("kernel '" + k.symbol() + "' lies outside the file");
+    objects.emplace_back(reinterpret_cast<const char *>(s->data()), s->size());
+    codeBytes += s->size();
+  }
+  std::string why;
+  std::shared_ptr<LoadedCode> code = LoadedCode::link(objects, why);
+  if (!code)
+    return fail(why);
+  std::vector<KernelFn> fns;
+  for (int i = 0; i < meta.kernels_size(); ++i) {
+    void *fn = code->symbol(static_cast<size_t>(i), meta.kernels(i).symbol());
+    if (!fn)
+      return fail("kernel object " + std::to_string(i) + " does not define '" +
+                  meta.kernels(i).symbol() + "'");
+    fns.push_back(reinterpret_cast<KernelFn>(fn));
+  }
+
+  auto exe = std::make_unique<Executable>();
+  exe->keepAlive(map);
+  exe->keepAlive(code);
+  uint64_t constantBytes = 0;
+  std::vector<uint64_t> offsets;
+  for (int i = 0; i < meta.buffers_size(); ++i) {
+    const artifact::Buffer &b = meta.buffers(i);
+    auto dt = dtypeNamed(b.dtype());
+    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    bool shapeOk = dt.has_value();
+    for (int64_t d : shape)
+      shapeOk &= d >= 0 && d < (int64_t(1) << 40);
+    if (!shapeOk)
+      return fail("buffer " + std::to_string(i) + " ('" + b.name() + "') has a corrupt type");
+    offsets.push_back(b.arena_offset());
+    switch (b.kind()) {
+    case artifact::Buffer::INPUT:
+      exe->addInput(*dt, std::move(shape), b.name());
+      break;
+    case artifact::Buffer::CONSTANT: {
+      HostTensor t;
+      t.dtype = *dt;
+      t.shape = std::move(shape);
+      auto s = blobSpan(b.constant());
+      if (!s || s->size() != t.byteSize())
+        return fail("constant '" + b.name() + "' lies outside the file or has the wrong size");
+      t.data = const_cast<uint8_t *>(s->data());
+      t.storage = std::shared_ptr<void>(map, t.data); // shares the mapping
+      constantBytes += s->size();
+      exe->addConstant(std::move(t), b.name());
+      break;
+    }
+    default:
+      exe->addTemp(*dt, std::move(shape), b.name());
+      break;
+    }
+  }
+  const auto numBuffers = static_cast<int32_t>(meta.buffers_size());
+  auto validIds = [&](const auto &ids) {
+    for (int32_t id : ids)
+      if (id < 0 || id >= numBuffers)
+        return false;
+    return true;
+  };
+  bool usesDnnl = false;
+  for (const artifact::Step &s : meta.steps())
+    usesDnnl |= s.kind() == artifact::Step::EXTERN;
+  if (usesDnnl) {
+    if (meta.dnnl_version() != onednn::version())
+      return fail("written with " + meta.dnnl_version() + "; this process has " +
+                  onednn::version() + ": compile the model again");
+    if (Status st = onednn::capIsa(meta.dnnl_isa().empty() ? "all" : meta.dnnl_isa(),
+                                   "artifact '" + path + "'");
+        !st.ok())
+      return fail(st.error);
+  }
+  for (int i = 0; i < meta.steps_size(); ++i) {
+    const artifact::Step &s = meta.steps(i);
+    std::vector<int32_t> ids(s.buffers().begin(), s.buffers().end());
+    if (!validIds(ids) || !validIds(s.in_place()) || s.in_place_size() % 2 != 0 ||
+        s.num_reads() < 0 || s.num_reads() > static_cast<int32_t>(ids.size()))
+      return fail("step " + std::to_string(i) + " ('" + s.name() + "') names buffers that do not exist");
+    if (s.kind() == artifact::Step::KERNEL) {
+      if (s.kernel() < 0 || s.kernel() >= static_cast<int32_t>(fns.size()) || s.num_outer() < 0)
+        return fail("step " + std::to_string(i) + " ('" + s.name() + "') is corrupt");
+      std::vector<std::pair<int32_t, int32_t>> inPlace;
+      for (int k = 0; k + 1 < s.in_place_size(); k += 2)
+        inPlace.emplace_back(s.in_place(k), s.in_place(k + 1));
+      exe->addKernelStep(s.name(), fns[static_cast<size_t>(s.kernel())], std::move(ids),
+                         s.num_reads(), s.num_outer(), s.parallel(), s.grain(), std::move(inPlace));
+      continue;
+    }
+    std::vector<std::span<const uint8_t>> blobs;
+    for (const artifact::Blob &b : s.blobs()) {
+      auto sp = blobSpan(b);
+      if (!sp)
+        return fail("step '" + s.name() + "' has data outside the file");
+      blobs.push_back(*sp);
+      constantBytes += sp->size();
+    }
+    auto step = onednn::loadStep(s.extern_kind(), s.payload(), blobs, map, why);
+    if (!step)
+      return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);
+    exe->addExternStep(std::move(step), std::move(ids), s.num_reads());
+  }
+  std::vector<int32_t> outputs(meta.outputs_buffers().begin(), meta.outputs_buffers().end());
+  if (!validIds(outputs))
+    return fail("an output names a buffer that does not exist");
+  exe->setOutputs(std::move(outputs));
+  exe->setDefaultThreads(std::max(0, meta.default_threads()));
+  exe->setTarget({meta.cpu_requested(), meta.cpu(), meta.cpu_features(), meta.dnnl_isa()});
+  if (Status st = exe->finalize(meta.arena_bytes(), offsets); !st.ok())
+    return fail("its memory plan is wrong: " + st.error);
+
+  if (infoOut) {
+    ArtifactInfo &info = *infoOut;
+    info = ArtifactInfo{};
+    info.kilnVersion = meta.kiln_version();
+    info.dnnlVersion = meta.dnnl_version();
+    info.model = meta.model();
+    info.target = exe->target();
+    info.summary = meta.summary();
+    for (const artifact::Port &p : meta.inputs())
+      if (!getPort(p, info.inputs.emplace_back()))
+        return fail("corrupt input signature");
+    for (const artifact::Port &p : meta.outputs())
+      if (!getPort(p, info.outputs.emplace_back()))
+        return fail("corrupt output signature");
+    info.fileBytes = map->size;
+    info.constantBytes = constantBytes;
+    info.codeBytes = codeBytes;
+    info.numKernels = fns.size();
+    info.numSteps = exe->steps().size();
+  }
+  exeOut = std::move(exe);
+  return Status::success();
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,76 @@
+//===- Artifact.h - Compiled models saved to and loaded from disk -*- C++ -*-===//
+//
+// A `.kiln` artifact is a compiled model (runtime::Executable) in one file,
+// loadable without LLVM or the compiler:
+//
+//   [0, 64)         header: magic "KILNART\0", format version, where the
+//                   metadata and the data are, and a 64-bit checksum of
+//                   every byte after the header;
+//   metadata        protobuf (Artifact.proto): Kiln and oneDNN versions,
+//                   target CPU and features, oneDNN ISA, input and output
+//                   signature (symbolic dims named), buffers, steps, the
+//                   memory plan, the kernel table;
+//   data            from a page boundary: constants, the constants extern
+//                   steps hold (oneDNN's reordered weights) and the kernels'
+//                   ELF objects, each 64-byte aligned.
+//
+// Loading maps the file (mmap, read-only): constants are used where they
+// lie, not copied; the kernels' objects are linked by runtime::LoadedCode
+// (ElfLoader.h). Saving the same Executable twice gives the same bytes.
+// Every check a loader can make comes before anything runs: magic, format
+// version, size, checksum, Kiln and oneDNN versions, this CPU's features,
+// the metadata's consistency (buffer ids, blob ranges), and then the
+// executable's own memory-plan check (Executable::finalize).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Executable.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// An input or output as the model declares it.
+struct ArtifactPort {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+  /// Per dim: its symbol ("batch") or "" for a static dim.
+  std::vector<std::string> symbols;
+};
+
+/// What an artifact says about itself (`kiln inspect`).
+struct ArtifactInfo {
+  std::string kilnVersion, dnnlVersion;
+  /// The model file it was compiled from (its file name).
+  std::string model;
+  TargetInfo target;
+  std::vector<ArtifactPort> inputs, outputs;
+  /// The compile report's summary line.
+  std::string summary;
+  uint64_t fileBytes = 0, constantBytes = 0, codeBytes = 0;
+  size_t numKernels = 0, numSteps = 0;
+};
+
+/// The Kiln version artifacts record ("0.1.0").
+const char *kilnVersion();
+
+/// True when the file at `path` starts with the artifact magic.
+bool isArtifactFile(const std::string &path);
+
+/// Writes `exe` (finalized, every kernel step with its KernelObject, every
+/// extern step saveable) to `path`, with `info`'s model, ports and summary
+/// (versions and target come from here and from `exe`). Written to a
+/// temporary file in the same folder and renamed over `path`, so a failed
+/// save leaves what was there.
+Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::string &path);
+
+/// Loads the artifact at `path`; on success `exe` is finalized and ready to
+/// run, and `info` (when given) describes it.
+Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exe,
+                    ArtifactInfo *info = nullptr);
+
+} // namespace kiln::runtime

@@ -1,0 +1,88 @@
+//===- HostCpu.cpp - The instruction sets this CPU runs, without LLVM -----===//
+#include "runtime/artifact/HostCpu.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <map>
+
+namespace kiln::runtime {
+namespace {
+
+enum Reg { EAX, EBX, ECX, EDX };
+
+struct FeatureBit {
+  const char *name; ///< LLVM's name
+  unsigned leaf, subleaf;
+  Reg reg;
+  unsigned bit;
+  /// Register state it needs enabled by the OS (XCR0 bits): 0x6 (SSE, AVX)
+  /// for AVX-class, 0xe6 (and opmask, ZMM) for AVX-512.
+  uint64_t xcr0;
+};
+
+// Intel SDM vol. 2A, CPUID; LLVM's X86TargetParser.def for the names.
+const FeatureBit kFeatures[] = {
+    {"sse3", 1, 0, ECX, 0, 0},          {"ssse3", 1, 0, ECX, 9, 0},
+    {"fma", 1, 0, ECX, 12, 0x6},        {"cx16", 1, 0, ECX, 13, 0},
+    {"sse4.1", 1, 0, ECX, 19, 0},       {"sse4.2", 1, 0, ECX, 20, 0},
+    {"movbe", 1, 0, ECX, 22, 0},        {"popcnt", 1, 0, ECX, 23, 0},
+    {"aes", 1, 0, ECX, 25, 0},          {"avx", 1, 0, ECX, 28, 0x6},
+    {"f16c", 1, 0, ECX, 29, 0x6},       {"pclmul", 1, 0, ECX, 1, 0},
+    {"bmi", 7, 0, EBX, 3, 0},           {"avx2", 7, 0, EBX, 5, 0x6},
+    {"bmi2", 7, 0, EBX, 8, 0},          {"avx512f", 7, 0, EBX, 16, 0xe6},
+    {"avx512dq", 7, 0, EBX, 17, 0xe6},  {"adx", 7, 0, EBX, 19, 0},
+    {"avx512ifma", 7, 0, EBX, 21, 0xe6}, {"avx512cd", 7, 0, EBX, 28, 0xe6},
+    {"sha", 7, 0, EBX, 29, 0},          {"avx512bw", 7, 0, EBX, 30, 0xe6},
+    {"avx512vl", 7, 0, EBX, 31, 0xe6},  {"avx512vbmi", 7, 0, ECX, 1, 0xe6},
+    {"avx512vbmi2", 7, 0, ECX, 6, 0xe6}, {"gfni", 7, 0, ECX, 8, 0},
+    {"vaes", 7, 0, ECX, 9, 0x6},        {"vpclmulqdq", 7, 0, ECX, 10, 0x6},
+    {"avx512vnni", 7, 0, ECX, 11, 0xe6}, {"avx512bitalg", 7, 0, ECX, 12, 0xe6},
+    {"avx512vpopcntdq", 7, 0, ECX, 14, 0xe6}, {"avx512fp16", 7, 0, EDX, 23, 0xe6},
+    {"amx-bf16", 7, 0, EDX, 22, 0},     {"amx-tile", 7, 0, EDX, 24, 0},
+    {"amx-int8", 7, 0, EDX, 25, 0},     {"avxvnni", 7, 1, EAX, 4, 0x6},
+    {"avx512bf16", 7, 1, EAX, 5, 0xe6}, {"lzcnt", 0x80000001, 0, ECX, 5, 0},
+    {"sse4a", 0x80000001, 0, ECX, 6, 0}, {"prfchw", 0x80000001, 0, ECX, 8, 0},
+};
+
+bool hostHas(const FeatureBit &f) {
+  unsigned r[4] = {0, 0, 0, 0};
+  const unsigned maxLeaf = __get_cpuid_max(f.leaf & 0x80000000u, nullptr);
+  if (maxLeaf < f.leaf)
+    return false;
+  __cpuid_count(f.leaf, f.subleaf, r[EAX], r[EBX], r[ECX], r[EDX]);
+  if (!((r[f.reg] >> f.bit) & 1))
+    return false;
+  if (f.xcr0 == 0)
+    return true;
+  unsigned a, b, c, d;
+  __cpuid_count(1, 0, a, b, c, d);
+  if (!((c >> 27) & 1)) // OSXSAVE
+    return false;
+  uint32_t lo, hi;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const uint64_t xcr0 = (uint64_t(hi) << 32) | lo;
+  return (xcr0 & f.xcr0) == f.xcr0;
+}
+
+} // namespace
+
+std::vector<std::string> missingCpuFeatures(std::string_view required) {
+  std::vector<std::string> missing;
+  for (size_t pos = 0; pos < required.size();) {
+    size_t comma = required.find(',', pos);
+    if (comma == std::string_view::npos)
+      comma = required.size();
+    std::string_view f = required.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (f.empty() || f[0] != '+')
+      continue;
+    f.remove_prefix(1);
+    for (const FeatureBit &row : kFeatures)
+      if (f == row.name && !hostHas(row))
+        missing.emplace_back(f);
+  }
+  return missing;
+}
+
+} // namespace kiln::runtime

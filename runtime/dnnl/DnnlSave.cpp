@@ -1,0 +1,376 @@
+//===- DnnlSave.cpp - oneDNN steps written to and read from artifacts ----===//
+//
+// A DnnlStep is saved as what recreates it: the primitive's kind and op
+// descriptor (oneDNN 2.x's plain C structs, with the layouts the compiler
+// chose already in them), its post-ops, each argument's user and primitive
+// memory descriptors, and the reordered constant weights as blobs. Loading
+// creates the primitive again from those, under the thread count it was
+// created with, and refuses (null, with the reason) when oneDNN now picks
+// other layouts than the saved ones: the saved weights are in the old
+// layout, so running would be a wrong answer, not a slow one. Descriptors
+// are stored as raw structs, so an artifact is tied to the oneDNN version
+// that wrote it (the artifact records it and its loader checks it).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/ByteStream.h"
+#include "runtime/dnnl/DnnlSteps.h"
+
+#include <mutex>
+
+namespace kiln::runtime::onednn {
+
+using dnnl::memory;
+
+namespace {
+
+constexpr const char *kPrimitiveKind = "onednn.primitive";
+constexpr const char *kReorderKind = "onednn.reorder";
+constexpr const char *kConcatKind = "onednn.concat";
+
+void putMd(ByteWriter &w, const memory::desc &md) { w.pod(md.data); }
+
+memory::desc getMd(ByteReader &r) {
+  dnnl_memory_desc_t d = r.pod<dnnl_memory_desc_t>();
+  if (d.ndims < 0 || d.ndims > DNNL_MAX_NDIMS)
+    d = dnnl_memory_desc_t{};
+  return memory::desc(d);
+}
+
+/// sizeof the op descriptor of `kind` (0: a kind Kiln does not save).
+size_t opDescSize(dnnl_primitive_kind_t kind) {
+  switch (kind) {
+  case dnnl_convolution:
+  case dnnl_deconvolution:
+    return sizeof(dnnl_convolution_desc_t);
+  case dnnl_matmul:
+    return sizeof(dnnl_matmul_desc_t);
+  case dnnl_pooling_v2:
+    return sizeof(dnnl_pooling_v2_desc_t);
+  default:
+    return 0;
+  }
+}
+
+/// The post-ops of `attr` written as (kind, params) rows.
+void putPostOps(ByteWriter &w, const_dnnl_primitive_attr_t attr) {
+  const_dnnl_post_ops_t po = nullptr;
+  dnnl_primitive_attr_get_post_ops(attr, &po);
+  const int n = po ? dnnl_post_ops_len(po) : 0;
+  w.pod<int32_t>(n);
+  for (int i = 0; i < n; ++i) {
+    const dnnl_primitive_kind_t k = dnnl_post_ops_get_kind(po, i);
+    w.pod<int32_t>(k);
+    if (k == dnnl_sum) {
+      float scale = 1.f;
+      dnnl_post_ops_get_params_sum(po, i, &scale);
+      w.pod(scale);
+    } else if (k == dnnl_eltwise) {
+      float scale = 1.f, alpha = 0.f, beta = 0.f;
+      dnnl_alg_kind_t alg{};
+      dnnl_post_ops_get_params_eltwise(po, i, &scale, &alg, &alpha, &beta);
+      w.pod(scale);
+      w.pod<int32_t>(alg);
+      w.pod(alpha);
+      w.pod(beta);
+    } else if (k == dnnl_binary) {
+      dnnl_alg_kind_t alg{};
+      const dnnl_memory_desc_t *md = nullptr;
+      dnnl_post_ops_get_params_binary(po, i, &alg, &md);
+      w.pod<int32_t>(alg);
+      w.pod(*md);
+    }
+  }
+}
+
+/// Reads putPostOps' rows back; false on a kind it does not know.
+bool getPostOps(ByteReader &r, dnnl::post_ops &po) {
+  const int32_t n = r.pod<int32_t>();
+  for (int32_t i = 0; i < n && r.ok(); ++i) {
+    const auto k = static_cast<dnnl_primitive_kind_t>(r.pod<int32_t>());
+    if (k == dnnl_sum) {
+      po.append_sum(r.pod<float>());
+    } else if (k == dnnl_eltwise) {
+      const float scale = r.pod<float>();
+      const auto alg = static_cast<dnnl::algorithm>(r.pod<int32_t>());
+      const float alpha = r.pod<float>(), beta = r.pod<float>();
+      po.append_eltwise(scale, alg, alpha, beta);
+    } else if (k == dnnl_binary) {
+      const auto alg = static_cast<dnnl::algorithm>(r.pod<int32_t>());
+      po.append_binary(alg, memory::desc(r.pod<dnnl_memory_desc_t>()));
+    } else {
+      return false;
+    }
+  }
+  return r.ok();
+}
+
+/// A reorder between two descriptors, or none when they are equal.
+std::optional<dnnl::reorder> reorderIfNeeded(const memory::desc &from, const memory::desc &to) {
+  if (from == to)
+    return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(cpuEngine(), from, cpuEngine(), to));
+}
+
+std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
+                                                std::span<const std::span<const uint8_t>> blobs,
+                                                std::shared_ptr<const void> owner,
+                                                std::string &why) {
+  auto step = std::make_shared<DnnlStep>();
+  step->name = r.str();
+  step->createdThreads = std::max(1, r.pod<int32_t>());
+  const auto kind = static_cast<dnnl_primitive_kind_t>(r.pod<int32_t>());
+  const size_t size = opDescSize(kind);
+  const std::string opDesc = r.str();
+  if (!r.ok() || size == 0 || opDesc.size() != size) {
+    why = "a corrupt oneDNN step '" + step->name + "'";
+    return nullptr;
+  }
+  dnnl::post_ops po;
+  if (!getPostOps(r, po)) {
+    why = "a corrupt post-op list in oneDNN step '" + step->name + "'";
+    return nullptr;
+  }
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(po);
+
+  ScopedThreads threads(step->createdThreads);
+  dnnl_primitive_desc_t rawPd = nullptr;
+  if (dnnl_primitive_desc_create(&rawPd, opDesc.data(), attr.get(), cpuEngine().get(), nullptr) !=
+      dnnl_success) {
+    why = "oneDNN cannot create the primitive of step '" + step->name + "' on this machine";
+    return nullptr;
+  }
+  dnnl::primitive_desc pd(rawPd);
+  auto layoutChanged = [&](const char *what) {
+    why = "oneDNN picks another " + std::string(what) + " layout for step '" + step->name +
+          "' on this machine than the artifact was compiled with; compile the model here";
+    return nullptr;
+  };
+
+  const uint32_t numRuntime = r.pod<uint32_t>();
+  for (uint32_t i = 0; i < numRuntime && r.ok(); ++i) {
+    RuntimeArg a{};
+    a.arg = r.pod<int32_t>();
+    a.buffer = r.pod<int32_t>();
+    a.userMd = getMd(r);
+    a.primMd = getMd(r);
+    const bool reorders = r.pod<uint8_t>() != 0;
+    a.expand = r.pod<uint8_t>() != 0;
+    a.expandFrom = r.vec<int64_t>();
+    a.expandTo = r.vec<int64_t>();
+    a.scale = r.pod<float>();
+    if (!r.ok())
+      break;
+    if (!(a.arg & DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE) &&
+        pd.query_md(dnnl::query::exec_arg_md, a.arg) != (reorders ? a.primMd : a.userMd))
+      return layoutChanged("operand");
+    if (reorders)
+      a.toPrim = reorderIfNeeded(a.userMd, a.primMd);
+    step->runtimeArgs.push_back(std::move(a));
+  }
+  const uint32_t numConst = r.pod<uint32_t>();
+  for (uint32_t i = 0; i < numConst && r.ok(); ++i) {
+    const int32_t arg = r.pod<int32_t>();
+    const memory::desc md = getMd(r);
+    const uint32_t blob = r.pod<uint32_t>();
+    if (!r.ok() || blob >= blobs.size() || blobs[blob].size() < md.get_size()) {
+      why = "a constant of oneDNN step '" + step->name + "' is missing from the artifact";
+      return nullptr;
+    }
+    if (!(arg & DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE) &&
+        pd.query_md(dnnl::query::exec_arg_md, arg) != md)
+      return layoutChanged("weight");
+    step->constArgs.push_back(
+        {arg, memory(md, cpuEngine(), const_cast<uint8_t *>(blobs[blob].data()))});
+  }
+  step->outBuffer = r.pod<int32_t>();
+  step->dstUserMd = getMd(r);
+  step->dstPrimMd = getMd(r);
+  step->sumBuffer = r.pod<int32_t>();
+  step->sumUserMd = getMd(r);
+  if (!r.done()) {
+    why = "a corrupt oneDNN step '" + step->name + "'";
+    return nullptr;
+  }
+  if (pd.dst_desc() != step->dstPrimMd)
+    return layoutChanged("result");
+  step->dstFromPrim = reorderIfNeeded(step->dstPrimMd, step->dstUserMd);
+  if (step->sumBuffer >= 0)
+    step->sumToPrim = reorderIfNeeded(step->sumUserMd, step->dstPrimMd);
+  step->scratchMd = pd.scratchpad_desc();
+  step->prim = dnnl::primitive(pd);
+  step->keepAlive.push_back(std::move(owner));
+  return step;
+}
+
+} // namespace
+
+bool DnnlStep::save(runtime::SavedStep &out, std::string &why) const {
+  const_dnnl_primitive_desc_t pd = prim.get_primitive_desc();
+  dnnl_primitive_kind_t kind{};
+  const_dnnl_op_desc_t opDesc = nullptr;
+  const_dnnl_primitive_attr_t attr = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind) != dnnl_success ||
+      dnnl_primitive_desc_query(pd, dnnl_query_op_d, 0, &opDesc) != dnnl_success ||
+      dnnl_primitive_desc_get_attr(pd, &attr) != dnnl_success || opDescSize(kind) == 0) {
+    why = "oneDNN step '" + name + "' has a primitive kind artifacts do not store";
+    return false;
+  }
+  ByteWriter w;
+  w.str(name);
+  w.pod<int32_t>(createdThreads);
+  w.pod<int32_t>(kind);
+  w.str(std::string_view(static_cast<const char *>(opDesc), opDescSize(kind)));
+  putPostOps(w, attr);
+  w.pod<uint32_t>(static_cast<uint32_t>(runtimeArgs.size()));
+  for (const RuntimeArg &a : runtimeArgs) {
+    w.pod<int32_t>(a.arg);
+    w.pod<int32_t>(a.buffer);
+    putMd(w, a.userMd);
+    putMd(w, a.primMd);
+    w.pod<uint8_t>(a.toPrim.has_value());
+    w.pod<uint8_t>(a.expand);
+    w.vec(a.expandFrom);
+    w.vec(a.expandTo);
+    w.pod(a.scale);
+  }
+  w.pod<uint32_t>(static_cast<uint32_t>(constArgs.size()));
+  for (const ConstArg &c : constArgs) {
+    const memory::desc md = c.mem.get_desc();
+    w.pod<int32_t>(c.arg);
+    putMd(w, md);
+    w.pod<uint32_t>(static_cast<uint32_t>(out.blobs.size()));
+    out.blobs.emplace_back(static_cast<const uint8_t *>(c.mem.get_data_handle()), md.get_size());
+  }
+  w.pod<int32_t>(outBuffer);
+  putMd(w, dstUserMd);
+  putMd(w, dstPrimMd);
+  w.pod<int32_t>(sumBuffer);
+  putMd(w, sumUserMd);
+  out.kind = kPrimitiveKind;
+  out.payload = w.take();
+  return true;
+}
+
+bool ReorderStep::save(runtime::SavedStep &out, std::string &) const {
+  ByteWriter w;
+  w.str(name_);
+  putMd(w, from_);
+  putMd(w, to_);
+  out.kind = kReorderKind;
+  out.payload = w.take();
+  return true;
+}
+
+bool ConcatStep::save(runtime::SavedStep &out, std::string &) const {
+  ByteWriter w;
+  w.str(name_);
+  w.pod<int32_t>(createdThreads_);
+  w.pod<uint32_t>(static_cast<uint32_t>(srcs_.size()));
+  for (const memory::desc &md : srcs_)
+    putMd(w, md);
+  putMd(w, dst_);
+  out.kind = kConcatKind;
+  out.payload = w.take();
+  return true;
+}
+
+std::shared_ptr<const runtime::ExternStep>
+loadStep(const std::string &kind, std::string_view payload,
+         std::span<const std::span<const uint8_t>> blobs, std::shared_ptr<const void> owner,
+         std::string &why) {
+  ByteReader r(payload);
+  try {
+    if (kind == kPrimitiveKind)
+      return loadPrimitive(r, blobs, std::move(owner), why);
+    if (kind == kReorderKind) {
+      std::string name = r.str();
+      memory::desc from = getMd(r), to = getMd(r);
+      if (!r.done()) {
+        why = "a corrupt oneDNN reorder step";
+        return nullptr;
+      }
+      return std::make_shared<ReorderStep>(std::move(name), from, to);
+    }
+    if (kind == kConcatKind) {
+      std::string name = r.str();
+      const int32_t threads = r.pod<int32_t>();
+      std::vector<memory::desc> srcs(std::min<uint32_t>(r.pod<uint32_t>(), 4096));
+      for (memory::desc &md : srcs)
+        md = getMd(r);
+      memory::desc dst = getMd(r);
+      if (!r.done()) {
+        why = "a corrupt oneDNN concat step";
+        return nullptr;
+      }
+      ScopedThreads scoped(std::max(1, threads));
+      return std::make_shared<ConcatStep>(std::move(name), srcs, dst);
+    }
+  } catch (const dnnl::error &e) {
+    why = std::string("oneDNN cannot rebuild a saved step: ") + e.what();
+    return nullptr;
+  }
+  why = "unknown step kind '" + kind + "'";
+  return nullptr;
+}
+
+namespace {
+
+struct IsaName {
+  const char *name;
+  dnnl::cpu_isa isa;
+};
+
+const IsaName kIsaNames[] = {
+    {"avx512_core_amx", dnnl::cpu_isa::avx512_core_amx},
+    {"avx512_core_bf16", dnnl::cpu_isa::avx512_core_bf16},
+    {"avx512_core_vnni", dnnl::cpu_isa::avx512_core_vnni},
+    {"avx512_core", dnnl::cpu_isa::avx512_core},
+    {"avx2_vnni", dnnl::cpu_isa::avx2_vnni},
+    {"avx2", dnnl::cpu_isa::avx2},
+    {"avx", dnnl::cpu_isa::avx},
+    {"sse41", dnnl::cpu_isa::sse41},
+};
+
+std::mutex gIsaMutex;
+std::string gCapped; ///< the ISA this process capped oneDNN at; empty: none
+std::string gCappedFor;
+
+} // namespace
+
+runtime::Status capIsa(const std::string &isa, const std::string &forWhat) {
+  std::lock_guard<std::mutex> lock(gIsaMutex);
+  if ((gCapped.empty() && isa == "all") || gCapped == isa)
+    return runtime::Status::success();
+  if (!gCapped.empty())
+    return runtime::Status::failure(
+        "this process already compiled for " + gCappedFor + " (oneDNN ISA " + gCapped +
+        "); oneDNN takes one ISA cap per process, so " + forWhat + " (" + isa +
+        ") needs a process of its own");
+  const IsaName *row = nullptr;
+  for (const IsaName &r : kIsaNames)
+    if (isa == r.name)
+      row = &r;
+  if (!row)
+    return runtime::Status::failure("unknown oneDNN ISA '" + isa + "' for " + forWhat);
+  try {
+    dnnl::set_max_cpu_isa(row->isa);
+  } catch (const dnnl::error &e) {
+    return runtime::Status::failure("cannot cap oneDNN at ISA " + isa + " for " + forWhat +
+                                    ": oneDNN already ran in this process without a cap (" +
+                                    e.what() + ")");
+  }
+  gCapped = isa;
+  gCappedFor = forWhat;
+  return runtime::Status::success();
+}
+
+std::string version() {
+  const dnnl_version_t *v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " (cpu runtime " +
+         (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") + ")";
+}
+
+} // namespace kiln::runtime::onednn
