@@ -707,13 +707,18 @@ LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
 
 } // namespace
 
+std::string CompileReport::counts() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%d kernel%s, %d library call%s, %d fallback%s", numKernels,
+                numKernels == 1 ? "" : "s", numLibraryCalls, numLibraryCalls == 1 ? "" : "s",
+                numFallbacks, numFallbacks == 1 ? "" : "s");
+  return buf;
+}
+
 std::string CompileReport::summary() const {
   char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%d kernel%s, %d library call%s, %d fallback%s; compiled in %.1f ms", numKernels,
-                numKernels == 1 ? "" : "s", numLibraryCalls, numLibraryCalls == 1 ? "" : "s",
-                numFallbacks, numFallbacks == 1 ? "" : "s", totalSeconds * 1e3);
-  std::string s = buf;
+  std::snprintf(buf, sizeof(buf), "; compiled in %.1f ms", totalSeconds * 1e3);
+  std::string s = counts() + buf;
   if (!phases.empty()) {
     s += " (";
     for (size_t i = 0; i < phases.size(); ++i) {

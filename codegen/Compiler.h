@@ -130,6 +130,9 @@ struct CompileReport {
 
   /// "3 kernels, 2 library calls, 0 fallbacks; compiled in 41.2 ms (...)".
   std::string summary() const;
+  /// "3 kernels, 2 library calls, 0 fallbacks" (no timing: what artifacts
+  /// record, so that they are byte-identical across compiles).
+  std::string counts() const;
 };
 
 /// Compiles `g` for this CPU. Errors (unbound symbolic dims, pass failures,

@@ -178,7 +178,7 @@ int compileCommand(const Args &args) {
   if (!outputPath.empty()) {
     runtime::ArtifactInfo info;
     info.model = std::filesystem::path(file).filename().string();
-    info.summary = report.summary();
+    info.summary = report.counts();
     // Ports as the model declares them: symbolic dims named, with the size
     // they were compiled for (the executable's buffers).
     const auto &buffers = (*exe)->buffers();

@@ -49,7 +49,7 @@ struct ArtifactInfo {
   std::string model;
   TargetInfo target;
   std::vector<ArtifactPort> inputs, outputs;
-  /// The compile report's summary line.
+  /// What was compiled ("3 kernels, 2 library calls, 0 fallbacks").
   std::string summary;
   uint64_t fileBytes = 0, constantBytes = 0, codeBytes = 0;
   size_t numKernels = 0, numSteps = 0;

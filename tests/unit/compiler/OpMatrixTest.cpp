@@ -16,7 +16,8 @@
 //            the dtype's extremes (integers); random in between
 //
 // One graph per (op, dtype, attributes) holds every size and form, so one
-// compile covers them all. A new op with one of these traits is covered
+// compile covers them all. Each compiled graph also goes through a `.kiln`
+// artifact (ArtifactRoundTrip.h) and must give the same bits. A new op with one of these traits is covered
 // without touching this file; an elementwise op without a bound fails.
 //
 // Every other op (data movement, windows, GEMM, constants) needs attributes
@@ -33,6 +34,7 @@
 #include "ir/Compare.h"
 #include "ir/Interpreter.h"
 #include "tests/unit/OpBounds.h"
+#include "tests/unit/compiler/ArtifactRoundTrip.h"
 
 #include <gtest/gtest.h>
 
@@ -608,6 +610,7 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
   ASSERT_TRUE(exe.succeeded()) << collect.str();
   auto got = runCompiled(**exe, inputs, diag);
   ASSERT_TRUE(got.succeeded()) << collect.str();
+  kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, std::string(op.mnemonic));
   int failures = 0;
   for (size_t k = 0; k < want->size(); ++k) {
     std::string bad = compareStructured(op, (*got)[k], (*want)[k]);
@@ -661,6 +664,7 @@ TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
       ASSERT_TRUE(exe.succeeded()) << label << ": " << collect.str();
       auto got = runCompiled(**exe, built->inputs, diag);
       ASSERT_TRUE(got.succeeded()) << label << ": " << collect.str();
+      kiln::testing::expectArtifactRoundTrip(**exe, built->inputs, *got, label);
       // One primitive (exp(x), a / b): no absolute floor (OpBounds.h).
       const Node *first = built->graph->outputs()[0]->definingNode();
       std::vector<DType> operandTypes;
