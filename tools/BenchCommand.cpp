@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 
 #include <sys/resource.h>
@@ -39,7 +40,8 @@ namespace kiln::tools {
 namespace {
 
 const char kBenchUsage[] =
-    "usage: kiln bench MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
+    "usage: kiln bench MODEL [options]     (MODEL: a .kir file, an ONNX model or a .kiln\n"
+    "                                      artifact: load time instead of compile time)\n"
     "  --data DIR              inputs from DIR/input_K.pb (or .npy; else random) and\n"
     "                          expected outputs from DIR/output_K to check against\n"
     "  --runs N                timed runs (default 50)\n"
@@ -190,21 +192,66 @@ int benchCommand(const Args &args) {
 
   DiagnosticEngine diag;
   installStderrHandler(diag);
+  const bool isArtifact = runtime::isArtifactFile(file);
+  if (isArtifact) {
+    if (const char *flag = compileFlagBeyondThreads(options)) {
+      std::fprintf(stderr, "kiln bench: error: %s does not apply to an artifact ('%s' is compiled "
+                           "already; only --threads does)\n",
+                   flag, file.c_str());
+      return 2;
+    }
+  }
+  // What is run, and what the report says about it.
+  std::unique_ptr<runtime::Executable> exe;
+  codegen::CompileReport report;
+  std::vector<Tensor> inputs, expected;
+  size_t numNodes = 0;
+  double loadSeconds = 0, compileSeconds = 0;
+  std::vector<std::pair<DType, std::vector<int64_t>>> inputTypes;
+  std::vector<std::string> inputNames;
+  size_t numOutputs = 0;
+  LoadedModel model;
+  Graph *g = nullptr;
   const auto loadStart = Clock::now();
-  auto model = loadModel(file, graphName, options.dims, diag);
-  if (failed(model))
-    return 1;
-  Graph *g = model->graph;
-  const double loadSeconds = secondsSince(loadStart);
+  if (isArtifact) {
+    runtime::ArtifactInfo info;
+    if (runtime::Status st = runtime::loadArtifact(file, exe, &info); !st.ok()) {
+      std::fprintf(stderr, "kiln bench: error: %s\n", st.error.c_str());
+      return 1;
+    }
+    loadSeconds = secondsSince(loadStart);
+    for (const runtime::ArtifactPort &p : info.inputs) {
+      inputTypes.emplace_back(p.dtype, p.dims);
+      inputNames.push_back(p.name);
+    }
+    numOutputs = info.outputs.size();
+    for (const runtime::Step &st : exe->steps()) {
+      report.numKernels += st.kind == runtime::Step::Kind::Kernel;
+      report.numLibraryCalls += st.kind == runtime::Step::Kind::Extern;
+    }
+    report.target = "--cpu " + info.target.requested + " (cpu " + info.target.cpu + ", artifact)";
+    report.memory.arenaBytes = exe->arenaBytes();
+    report.memory.outputBytes = exe->outputBlockBytes();
+    report.memory.constantBytes = info.constantBytes;
+  } else {
+    auto loaded = loadModel(file, graphName, options.dims, diag);
+    if (failed(loaded))
+      return 1;
+    model = loaded.take();
+    g = model.graph;
+    loadSeconds = secondsSince(loadStart);
+    for (const Value *v : g->inputs())
+      inputNames.push_back(v->name());
+    numOutputs = g->outputs().size();
+  }
 
   // Inputs (and expected outputs) from --data, else random.
-  std::vector<Tensor> inputs, expected;
   if (!dataDir.empty()) {
-    for (unsigned k = 0; k < g->numInputs(); ++k) {
+    for (unsigned k = 0; k < inputNames.size(); ++k) {
       std::string f = findDataFile(dataDir, "input", k);
       if (f.empty()) {
         std::fprintf(stderr, "kiln bench: error: '%s' has no input_%u.pb or .npy for %%%s\n",
-                     dataDir.c_str(), k, g->input(k)->name().c_str());
+                     dataDir.c_str(), k, inputNames[k].c_str());
         return 1;
       }
       auto t = readTensorFile(f, diag);
@@ -212,7 +259,7 @@ int benchCommand(const Args &args) {
         return 1;
       inputs.push_back(t.take());
     }
-    for (size_t k = 0; k < g->outputs().size(); ++k) {
+    for (size_t k = 0; k < numOutputs; ++k) {
       std::string f = findDataFile(dataDir, "output", k);
       if (f.empty()) {
         expected.clear();
@@ -224,7 +271,7 @@ int benchCommand(const Args &args) {
       expected.push_back(t.take());
     }
     // Symbolic dims the user did not bind come from the inputs.
-    for (unsigned i = 0; i < g->numInputs(); ++i) {
+    for (unsigned i = 0; g && i < g->numInputs(); ++i) {
       const Shape &shape = g->input(i)->type().shape;
       if (inputs[i].shape().size() != shape.size())
         continue; // compile() names the mismatch
@@ -232,31 +279,35 @@ int benchCommand(const Args &args) {
         if (shape[d].isSymbolic() && !shape[d].symbol().empty())
           options.dims.emplace(shape[d].symbol(), inputs[i].shape()[d]);
     }
-  } else {
+  } else if (g) {
     for (const Value *v : g->inputs())
       for (const Dim &d : v->type().shape)
         if (d.isSymbolic() && !d.symbol().empty())
           options.dims.emplace(d.symbol(), 1);
     inputs = randomInputs(*g, options.dims, 1234);
+  } else {
+    inputs = randomTensors(inputTypes, 1234);
   }
 
-  codegen::CompileReport report;
-  const auto compileStart = Clock::now();
-  // The compiler takes the graph over (see compile(std::unique_ptr<Graph>)).
-  std::unique_ptr<Graph> owned;
-  for (auto &graph : model->module->graphs())
-    if (graph.get() == g)
-      owned = std::move(graph);
-  const size_t numNodes = g->numNodes();
-  auto exe = codegen::compile(std::move(owned), options, diag, &report);
-  if (failed(exe))
-    return 1;
-  const double compileSeconds = secondsSince(compileStart);
-  const runtime::Executable &e = **exe;
-  // The compiled model owns what it needs; the loaded one can go (as in an
-  // application that compiles once and keeps only the executable).
-  model->module.reset();
-  g = nullptr;
+  if (g) {
+    const auto compileStart = Clock::now();
+    // The compiler takes the graph over (see compile(std::unique_ptr<Graph>)).
+    std::unique_ptr<Graph> owned;
+    for (auto &graph : model.module->graphs())
+      if (graph.get() == g)
+        owned = std::move(graph);
+    numNodes = g->numNodes();
+    auto compiled = codegen::compile(std::move(owned), options, diag, &report);
+    if (failed(compiled))
+      return 1;
+    compileSeconds = secondsSince(compileStart);
+    exe = compiled.take();
+    // The compiled model owns what it needs; the loaded one can go (as in an
+    // application that compiles once and keeps only the executable).
+    model.module.reset();
+    g = nullptr;
+  }
+  const runtime::Executable &e = *exe;
   const int threads = e.resolveThreads(options.threads);
 
   std::vector<runtime::HostTensor> in, outs;
@@ -363,8 +414,13 @@ int benchCommand(const Args &args) {
                 number(wall).c_str(), peakRssKb());
     return check == "ok" || expected.empty() ? 0 : 1;
   }
-  std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
-  std::printf("compiled:    %s\n", report.summary().c_str());
+  if (isArtifact) {
+    std::printf("model:       %s (artifact, %zu steps)\n", file.c_str(), e.steps().size());
+    std::printf("loaded:      %s in %.1f ms\n", report.counts().c_str(), loadSeconds * 1e3);
+  } else {
+    std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
+    std::printf("compiled:    %s\n", report.summary().c_str());
+  }
   std::printf("target:      %s\n", report.target.c_str());
   std::printf("check:       %s (max abs error %.3g)\n", check.c_str(), maxAbsErr);
   std::printf("threads:     %d (cpu time / wall time during the runs: %.2f)\n", threads,
@@ -374,7 +430,12 @@ int benchCommand(const Args &args) {
               "warm-up)\n",
               median * 1e3, p10 * 1e3, p90 * 1e3, static_cast<long long>(runs),
               static_cast<long long>(warmup));
-  std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s\n",
+  if (isArtifact)
+    std::printf("memory:      arena %s, outputs %s, constants %s (mapped from the file)\n",
+                formatBytes(m.arenaBytes).c_str(), formatBytes(m.outputBytes).c_str(),
+                formatBytes(m.constantBytes).c_str());
+  else
+    std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s\n",
               formatBytes(m.arenaBytes).c_str(), formatBytes(m.lowerBound).c_str(),
               formatBytes(m.naiveBytes).c_str(), formatBytes(m.outputBytes).c_str(),
               formatBytes(m.constantBytes).c_str());

@@ -51,6 +51,9 @@ std::string findDataFile(const std::string &dir, const std::string &stem, size_t
 /// bools; symbolic dims from `dims` (else 1).
 std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
                                  unsigned seed);
+/// Random tensors of the given types, as randomInputs makes them.
+std::vector<Tensor> randomTensors(const std::vector<std::pair<DType, std::vector<int64_t>>> &types,
+                                  unsigned seed);
 
 /// If `arg` is `--name=value` returns value; if it is `--name` and a value
 /// follows, consumes it from `args` at `i`; false when `arg` is not --name.

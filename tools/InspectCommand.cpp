@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 
 #include <cstdio>
@@ -20,7 +21,8 @@ namespace kiln::tools {
 namespace {
 
 const char kInspectUsage[] =
-    "usage: kiln inspect MODEL [options]     (MODEL: a .kir file or an ONNX model)\n"
+    "usage: kiln inspect MODEL [options]     (MODEL: a .kir file, an ONNX model or a\n"
+    "                                        .kiln artifact: its metadata, no compile)\n"
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
@@ -29,6 +31,48 @@ const char kInspectUsage[] =
 void printInspectUsage(FILE *f) {
   std::fputs(kInspectUsage, f);
   std::fputs(kCompileFlagsUsage, f);
+}
+
+std::string portString(const runtime::ArtifactPort &p) {
+  std::string s = std::string(runtime::elementTypeName(p.dtype)) + "[";
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    s += d ? "," : "";
+    s += d < p.symbols.size() && !p.symbols[d].empty()
+             ? p.symbols[d] + "=" + std::to_string(p.dims[d])
+             : std::to_string(p.dims[d]);
+  }
+  return s + "]";
+}
+
+/// `kiln inspect ART.kiln`: what the artifact says about itself.
+int inspectArtifact(const std::string &file, bool steps) {
+  std::unique_ptr<runtime::Executable> exe;
+  runtime::ArtifactInfo info;
+  if (runtime::Status st = runtime::loadArtifact(file, exe, &info); !st.ok()) {
+    std::fprintf(stderr, "kiln inspect: error: %s\n", st.error.c_str());
+    return 1;
+  }
+  std::printf("artifact: %s, compiled from %s by Kiln %s (%s)\n", file.c_str(),
+              info.model.empty() ? "?" : info.model.c_str(), info.kilnVersion.c_str(),
+              info.dnnlVersion.c_str());
+  for (const runtime::ArtifactPort &p : info.inputs)
+    std::printf("  input  %%%s : %s\n", p.name.c_str(), portString(p).c_str());
+  for (const runtime::ArtifactPort &p : info.outputs)
+    std::printf("  output %%%s : %s\n", p.name.c_str(), portString(p).c_str());
+  std::printf("compiled: %s\n", info.summary.c_str());
+  std::printf("target: --cpu %s (cpu %s, oneDNN ISA %s)\n", info.target.requested.c_str(),
+              info.target.cpu.c_str(),
+              info.target.dnnlIsa.empty()    ? "unused"
+              : info.target.dnnlIsa == "all" ? "uncapped"
+                                             : info.target.dnnlIsa.c_str());
+  std::printf("file: %s: constants %s, machine code %s (%zu kernels), %zu steps\n",
+              formatBytes(info.fileBytes).c_str(), formatBytes(info.constantBytes).c_str(),
+              formatBytes(info.codeBytes).c_str(), info.numKernels, info.numSteps);
+  std::printf("memory: arena %s, output block %s\n", formatBytes(exe->arenaBytes()).c_str(),
+              formatBytes(exe->outputBlockBytes()).c_str());
+  if (steps)
+    std::printf("// steps\n%s", exe->describe().c_str());
+  return 0;
 }
 
 } // namespace
@@ -68,6 +112,20 @@ int inspectCommand(const Args &args) {
   if (file.empty()) {
     printInspectUsage(stderr);
     return 2;
+  }
+  if (runtime::isArtifactFile(file)) {
+    if (const char *flag = compileFlagBeyondThreads(options)) {
+      std::fprintf(stderr, "kiln inspect: error: %s does not apply to an artifact ('%s' is "
+                           "compiled already)\n",
+                   flag, file.c_str());
+      return 2;
+    }
+    if (buffers) {
+      std::fprintf(stderr, "kiln inspect: error: --buffers needs the model; an artifact keeps "
+                           "offsets, not the plan's lifetimes\n");
+      return 2;
+    }
+    return inspectArtifact(file, steps);
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);

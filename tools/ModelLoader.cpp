@@ -52,25 +52,34 @@ std::string findDataFile(const std::string &dir, const std::string &stem, size_t
   return "";
 }
 
-std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
-                                 unsigned seed) {
+std::vector<Tensor> randomTensors(const std::vector<std::pair<DType, std::vector<int64_t>>> &types,
+                                  unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::vector<Tensor> inputs;
-  for (const Value *v : g.inputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim &d : v->type().shape)
-      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
-    Tensor t = Tensor::zeros(v->type().dtype, shape);
+  std::vector<Tensor> out;
+  for (const auto &[dtype, shape] : types) {
+    Tensor t = Tensor::zeros(dtype, shape);
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (isFloat(t.dtype()))
         t.setDouble(i, real(rng));
       else
         t.setInt(i, static_cast<int64_t>(rng() % (t.dtype() == DType::Bool ? 2 : 4)));
     }
-    inputs.push_back(t);
+    out.push_back(t);
   }
-  return inputs;
+  return out;
+}
+
+std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
+                                 unsigned seed) {
+  std::vector<std::pair<DType, std::vector<int64_t>>> types;
+  for (const Value *v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
+    types.emplace_back(v->type().dtype, std::move(shape));
+  }
+  return randomTensors(types, seed);
 }
 
 } // namespace kiln::tools

@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.kiln_obj_root, "tests", "lit-out")
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%kiln_tools", config.kiln_tools_dir))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "inputs")))
 config.substitutions.append(
     ("FileCheck", "FileCheck --enable-var-scope --dump-input=fail"))
