@@ -9,14 +9,19 @@ MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
 report, and exits 1 unless every output is within tolerance. With --compile
 it also requires the memory plan (checked by the compiler itself, see
 Executable::checkMemory) to be within 1.25x of its lower bound, the
-largest live set. With
+largest live set. With --artifact it compiles the model with `kiln compile
+-o` into a temporary `.kiln` artifact (symbolic dims bound to the test
+data's sizes from MODEL_DIR/info.json) and runs that instead. With
 --expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
 passes instead, so that a stale mark is noticed. A missing model or data set
 is an error, never a skip.
 """
+import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 
 ARENA_LIMIT = 1.25  # arena / lower bound (issue 5)
@@ -25,13 +30,34 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kiln_onnx  # noqa: E402
 
 
+def dim_flags(model_dir):
+    """--dim SYM=N for each symbolic dim of the inputs, sized as in the test data."""
+    with open(os.path.join(model_dir, "info.json")) as f:
+        info = json.load(f)
+    axes = info.get("dynamic_axes") or {}
+    flags = set()
+    for inp in info.get("inputs") or []:
+        for axis, sym in (axes.get(inp["name"]) or {}).items():
+            flags.add("%s=%d" % (sym, inp["shape"][int(axis)]))
+    return [a for f in sorted(flags) for a in ("--dim", f)]
+
+
+def compile_artifact(kiln, model, model_dir, extra, path):
+    """kiln compile MODEL -o PATH; (exit status, output, command)."""
+    cmd = [kiln, "compile", model, "-o", path] + dim_flags(model_dir) + extra
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       errors="replace", timeout=600)
+    return p.returncode, p.stdout, kiln_onnx.quote(cmd)
+
+
 def main():
     if len(sys.argv) < 5:
         sys.exit(__doc__)
     kiln, model_dir, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     extra = sys.argv[5:]
     expect_fail = "--expect-fail" in extra
-    extra = [a for a in extra if a != "--expect-fail"]
+    artifact = "--artifact" in extra
+    extra = [a for a in extra if a not in ("--expect-fail", "--artifact")]
     model = os.path.join(model_dir, "model.onnx")
     data = os.path.join(model_dir, "test_data_set_0")
     missing = [p for p in (model, os.path.join(data, "input_0.pb"), os.path.join(data, "output_0.pb"))
@@ -45,9 +71,22 @@ def main():
                  os.path.basename(model_dir).rsplit("-op", 1)[0]))
         return 1
     t0 = time.time()
-    rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
-    print("$ " + cmd)
-    print(out.rstrip())
+    if artifact:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.kiln")
+            rc, out, cmd = compile_artifact(kiln, model, model_dir, extra, path)
+            print("$ " + cmd)
+            print(out.rstrip())
+            if rc == 0:
+                threads = [a for i, a in enumerate(extra)
+                           if a == "--threads" or (i > 0 and extra[i - 1] == "--threads")]
+                rc, out, cmd = kiln_onnx.check(kiln, path, data, rtol, atol, threads)
+                print("$ " + cmd)
+                print(out.rstrip())
+    else:
+        rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
+        print("$ " + cmd)
+        print(out.rstrip())
     took = time.time() - t0
     if "--compile" in extra and rc == 0:
         m = re.search(r"arena / lower bound = ([0-9.]+)", out)
