@@ -719,6 +719,9 @@ uint64_t Executable::constantBytes() const {
   for (const BufferDesc &b : buffers_)
     if (b.kind == BufferDesc::Kind::Constant)
       total += b.byteSize();
+  for (const Step &s : steps_)
+    if (s.externStep)
+      total += s.externStep->constantBytes();
   return total;
 }
 

@@ -104,6 +104,9 @@ public:
   /// kind rebuilds the same step. False, with `why`, when the step cannot be
   /// saved (the default: a reference-kernel fallback needs the IR).
   virtual bool save(SavedStep &out, std::string &why) const;
+  /// Bytes of constant data the step holds itself (a library's reordered
+  /// weights), counted in Executable::constantBytes().
+  virtual uint64_t constantBytes() const { return 0; }
 };
 
 /// Description of one buffer.
@@ -288,7 +291,7 @@ public:
   uint64_t outputBlockBytes() const { return outputBytes_; }
   /// Bytes of all Temp buffers that are not graph outputs, each on its own.
   uint64_t tempBytes() const;
-  /// Bytes of the constants.
+  /// Bytes of the constants: constant buffers and what extern steps hold.
   uint64_t constantBytes() const;
   /// Contexts (arenas) created so far: the most calls that ran at once.
   size_t pooledContexts() const;

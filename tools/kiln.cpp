@@ -4,9 +4,16 @@
 //   kiln run FILE.kir --input NAME=F.npy ... run on the interpreter
 //   kiln ops                                 print the op table
 //   kiln import MODEL.onnx -o OUT.kir        import an ONNX model
-//   kiln compile FILE.kir [--explain-fusion] compile for this CPU
+//   kiln compile FILE.kir [-o OUT.kiln]      compile for this CPU
+//   kiln --version                           versions of Kiln, LLVM, oneDNN
+//
+// Exit status, every command: 0 success, 1 a model or data error (bad
+// input, a failed check), 2 bad usage.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/cpu/CpuJit.h"
+#include "runtime/artifact/Artifact.h"
+#include "runtime/dnnl/DnnlSteps.h"
 #include "tools/Commands.h"
 
 #include <cerrno>
@@ -92,11 +99,14 @@ const char kUsage[] =
     "  run MODEL [--input NAME=FILE] [--data D]  run a model (interpreter, or --compile)\n"
     "  ops                                       print the op table (Markdown)\n"
     "  import MODEL.onnx [-o OUT.kir]            import an ONNX model to IR text\n"
-    "  compile MODEL [--explain-fusion] ...      compile for this CPU (JIT, oneDNN)\n"
+    "  compile MODEL [-o OUT.kiln] ...           compile for this CPU (JIT, oneDNN); -o saves\n"
+    "                                            an artifact that run, bench and inspect take\n"
     "  bench MODEL [--data D] [--threads N]      time the compiled model (median, spread)\n"
     "  inspect MODEL [--buffers]                 summarize a model and its compiled form\n"
+    "  --version                                 print the versions of Kiln, LLVM and oneDNN\n"
     "\n"
-    "`kiln <command> --help` describes each command's options.\n";
+    "`kiln <command> --help` describes each command's options.\n"
+    "exit status: 0 success, 1 model or data error (bad input, failed check), 2 bad usage\n";
 } // namespace
 
 static int dispatch(int argc, char **argv) {
@@ -120,6 +130,11 @@ static int dispatch(int argc, char **argv) {
     return kiln::tools::benchCommand(args);
   if (cmd == "inspect")
     return kiln::tools::inspectCommand(args);
+  if (cmd == "--version") {
+    std::printf("kiln %s (LLVM %s, %s)\n", kiln::runtime::kilnVersion(),
+                kiln::codegen::cpu::llvmVersion().c_str(), kiln::runtime::onednn::version().c_str());
+    return 0;
+  }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return 0;

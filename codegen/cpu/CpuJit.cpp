@@ -22,6 +22,7 @@
 #include "codegen/cpu/Internal.h"
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -272,6 +273,8 @@ std::string CpuJitImpl::targetDescription() const {
 } // namespace
 
 CpuJit::~CpuJit() = default;
+
+std::string llvmVersion() { return LLVM_VERSION_STRING; }
 
 FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
                                                   DiagnosticEngine &diag) {

@@ -56,4 +56,7 @@ public:
   virtual std::shared_ptr<const runtime::KernelObject> objectOf(runtime::KernelFn fn) const = 0;
 };
 
+/// "16.0.6": the LLVM the JIT links.
+std::string llvmVersion();
+
 } // namespace kiln::codegen::cpu

@@ -253,6 +253,13 @@ bool DnnlStep::save(runtime::SavedStep &out, std::string &why) const {
   return true;
 }
 
+uint64_t DnnlStep::constantBytes() const {
+  uint64_t total = 0;
+  for (const ConstArg &c : constArgs)
+    total += c.mem.get_desc().get_size();
+  return total;
+}
+
 bool ReorderStep::save(runtime::SavedStep &out, std::string &) const {
   ByteWriter w;
   w.str(name_);

@@ -120,6 +120,7 @@ public:
   runtime::Status run(std::span<void *const> buffers,
                       const runtime::StepContext &ctx) const override;
   bool save(runtime::SavedStep &out, std::string &why) const override;
+  uint64_t constantBytes() const override;
 };
 
 /// A oneDNN reorder of buffer 0 (layout `from`) into buffer 1 (layout `to`).
