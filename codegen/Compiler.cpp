@@ -37,6 +37,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
+#include "codegen/CompileCache.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 
 #include "codegen/Fusion.h"
@@ -50,6 +51,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <unordered_map>
 
@@ -717,7 +719,9 @@ std::string CompileReport::counts() const {
 
 std::string CompileReport::summary() const {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "; compiled in %.1f ms", totalSeconds * 1e3);
+  std::snprintf(buf, sizeof(buf), cacheHit ? "; loaded from the compile cache in %.1f ms"
+                                           : "; compiled in %.1f ms",
+                totalSeconds * 1e3);
   std::string s = counts() + buf;
   if (!phases.empty()) {
     s += " (";
@@ -804,6 +808,67 @@ prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, Diagnostic
   return g;
 }
 
+namespace {
+
+/// The executable stored at `path` with `report` filled as its compile
+/// reported; null on a miss. An entry that does not load is a warning (it
+/// is compiled again and replaced).
+std::unique_ptr<runtime::Executable> loadCached(const std::string &path, CompileReport &report,
+                                                DiagnosticEngine &diag) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return nullptr;
+  std::unique_ptr<runtime::Executable> exe;
+  runtime::ArtifactInfo info;
+  if (runtime::Status st = runtime::loadArtifact(path, exe, &info); !st.ok()) {
+    diag.emitWarning(Location()) << "compile cache: " << st.error << "; compiling again";
+    return nullptr;
+  }
+  // Least recently used order is by modification time.
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
+  report.cacheHit = true;
+  report.numKernels = info.report.kernels;
+  report.numLibraryCalls = info.report.libraryCalls;
+  report.numFallbacks = info.report.fallbacks;
+  report.target = info.report.target;
+  report.libraryCalls = info.report.libraryLines;
+  report.fallbacks = info.report.fallbackLines;
+  report.steps = exe->describe();
+  MemoryReport &m = report.memory;
+  m.arenaBytes = exe->arenaBytes();
+  m.lowerBound = info.report.lowerBound;
+  m.naiveBytes = info.report.naiveBytes;
+  m.peakStep = info.report.peakStep;
+  m.outputBytes = exe->outputBlockBytes();
+  m.constantBytes = exe->constantBytes();
+  m.inPlace = info.report.inPlace;
+  return exe;
+}
+
+/// Stores `exe` at report.cacheEntry and keeps the cache within its limit.
+/// A model that cannot be saved (a reference-kernel fallback) is not
+/// stored, silently; a write error is a warning.
+void storeCached(const runtime::Executable &exe, const GraphPorts &ports,
+                 const CompileReport &report, DiagnosticEngine &diag) {
+  if (report.numFallbacks > 0)
+    return;
+  const std::filesystem::path path(report.cacheEntry);
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  runtime::Status st = runtime::saveArtifact(exe, artifactInfo(ports, exe, report, ""), path);
+  if (!st.ok()) {
+    diag.emitWarning(Location()) << "compile cache: " << st.error;
+    return;
+  }
+  std::string limitError;
+  const uint64_t limit = cacheLimit(&limitError);
+  if (!limitError.empty())
+    diag.emitWarning(Location()) << "compile cache: " << limitError << "; using 1G";
+  evictCache(path.parent_path().string(), limit);
+}
+
+} // namespace
+
 FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
@@ -833,6 +898,20 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     return failure();
   if (options.useLibraries && failed(cpu::capOneDnnIsa(*target, diag)))
     return failure();
+  // The compile cache (CompileCache.h): a hit returns the stored model.
+  std::unique_ptr<GraphPorts> ports; // of the source graph, for the entry
+  if (cacheApplies(options)) {
+    const std::string dir = cacheDirectory();
+    if (!dir.empty()) {
+      report.cacheEntry =
+          dir + "/" + cacheKey(*owned, options, target->cpu, target->features) + ".kiln";
+      if (auto hit = loadCached(report.cacheEntry, report, diag)) {
+        report.totalSeconds = secondsSince(start);
+        return hit;
+      }
+      ports = std::make_unique<GraphPorts>(GraphPorts::of(*owned));
+    }
+  }
   auto prepared = prepareGraph(std::move(owned), options, diag);
   if (failed(prepared))
     return failure();
@@ -953,8 +1032,64 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
   endPhase("memory");
   report.steps = exe.describe();
+  if (ports)
+    storeCached(exe, *ports, report, diag);
   report.totalSeconds = secondsSince(start);
   return builder.take();
+}
+
+GraphPorts GraphPorts::of(const Graph &g) {
+  GraphPorts p;
+  for (const Value *v : g.inputs())
+    p.inputs.emplace_back(v->name(), v->type());
+  for (const Value *v : g.outputs())
+    p.outputs.emplace_back(v->name(), v->type());
+  return p;
+}
+
+runtime::ArtifactInfo artifactInfo(const GraphPorts &g, const runtime::Executable &exe,
+                                   const CompileReport &report, const std::string &model) {
+  runtime::ArtifactInfo info;
+  info.model = model;
+  info.summary = report.counts();
+  info.report.kernels = report.numKernels;
+  info.report.libraryCalls = report.numLibraryCalls;
+  info.report.fallbacks = report.numFallbacks;
+  info.report.target = report.target;
+  info.report.libraryLines = report.libraryCalls;
+  info.report.fallbackLines = report.fallbacks;
+  info.report.lowerBound = report.memory.lowerBound;
+  info.report.naiveBytes = report.memory.naiveBytes;
+  info.report.inPlace = report.memory.inPlace;
+  info.report.peakStep = report.memory.peakStep;
+  // Ports as the model declares them: symbolic dims named, with the size
+  // they were compiled for (the executable's buffers).
+  const auto &buffers = exe.buffers();
+  std::vector<const runtime::BufferDesc *> inputs;
+  for (const runtime::BufferDesc &b : buffers)
+    if (b.kind == runtime::BufferDesc::Kind::Input)
+      inputs.push_back(&b);
+  auto port = [](const std::pair<std::string, TensorType> &v, const runtime::BufferDesc *b) {
+    runtime::ArtifactPort p;
+    p.name = v.first;
+    p.dtype = b ? b->dtype : v.second.dtype;
+    const Shape &shape = v.second.shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      p.symbols.push_back(shape[d].isSymbolic() ? shape[d].symbol() : "");
+      p.dims.push_back(b && d < b->shape.size() ? b->shape[d]
+                       : shape[d].isStatic()    ? shape[d].size()
+                                                : -1);
+    }
+    return p;
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    info.inputs.push_back(port(g.inputs[i], i < inputs.size() ? inputs[i] : nullptr));
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const auto id = k < exe.outputs().size() ? exe.outputs()[k] : -1;
+    info.outputs.push_back(
+        port(g.outputs[k], id >= 0 ? &buffers[static_cast<size_t>(id)] : nullptr));
+  }
+  return info;
 }
 
 FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,

@@ -25,6 +25,7 @@
 #include "codegen/Backend.h"
 #include "ir/Graph.h"
 #include "runtime/Executable.h"
+#include "runtime/artifact/Artifact.h"
 
 #include <map>
 #include <memory>
@@ -77,6 +78,9 @@ struct CompileOptions {
   /// value it stores to its first output has 1 added. Tests of the
   /// bisection (codegen/Bisect.h) plant faults with it; empty: none.
   std::string debugFaultKernel;
+  /// Reuse and store compiled models in the compile cache
+  /// (codegen/CompileCache.h); the CLI turns it on unless --no-cache.
+  bool cache = false;
 };
 
 /// The memory plan of a compiled model (codegen/MemoryPlan.h).
@@ -127,6 +131,10 @@ struct CompileReport {
   std::string target;
   /// The memory plan.
   MemoryReport memory;
+  /// The compile cache entry this compile loaded (a hit) or stored; empty
+  /// when the cache was not used.
+  std::string cacheEntry;
+  bool cacheHit = false;
 
   /// "3 kernels, 2 library calls, 0 fallbacks; compiled in 41.2 ms (...)".
   std::string summary() const;
@@ -164,6 +172,19 @@ FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,
                                            std::span<const Tensor> inputs, DiagnosticEngine &diag,
                                            const runtime::RunOptions &options = {},
                                            runtime::RunProfile *profile = nullptr);
+
+/// A graph's inputs and outputs as declared (name and type, symbolic dims
+/// kept): what an artifact records of the graph it was compiled from.
+struct GraphPorts {
+  std::vector<std::pair<std::string, TensorType>> inputs, outputs;
+  static GraphPorts of(const Graph &g);
+};
+
+/// What an artifact of `exe` records about it: `ports` (symbolic dims
+/// named, sized as compiled), `report`'s counts, target, library calls,
+/// fallbacks and memory plan, and `model` as its origin.
+runtime::ArtifactInfo artifactInfo(const GraphPorts &ports, const runtime::Executable &exe,
+                                   const CompileReport &report, const std::string &model);
 
 /// Conversions between kiln::Tensor and the runtime's HostTensor; both share
 /// the bytes.

@@ -34,8 +34,9 @@ RULES = {
     "codegen/cpu/dnnl": ["ir", "codegen", "codegen/cpu/dnnl", "codegen/cpu/CpuTarget.h",
                          "runtime", "runtime/dnnl"],
 }
-DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h"}
-DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl"]
+DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
+          "codegen/CompileCache.cpp", "codegen/CompileCache.h"}
+DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

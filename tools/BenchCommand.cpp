@@ -140,6 +140,7 @@ std::string checkOutputs(const std::vector<runtime::HostTensor> &outs,
 int benchCommand(const Args &args) {
   std::string file, graphName, dataDir;
   codegen::CompileOptions options;
+  options.cache = true; // --no-cache turns it off
   int64_t runs = 50, warmup = 5;
   bool json = false, serve = false;
   Tolerance tol;
@@ -335,7 +336,11 @@ int benchCommand(const Args &args) {
   std::ostringstream ready;
   ready << "{\"event\":\"ready\",\"engine\":\"kiln\",\"model\":" << jsonString(file)
         << ",\"threads\":" << threads << ",\"load_s\":" << number(loadSeconds)
-        << ",\"compile_s\":" << number(compileSeconds)
+        << ",\"compile_s\":" << number(compileSeconds) << ",\"cache\":"
+        << jsonString(isArtifact                  ? "artifact"
+                      : report.cacheHit            ? "hit"
+                      : report.cacheEntry.empty() ? "off"
+                                                  : "miss")
         << ",\"target\":" << jsonString(report.target)
         << ",\"first_run_s\":" << number(firstRunSeconds) << ",\"check\":" << jsonString(check)
         << ",\"max_abs_err\":" << number(maxAbsErr) << ",\"kernels\":" << report.numKernels

@@ -29,6 +29,7 @@ int runCommand(const Args &args);
 int opsCommand(const Args &args);
 int benchCommand(const Args &args);
 int inspectCommand(const Args &args);
+int cacheCommand(const Args &args);
 
 /// A model read for a command, and the graph to work on.
 struct LoadedModel {

@@ -66,6 +66,7 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
 int compileCommand(const Args &args) {
   std::string file, graphName, outputPath;
   codegen::CompileOptions options;
+  options.cache = true; // --no-cache turns it off
   bool printSteps = false, reportMemory = false;
   int profileRuns = 0;
   CheckFlags checks;
@@ -156,6 +157,9 @@ int compileCommand(const Args &args) {
   Graph *g = model->graph;
 
   codegen::CompileReport report;
+  // The per-buffer memory table needs a real compile (a cache entry keeps
+  // the plan's offsets, not its lifetimes).
+  options.cache &= !reportMemory;
   auto exe = codegen::compile(*g, options, diag, &report);
   if (failed(exe))
     return 1;
@@ -176,42 +180,9 @@ int compileCommand(const Args &args) {
   std::printf("summary: %s\n", report.summary().c_str());
   std::printf("target: %s\n", report.target.c_str());
   if (!outputPath.empty()) {
-    runtime::ArtifactInfo info;
-    info.model = std::filesystem::path(file).filename().string();
-    info.summary = report.counts();
-    // Ports as the model declares them: symbolic dims named, with the size
-    // they were compiled for (the executable's buffers).
-    const auto &buffers = (*exe)->buffers();
-    size_t inputBuffer = 0;
-    for (const Value *v : g->inputs()) {
-      runtime::ArtifactPort p;
-      p.name = v->name();
-      p.dtype = v->type().dtype;
-      while (inputBuffer < buffers.size() &&
-             buffers[inputBuffer].kind != runtime::BufferDesc::Kind::Input)
-        ++inputBuffer;
-      for (size_t d = 0; d < v->type().shape.size(); ++d) {
-        const Dim &dim = v->type().shape[d];
-        p.symbols.push_back(dim.isSymbolic() ? dim.symbol() : "");
-        p.dims.push_back(inputBuffer < buffers.size() ? buffers[inputBuffer].shape[d]
-                                                      : dim.isStatic() ? dim.size() : -1);
-      }
-      ++inputBuffer;
-      info.inputs.push_back(std::move(p));
-    }
-    for (size_t k = 0; k < g->outputs().size(); ++k) {
-      const Value *v = g->outputs()[k];
-      const runtime::BufferDesc &b = buffers[static_cast<size_t>((*exe)->outputs()[k])];
-      runtime::ArtifactPort p;
-      p.name = v->name();
-      p.dtype = b.dtype;
-      p.dims = b.shape;
-      for (size_t d = 0; d < b.shape.size(); ++d)
-        p.symbols.push_back(d < v->type().shape.size() && v->type().shape[d].isSymbolic()
-                                ? v->type().shape[d].symbol()
-                                : "");
-      info.outputs.push_back(std::move(p));
-    }
+    const runtime::ArtifactInfo info =
+        codegen::artifactInfo(codegen::GraphPorts::of(*g), **exe, report,
+                              std::filesystem::path(file).filename().string());
     if (runtime::Status st = runtime::saveArtifact(**exe, info, outputPath); !st.ok()) {
       std::fprintf(stderr, "kiln compile: error: %s\n", st.error.c_str());
       return 1;

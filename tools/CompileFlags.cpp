@@ -24,6 +24,9 @@ const char kCompileFlagsUsage[] =
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
     "  --no-fusion             one kernel or library call per node\n"
     "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
+    "  --no-cache              compile even when the compile cache has the model (the\n"
+    "                          cache: $KILN_CACHE_DIR, else ~/.cache/kiln; KILN_CACHE=off\n"
+    "                          disables it; `kiln cache` manages it)\n"
     "  --debug-fault-kernel K  debugging aid: kernel K (a name from --emit=kernels)\n"
     "                          adds 1 to its first output\n";
 
@@ -50,6 +53,10 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   }
   if (a == "--no-fusion") {
     options.fuse = false;
+    return compileOnlyFlag();
+  }
+  if (a == "--no-cache") {
+    options.cache = false;
     return compileOnlyFlag();
   }
   if (matchFlag(args, i, "--cpu", v)) {

@@ -80,6 +80,7 @@ int inspectArtifact(const std::string &file, bool steps) {
 int inspectCommand(const Args &args) {
   std::string file, graphName;
   codegen::CompileOptions options;
+  options.cache = true; // --no-cache turns it off
   bool buffers = false, steps = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
@@ -163,6 +164,7 @@ int inspectCommand(const Args &args) {
   std::printf("ops: %s\n", ops.c_str());
 
   codegen::CompileReport report;
+  options.cache &= !buffers; // the per-buffer table needs a real compile
   auto exe = codegen::compile(*g, options, diag, &report);
   if (failed(exe))
     return 1;

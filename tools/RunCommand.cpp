@@ -85,6 +85,7 @@ int runCommand(const Args &args) {
   bool compiled = false, compileOnly = false;
   int repeat = 1;
   codegen::CompileOptions copts;
+  copts.cache = true; // --no-cache turns it off
   CheckFlags checks;
   int64_t printLimit = 8;
   std::vector<std::pair<size_t, std::string>> expects;

@@ -103,6 +103,7 @@ const char kUsage[] =
     "                                            an artifact that run, bench and inspect take\n"
     "  bench MODEL [--data D] [--threads N]      time the compiled model (median, spread)\n"
     "  inspect MODEL [--buffers]                 summarize a model and its compiled form\n"
+    "  cache path|stats|clear                    the compile cache of compiled models\n"
     "  --version                                 print the versions of Kiln, LLVM and oneDNN\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n"
@@ -130,6 +131,8 @@ static int dispatch(int argc, char **argv) {
     return kiln::tools::benchCommand(args);
   if (cmd == "inspect")
     return kiln::tools::inspectCommand(args);
+  if (cmd == "cache")
+    return kiln::tools::cacheCommand(args);
   if (cmd == "--version") {
     std::printf("kiln %s (LLVM %s, %s)\n", kiln::runtime::kilnVersion(),
                 kiln::codegen::cpu::llvmVersion().c_str(), kiln::runtime::onednn::version().c_str());

@@ -202,7 +202,8 @@ def worker_cmd(engine, model_dir, threads, args):
     py = args.python
     if engine == "kiln":
         return [args.kiln, "bench", os.path.join(model_dir, "model.onnx"), "--data",
-                os.path.join(model_dir, "test_data_set_0"), "--threads", str(threads), "--serve"]
+                os.path.join(model_dir, "test_data_set_0"), "--threads", str(threads), "--serve",
+                "--no-cache"]  # compile_s is a cold compile (bench/startup.py times warm ones)
     if engine == "torch_eager":
         return [py, os.path.join(HERE, "torch_worker.py"), "--mode", "eager", model_dir,
                 "--threads", str(threads)]

@@ -183,6 +183,21 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
   meta.set_dnnl_isa(t.dnnlIsa);
   meta.set_default_threads(exe.defaultThreads());
   meta.set_summary(info.summary);
+  {
+    artifact::Report *r = meta.mutable_report();
+    r->set_kernels(info.report.kernels);
+    r->set_library_calls(info.report.libraryCalls);
+    r->set_fallbacks(info.report.fallbacks);
+    r->set_target(info.report.target);
+    for (const std::string &l : info.report.libraryLines)
+      r->add_library_lines(l);
+    for (const std::string &l : info.report.fallbackLines)
+      r->add_fallback_lines(l);
+    r->set_lower_bound_bytes(info.report.lowerBound);
+    r->set_naive_bytes(info.report.naiveBytes);
+    r->set_in_place(info.report.inPlace);
+    r->set_peak_step(info.report.peakStep);
+  }
   for (const ArtifactPort &p : info.inputs)
     putPort(p, meta.add_inputs());
   for (const ArtifactPort &p : info.outputs)
@@ -512,6 +527,17 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     info.model = meta.model();
     info.target = exe->target();
     info.summary = meta.summary();
+    const artifact::Report &r = meta.report();
+    info.report.kernels = r.kernels();
+    info.report.libraryCalls = r.library_calls();
+    info.report.fallbacks = r.fallbacks();
+    info.report.target = r.target();
+    info.report.libraryLines.assign(r.library_lines().begin(), r.library_lines().end());
+    info.report.fallbackLines.assign(r.fallback_lines().begin(), r.fallback_lines().end());
+    info.report.lowerBound = r.lower_bound_bytes();
+    info.report.naiveBytes = r.naive_bytes();
+    info.report.inPlace = r.in_place();
+    info.report.peakStep = r.peak_step();
     for (const artifact::Port &p : meta.inputs())
       if (!getPort(p, info.inputs.emplace_back()))
         return fail("corrupt input signature");

@@ -51,6 +51,16 @@ struct ArtifactInfo {
   std::vector<ArtifactPort> inputs, outputs;
   /// What was compiled ("3 kernels, 2 library calls, 0 fallbacks").
   std::string summary;
+  /// What the compiler reported, replayed by a compile-cache hit
+  /// (codegen/CompileCache.h).
+  struct Report {
+    int kernels = 0, libraryCalls = 0, fallbacks = 0;
+    std::string target;
+    std::vector<std::string> libraryLines, fallbackLines;
+    uint64_t lowerBound = 0, naiveBytes = 0;
+    int inPlace = 0;
+    int32_t peakStep = -1;
+  } report;
   uint64_t fileBytes = 0, constantBytes = 0, codeBytes = 0;
   size_t numKernels = 0, numSteps = 0;
 };

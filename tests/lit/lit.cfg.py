@@ -9,6 +9,9 @@ config.excludes = ["inputs", "Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "tests", "lit-out")
 
+# The compile cache is off in tests (each RUN line compiles, whatever ran
+# before); the cache's own tests turn it on with a folder of their own.
+config.environment["KILN_CACHE"] = "off"
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%python", config.python_executable))

@@ -29,6 +29,9 @@ ARENA_LIMIT = 1.25  # arena / lower bound (issue 5)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kiln_onnx  # noqa: E402
 
+# Every test compiles (the compile cache's own tests are in tests/lit/tools/cache).
+os.environ["KILN_CACHE"] = "off"
+
 
 def dim_flags(model_dir):
     """--dim SYM=N for each symbolic dim of the inputs, sized as in the test data."""
