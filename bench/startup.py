@@ -33,6 +33,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+from kiln_onnx import dim_flags  # noqa: E402
 
 
 def ort_worker(model_dir):
@@ -58,17 +60,6 @@ def ort_worker(model_dir):
     sess.run(None, {n: a for n, (_, a) in zip(names, inputs)})
     print(json.dumps({"session_s": t1 - t0,
                       "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
-
-
-def dim_flags(model_dir):
-    with open(os.path.join(model_dir, "info.json")) as f:
-        info = json.load(f)
-    axes = info.get("dynamic_axes") or {}
-    flags = set()
-    for inp in info.get("inputs") or []:
-        for axis, sym in (axes.get(inp["name"]) or {}).items():
-            flags.add("%s=%d" % (sym, inp["shape"][int(axis)]))
-    return [a for f in sorted(flags) for a in ("--dim", f)]
 
 
 def run_json(cmd):

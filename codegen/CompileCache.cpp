@@ -160,12 +160,8 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
     }
   h.str(cpu);
   h.str(features);
+  // Dims and the pipeline are in the graph (it is the prepared one).
   h.bytes(&o.threads, sizeof(o.threads));
-  for (const auto &[sym, size] : o.dims) {
-    h.str(sym);
-    h.bytes(&size, sizeof(size));
-  }
-  h.str(o.pipeline);
   const uint8_t flags[] = {o.useLibraries, o.useKernels, o.fuse,
                            static_cast<uint8_t>(o.dnnlLayout)};
   h.bytes(flags, sizeof(flags));

@@ -10,11 +10,12 @@
 //   where     $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln;
 //             $KILN_CACHE=off disables it (the tests run with it off)
 //   key       a 128-bit hash of: Kiln's and oneDNN's versions, the graph
-//             (its text with constants elided, then every constant's dtype,
-//             shape and bytes), the resolved target (CPU name and feature
-//             string: a native compile on another CPU misses), and every
-//             compile option that changes code (threads, dims, pipeline,
-//             libraries, kernels, fusion, layout policy, optimization level)
+//             after prepareGraph (dims bound, the pipeline run: its text with
+//             constants elided, then every constant's dtype, shape and
+//             bytes), the resolved target (CPU name and feature string: a
+//             native compile on another CPU misses), and every other compile
+//             option that changes code (threads, libraries, kernels, fusion,
+//             layout policy, optimization level)
 //   entry     DIR/<key>.kiln, written to a temporary file and renamed (two
 //             processes storing one key leave one whole file); a hit
 //             updates its mtime (LRU order)
@@ -56,8 +57,9 @@ size_t clearCache(const std::string &dir);
 /// `limit` bytes; the number deleted.
 size_t evictCache(const std::string &dir, uint64_t limit);
 
-/// The hex key of `g` compiled with `options` for the CPU named by
-/// `cpu`/`features` (resolved: never "native").
+/// The hex key of the prepared graph `g` (codegen::prepareGraph) compiled
+/// with `options` for the CPU named by `cpu`/`features` (resolved: never
+/// "native").
 std::string cacheKey(const Graph &g, const CompileOptions &options, const std::string &cpu,
                      const std::string &features);
 

@@ -898,24 +898,25 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     return failure();
   if (options.useLibraries && failed(cpu::capOneDnnIsa(*target, diag)))
     return failure();
-  // The compile cache (CompileCache.h): a hit returns the stored model.
+  // The compile cache (CompileCache.h) is keyed by the prepared graph: one
+  // model with its dims bound at import or by CompileOptions::dims is one
+  // entry. A hit returns the stored model.
+  const std::string cacheDir = cacheApplies(options) ? cacheDirectory() : "";
   std::unique_ptr<GraphPorts> ports; // of the source graph, for the entry
-  if (cacheApplies(options)) {
-    const std::string dir = cacheDirectory();
-    if (!dir.empty()) {
-      report.cacheEntry =
-          dir + "/" + cacheKey(*owned, options, target->cpu, target->features) + ".kiln";
-      if (auto hit = loadCached(report.cacheEntry, report, diag)) {
-        report.totalSeconds = secondsSince(start);
-        return hit;
-      }
-      ports = std::make_unique<GraphPorts>(GraphPorts::of(*owned));
-    }
-  }
+  if (!cacheDir.empty())
+    ports = std::make_unique<GraphPorts>(GraphPorts::of(*owned));
   auto prepared = prepareGraph(std::move(owned), options, diag);
   if (failed(prepared))
     return failure();
   std::shared_ptr<Graph> g(prepared->release());
+  if (!cacheDir.empty()) {
+    report.cacheEntry =
+        cacheDir + "/" + cacheKey(*g, options, target->cpu, target->features) + ".kiln";
+    if (auto hit = loadCached(report.cacheEntry, report, diag)) {
+      report.totalSeconds = secondsSince(start);
+      return hit;
+    }
+  }
   endPhase("passes");
 
   // 3. Fusion.

@@ -18,6 +18,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/IntPow.h" // wrappingIntPow
+
 #include "ir/Attribute.h"
 #include "ir/DType.h"
 #include "ir/Diagnostics.h"
@@ -174,11 +176,6 @@ std::vector<ScalarValue> evaluateScalars(
     const ScalarDag &dag,
     const std::function<ScalarValue(const ScalarNode &, const std::vector<ScalarValue> &)> &leaf);
 
-/// Integer power as every path of Kiln computes it: exact with two's
-/// complement wrap-around; a negative exponent gives trunc(1 / base^-exp)
-/// (so 0 except for bases 1 and -1, and 0 for base 0, which the reference
-/// kernel reports as an error instead).
-int64_t wrappingIntPow(int64_t base, int64_t exp);
 
 struct OpInfo;
 

@@ -30,9 +30,8 @@ struct KernelObject {
 } // namespace kiln::runtime
 
 /// Helpers generated kernels may call (resolved by the JIT and by the
-/// artifact loader alike): integer power with wrapping multiplication, with
-/// ir/ScalarExpr.h's wrappingIntPow semantics (the reference; the
-/// differential tests hold the two equal).
+/// artifact loader alike): integer power with wrapping multiplication,
+/// ir/IntPow.h's wrappingIntPow (the reference's own function).
 extern "C" int64_t kiln_cpu_ipow(int64_t base, int64_t exp);
 
 namespace kiln::runtime {

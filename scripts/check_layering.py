@@ -21,8 +21,9 @@ RULES = {
     "frontend/onnx": ["ir", "frontend/onnx"],
     "frontend/trace": ["ir", "frontend/trace", "include/kiln"],
     "include/kiln": ["ir", "include/kiln"],
-    # The runtime: no compiler, no IR beyond the header-only dtype table.
-    "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def"],
+    # The runtime: no compiler, no IR beyond two header-only facts (the
+    # dtype table, integer power).
+    "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
     # Artifacts: the runtime, its oneDNN steps, the generated metadata code.
     "runtime/artifact": ["runtime", "runtime/dnnl", "runtime/artifact", "ir/DTypes.def"],

@@ -16,7 +16,6 @@ data's sizes from MODEL_DIR/info.json) and runs that instead. With
 passes instead, so that a stale mark is noticed. A missing model or data set
 is an error, never a skip.
 """
-import json
 import os
 import re
 import subprocess
@@ -33,21 +32,9 @@ import kiln_onnx  # noqa: E402
 os.environ["KILN_CACHE"] = "off"
 
 
-def dim_flags(model_dir):
-    """--dim SYM=N for each symbolic dim of the inputs, sized as in the test data."""
-    with open(os.path.join(model_dir, "info.json")) as f:
-        info = json.load(f)
-    axes = info.get("dynamic_axes") or {}
-    flags = set()
-    for inp in info.get("inputs") or []:
-        for axis, sym in (axes.get(inp["name"]) or {}).items():
-            flags.add("%s=%d" % (sym, inp["shape"][int(axis)]))
-    return [a for f in sorted(flags) for a in ("--dim", f)]
-
-
 def compile_artifact(kiln, model, model_dir, extra, path):
     """kiln compile MODEL -o PATH; (exit status, output, command)."""
-    cmd = [kiln, "compile", model, "-o", path] + dim_flags(model_dir) + extra
+    cmd = [kiln, "compile", model, "-o", path] + kiln_onnx.dim_flags(model_dir) + extra
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        errors="replace", timeout=600)
     return p.returncode, p.stdout, kiln_onnx.quote(cmd)

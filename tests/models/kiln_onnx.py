@@ -5,8 +5,23 @@ the command is `kiln run MODEL.onnx --data DIR --check --rtol R --atol A`,
 which reads DIR/input_K.pb, compares with DIR/output_K.pb and fails when an
 element has |got - want| > atol + rtol * |want|.
 """
+import json
+import os
 import shlex
 import subprocess
+
+
+def dim_flags(model_dir):
+    """--dim SYM=N for each symbolic input dim of a zoo model, sized as in its
+    test data (MODEL_DIR/info.json, written by scripts/make_models.py)."""
+    with open(os.path.join(model_dir, "info.json")) as f:
+        info = json.load(f)
+    axes = info.get("dynamic_axes") or {}
+    flags = set()
+    for inp in info.get("inputs") or []:
+        for axis, sym in (axes.get(inp["name"]) or {}).items():
+            flags.add("%s=%d" % (sym, inp["shape"][int(axis)]))
+    return [a for f in sorted(flags) for a in ("--dim", f)]
 
 
 def supports_data(kiln):
