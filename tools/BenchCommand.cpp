@@ -25,6 +25,7 @@
 #include "codegen/MemoryPlan.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include <sys/resource.h>
 
@@ -32,6 +33,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -298,7 +300,9 @@ int benchCommand(const Args &args) {
       if (graph.get() == g)
         owned = std::move(graph);
     numNodes = g->numNodes();
+    std::optional<CompileProgress> progress(std::in_place, file);
     auto compiled = codegen::compile(std::move(owned), options, diag, &report);
+    progress.reset();
     if (failed(compiled))
       return 1;
     compileSeconds = secondsSince(compileStart);

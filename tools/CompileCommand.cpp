@@ -21,10 +21,12 @@
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <random>
 
@@ -160,7 +162,9 @@ int compileCommand(const Args &args) {
   // The per-buffer memory table needs a real compile (a cache entry keeps
   // the plan's offsets, not its lifetimes).
   options.cache &= !reportMemory;
+  std::optional<CompileProgress> progress(std::in_place, file);
   auto exe = codegen::compile(*g, options, diag, &report);
+  progress.reset();
   if (failed(exe))
     return 1;
   if (options.explain)

@@ -13,8 +13,10 @@
 #include "codegen/MemoryPlan.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include <cstdio>
+#include <optional>
 #include <map>
 
 namespace kiln::tools {
@@ -165,7 +167,9 @@ int inspectCommand(const Args &args) {
 
   codegen::CompileReport report;
   options.cache &= !buffers; // the per-buffer table needs a real compile
+  std::optional<CompileProgress> progress(std::in_place, file);
   auto exe = codegen::compile(*g, options, diag, &report);
+  progress.reset();
   if (failed(exe))
     return 1;
   std::printf("compiled: %s\n", report.summary().c_str());

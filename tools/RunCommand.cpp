@@ -19,11 +19,13 @@
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <map>
 
@@ -304,7 +306,9 @@ int runCommand(const Args &args) {
         if (shape[d].isSymbolic() && !shape[d].symbol().empty())
           copts.dims[shape[d].symbol()] = values[i].shape()[d];
     }
+    std::optional<CompileProgress> progress(std::in_place, file);
     auto e = codegen::compile(*g, copts, diag, &report);
+    progress.reset();
     if (failed(e))
       return 1;
     exe = e.take();
