@@ -1,8 +1,12 @@
 //===- CompileCache.cpp - Compiled models on disk, reused -----------------===//
 #include "codegen/CompileCache.h"
 
+#include "codegen/cpu/CpuJit.h"
 #include "ir/Printer.h"
+#include "generated/SourceHash.h"
 #include "runtime/dnnl/DnnlSteps.h"
+
+#include <omp.h>
 
 #include <sys/stat.h>
 
@@ -57,6 +61,12 @@ bool isEntry(const fs::directory_entry &e) {
   return e.is_regular_file() && e.path().extension() == ".kiln";
 }
 
+/// A temporary file a writer left behind (it died before renaming it).
+bool isLeftover(const fs::directory_entry &e) {
+  return e.is_regular_file() && e.path().filename().string().find(".kiln.tmp.") !=
+                                    std::string::npos;
+}
+
 } // namespace
 
 std::string cacheDirectory() {
@@ -108,9 +118,12 @@ CacheStats cacheStats(const std::string &dir) {
 size_t clearCache(const std::string &dir) {
   size_t n = 0;
   std::error_code ec;
-  for (const auto &e : fs::directory_iterator(dir, ec))
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
     if (isEntry(e) && fs::remove(e.path(), ec))
       ++n;
+    else if (isLeftover(e))
+      fs::remove(e.path(), ec);
+  }
   return n;
 }
 
@@ -146,6 +159,8 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
                      const std::string &features) {
   KeyHasher h;
   h.str(runtime::kilnVersion());
+  h.str(KILN_SOURCE_HASH);
+  h.str(cpu::llvmVersion());
   h.str(runtime::onednn::version());
   PrintOptions po;
   po.elideBlobs = true;
@@ -160,8 +175,10 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
     }
   h.str(cpu);
   h.str(features);
-  // Dims and the pipeline are in the graph (it is the prepared one).
-  h.bytes(&o.threads, sizeof(o.threads));
+  // Dims and the pipeline are in the graph (it is the prepared one). The
+  // thread count oneDNN primitives are created for is part of them.
+  const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+  h.bytes(&threads, sizeof(threads));
   const uint8_t flags[] = {o.useLibraries, o.useKernels, o.fuse,
                            static_cast<uint8_t>(o.dnnlLayout)};
   h.bytes(flags, sizeof(flags));

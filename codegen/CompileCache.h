@@ -9,18 +9,21 @@
 //
 //   where     $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln;
 //             $KILN_CACHE=off disables it (the tests run with it off)
-//   key       a 128-bit hash of: Kiln's and oneDNN's versions, the graph
+//   key       a 128-bit hash of: Kiln's version and a hash of its sources
+//             (a rebuilt Kiln misses), LLVM's and oneDNN's versions, the graph
 //             after prepareGraph (dims bound, the pipeline run: its text with
 //             constants elided, then every constant's dtype, shape and
 //             bytes), the resolved target (CPU name and feature string: a
 //             native compile on another CPU misses), and every other compile
-//             option that changes code (threads, libraries, kernels, fusion,
-//             layout policy, optimization level)
+//             option that changes code (threads, OpenMP's count when 0;
+//             libraries, kernels, fusion, layout policy, optimization level)
 //   entry     DIR/<key>.kiln, written to a temporary file and renamed (two
 //             processes storing one key leave one whole file); a hit
 //             updates its mtime (LRU order)
 //   bad entry one that does not load (checksum, versions, CPU) is reported
-//             as a warning and compiled again, which replaces it
+//             as a warning and compiled again, which replaces it. The
+//             checksum finds damage, not tampering: a cache folder others
+//             can write to runs their code
 //   size      after each store, least recently used entries are deleted
 //             until the total is at most $KILN_CACHE_MAX (bytes, K/M/G
 //             suffixes; default 1G)

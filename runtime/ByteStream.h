@@ -79,8 +79,10 @@ public:
       x = pod<T>();
     return v;
   }
-  /// True when every read so far was in bounds.
+  /// True when every read so far was in bounds and valid.
   bool ok() const { return ok_; }
+  /// Marks the payload corrupt (a value read was out of range).
+  void fail() { ok_ = false; }
   /// True when the payload was read to its end and no read failed.
   bool done() const { return ok_ && at_ == in_.size(); }
 

@@ -37,7 +37,8 @@ RULES = {
 }
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
           "codegen/CompileCache.cpp", "codegen/CompileCache.h"}
-DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl"]
+DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
+                "generated/SourceHash.h"]  # generated in the build tree
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

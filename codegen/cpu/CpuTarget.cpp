@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/CpuTarget.h"
+#include "runtime/CpuFeatures.h"
 
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringMap.h>
@@ -20,21 +21,6 @@
 
 namespace kiln::codegen::cpu {
 namespace {
-
-/// Features that add instructions compiled code may contain (vector ISAs
-/// and the scalar extensions LLVM selects on its own). Others (sgx,
-/// invpcid, rdrnd, ...) are system or intrinsic-only features that
-/// virtual machines often hide; lacking them does not stop the code.
-bool isInstructionSet(const std::string &f) {
-  static const char *const kPrefixes[] = {"sse",   "ssse3",  "avx",    "fma", "f16c",       "bmi",
-                                          "lzcnt", "popcnt", "movbe",  "amx", "vpclmulqdq", "vaes",
-                                          "gfni",  "aes",    "pclmul", "sha", "adx",        "cx16",
-                                          "cmov",  "mmx",    "prfchw", "xop", "tbm"};
-  for (const char *p : kPrefixes)
-    if (f.rfind(p, 0) == 0)
-      return true;
-  return false;
-}
 
 } // namespace
 
@@ -86,7 +72,7 @@ FailureOr<CpuTarget> resolveCpuTarget(std::string_view name, DiagnosticEngine &d
   for (const std::string &f : sorted) {
     t.features += (t.features.empty() ? "+" : ",+") + f;
     auto it = host.find(f);
-    if (isInstructionSet(f) && it != host.end() && !it->getValue())
+    if (runtime::isInstructionSetFeature(f) && it != host.end() && !it->getValue())
       missing += (missing.empty() ? "" : ", ") + f;
   }
   if (!missing.empty())

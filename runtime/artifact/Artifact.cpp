@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,7 +38,7 @@ struct Header {
   uint32_t format;
   uint32_t headerBytes;
   uint64_t metaOffset, metaBytes, dataOffset, dataBytes;
-  uint64_t checksum; ///< Hasher over [kHeaderBytes, end of file)
+  uint64_t checksum; ///< Hasher over the file, this field read as 0
   uint64_t reserved;
 };
 static_assert(sizeof(Header) == kHeaderBytes);
@@ -50,19 +52,23 @@ class Hasher {
 public:
   void update(const void *data, size_t n) {
     auto *p = static_cast<const uint8_t *>(data);
-    while (n > 0 && fill_ > 0) {
-      pending_[fill_++] = *p++;
-      --n;
-      if (fill_ == 8)
-        flush();
+    if (fill_ > 0) {
+      const size_t take = std::min(n, 8 - fill_);
+      std::memcpy(pending_ + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ < 8)
+        return;
+      flush();
     }
     for (; n >= 8; n -= 8, p += 8) {
       uint64_t w;
       std::memcpy(&w, p, 8);
       mix(w);
     }
-    while (n-- > 0)
-      pending_[fill_++] = *p++;
+    std::memcpy(pending_, p, n);
+    fill_ = n;
   }
   uint64_t finish() {
     if (fill_ > 0) {
@@ -308,20 +314,26 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
     return Status::success();
   };
   Hasher hasher;
+  hasher.update(&h, sizeof(h)); // with checksum 0
   (void)forEachPiece([&](const void *p, size_t n) {
     hasher.update(p, n);
     return Status::success();
   });
   h.checksum = hasher.finish();
 
-  // Temporary file next to `path`, renamed over it once complete.
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = mkstemp(tmp.data());
+  // Temporary file next to `path`, renamed over it once complete; created
+  // 0666 so that the process's umask applies (mkstemp would make it 0600).
+  static std::atomic<unsigned> counter{0};
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
   if (fd < 0)
     return Status::failure("cannot create '" + tmp + "': " + std::strerror(errno));
-  const mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
   Status st = writeAll(fd, &h, sizeof(h));
   if (st.ok())
     st = forEachPiece([&](const void *p, size_t n) { return writeAll(fd, p, n); });
@@ -370,12 +382,16 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     return fail("format version " + std::to_string(h.format) + "; this Kiln (" + kilnVersion() +
                 ") reads version " + std::to_string(kFormatVersion) + ": compile the model again");
   if (h.headerBytes != kHeaderBytes || h.metaOffset != kHeaderBytes ||
-      h.metaBytes > map->size - kHeaderBytes || h.dataOffset < h.metaOffset + h.metaBytes ||
+      h.metaBytes > map->size - kHeaderBytes || h.metaBytes > (uint64_t(1) << 30) ||
+      h.dataOffset < h.metaOffset + h.metaBytes ||
       h.dataOffset % kPage != 0 || h.dataOffset > map->size ||
       h.dataBytes != map->size - h.dataOffset)
     return fail("truncated or corrupt: the header's sizes do not match the file's " +
                 std::to_string(map->size) + " bytes");
+  Header unsummed = h;
+  unsummed.checksum = 0;
   Hasher hasher;
+  hasher.update(&unsummed, sizeof(unsummed));
   hasher.update(bytes + kHeaderBytes, map->size - kHeaderBytes);
   if (hasher.finish() != h.checksum)
     return fail("corrupt: its checksum does not match its contents");
@@ -417,12 +433,17 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
   if (!code)
     return fail(why);
   std::vector<KernelFn> fns;
+  // The objects stay with the steps, so that a loaded model can be saved
+  // again (a compile-cache hit written with -o).
+  std::vector<std::shared_ptr<const KernelObject>> kernelObjects;
   for (int i = 0; i < meta.kernels_size(); ++i) {
     void *fn = code->symbol(static_cast<size_t>(i), meta.kernels(i).symbol());
     if (!fn)
       return fail("kernel object " + std::to_string(i) + " does not define '" +
                   meta.kernels(i).symbol() + "'");
     fns.push_back(reinterpret_cast<KernelFn>(fn));
+    kernelObjects.push_back(std::make_shared<const KernelObject>(
+        KernelObject{meta.kernels(i).symbol(), std::string(objects[static_cast<size_t>(i)])}));
   }
 
   auto exe = std::make_unique<Executable>();
@@ -435,8 +456,13 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     auto dt = dtypeNamed(b.dtype());
     std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
     bool shapeOk = dt.has_value();
-    for (int64_t d : shape)
+    int64_t elements = 1;
+    for (int64_t d : shape) {
       shapeOk &= d >= 0 && d < (int64_t(1) << 40);
+      if (shapeOk && d > 0 && elements > (int64_t(1) << 44) / d)
+        shapeOk = false; // more than 2^44 elements: corrupt
+      elements *= shapeOk ? d : 0;
+    }
     if (!shapeOk)
       return fail("buffer " + std::to_string(i) + " ('" + b.name() + "') has a corrupt type");
     offsets.push_back(b.arena_offset());
@@ -494,7 +520,8 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
       for (int k = 0; k + 1 < s.in_place_size(); k += 2)
         inPlace.emplace_back(s.in_place(k), s.in_place(k + 1));
       exe->addKernelStep(s.name(), fns[static_cast<size_t>(s.kernel())], std::move(ids),
-                         s.num_reads(), s.num_outer(), s.parallel(), s.grain(), std::move(inPlace));
+                         s.num_reads(), s.num_outer(), s.parallel(), s.grain(), std::move(inPlace),
+                         kernelObjects[static_cast<size_t>(s.kernel())]);
       continue;
     }
     std::vector<std::span<const uint8_t>> blobs;
@@ -505,7 +532,10 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
       blobs.push_back(*sp);
       constantBytes += sp->size();
     }
-    auto step = onednn::loadStep(s.extern_kind(), s.payload(), blobs, map, why);
+    std::vector<size_t> bufferBytes;
+    for (int32_t id : ids)
+      bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
+    auto step = onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
     if (!step)
       return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);
     exe->addExternStep(std::move(step), std::move(ids), s.num_reads());

@@ -5,7 +5,8 @@
 //
 //   [0, 64)         header: magic "KILNART\0", format version, where the
 //                   metadata and the data are, and a 64-bit checksum of
-//                   every byte after the header;
+//                   the whole file (this field read as 0): a check against
+//                   damage, not a signature (anyone can recompute it);
 //   metadata        protobuf (Artifact.proto): Kiln and oneDNN versions,
 //                   target CPU and features, oneDNN ISA, input and output
 //                   signature (symbolic dims named), buffers, steps, the

@@ -52,7 +52,7 @@ struct Object {
   const Elf64_Ehdr *eh = nullptr;
   std::span<const Elf64_Shdr> sections;
   std::span<const Elf64_Sym> symbols;
-  std::string_view strtab;
+  std::string_view strtab, shstrtab;
   /// Per section: where it goes (offset in the region; ~0: not loaded).
   std::vector<size_t> placed;
   /// Per symbol index: its GOT slot (offset) and stub (offset), or ~0.
@@ -64,8 +64,8 @@ constexpr size_t kNone = ~size_t(0);
 bool isLoaded(const Object &o, const Elf64_Shdr &s) {
   if (!(s.sh_flags & SHF_ALLOC) || s.sh_size == 0)
     return false;
-  const char *shstr = o.bytes.data() + o.sections[o.eh->e_shstrndx].sh_offset;
-  return std::strcmp(shstr + s.sh_name, ".eh_frame") != 0;
+  // parse() checked sh_name against the table, which ends with a NUL.
+  return std::string_view(o.shstrtab.data() + s.sh_name) != ".eh_frame";
 }
 
 std::string symbolName(const Object &o, const Elf64_Sym &s) {
@@ -91,6 +91,18 @@ std::string parse(Object &o) {
   for (const Elf64_Shdr &s : o.sections) {
     if (s.sh_type != SHT_NOBITS && (s.sh_offset > b.size() || s.sh_size > b.size() - s.sh_offset))
       return "a section outside the object";
+    if (s.sh_type == SHT_NOBITS && s.sh_size > (uint64_t(1) << 30))
+      return "a zero-filled section of more than 1 GiB";
+  }
+  const Elf64_Shdr &names = o.sections[o.eh->e_shstrndx];
+  if (names.sh_type != SHT_STRTAB || names.sh_size == 0)
+    return "no section name table";
+  o.shstrtab = b.substr(names.sh_offset, names.sh_size);
+  if (o.shstrtab.back() != '\0')
+    return "a malformed section name table";
+  for (const Elf64_Shdr &s : o.sections) {
+    if (s.sh_name >= o.shstrtab.size())
+      return "a section name outside the name table";
     if (s.sh_addralign > kPage)
       return "a section aligned to more than a page";
     if (s.sh_type == SHT_SYMTAB) {
@@ -99,6 +111,8 @@ std::string parse(Object &o) {
       o.symbols = {reinterpret_cast<const Elf64_Sym *>(b.data() + s.sh_offset),
                    s.sh_size / sizeof(Elf64_Sym)};
       const Elf64_Shdr &str = o.sections[s.sh_link];
+      if (str.sh_type != SHT_STRTAB)
+        return "a symbol table without a string table";
       o.strtab = b.substr(str.sh_offset, str.sh_size);
       if (o.strtab.empty() || o.strtab.back() != '\0')
         return "a malformed string table";
@@ -110,9 +124,14 @@ std::string parse(Object &o) {
   for (const Elf64_Sym &sym : o.symbols) {
     if (sym.st_shndx == SHN_COMMON)
       return "a common symbol";
+    if (sym.st_shndx == SHN_XINDEX)
+      return "extended section indices";
     if (sym.st_shndx != SHN_UNDEF && sym.st_shndx < SHN_LORESERVE &&
-        sym.st_shndx >= o.sections.size())
-      return "a symbol in a section that does not exist";
+        (sym.st_shndx >= o.sections.size() ||
+         sym.st_value > o.sections[sym.st_shndx].sh_size))
+      return "a symbol outside its section";
+    if (sym.st_name >= o.strtab.size())
+      return "a symbol name outside the string table";
   }
   return {};
 }
@@ -268,6 +287,9 @@ std::shared_ptr<LoadedCode> LoadedCode::link(std::span<const std::string_view> o
       const auto P = reinterpret_cast<int64_t>(place);
       const int64_t A = r.r_addend;
       int64_t S = static_cast<int64_t>(address[sym]);
+      if (sym != 0 && S == 0 && o.symbols[sym].st_shndx != SHN_ABS)
+        return "a relocation against '" + symbolName(o, o.symbols[sym]) +
+               "', in a section that is not loaded";
       const bool fits64 = r.r_offset + 8 <= o.sections[target].sh_size;
       auto put32 = [&](int64_t v) -> std::string {
         if (v < INT32_MIN || v > INT32_MAX)

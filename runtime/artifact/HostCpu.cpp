@@ -1,6 +1,8 @@
 //===- HostCpu.cpp - The instruction sets this CPU runs, without LLVM -----===//
 #include "runtime/artifact/HostCpu.h"
 
+#include "runtime/CpuFeatures.h"
+
 #include <cpuid.h>
 
 #include <cstdint>
@@ -23,6 +25,8 @@ struct FeatureBit {
 
 // Intel SDM vol. 2A, CPUID; LLVM's X86TargetParser.def for the names.
 const FeatureBit kFeatures[] = {
+    {"cmov", 1, 0, EDX, 15, 0},         {"mmx", 1, 0, EDX, 23, 0},
+    {"sse", 1, 0, EDX, 25, 0},          {"sse2", 1, 0, EDX, 26, 0},
     {"sse3", 1, 0, ECX, 0, 0},          {"ssse3", 1, 0, ECX, 9, 0},
     {"fma", 1, 0, ECX, 12, 0x6},        {"cx16", 1, 0, ECX, 13, 0},
     {"sse4.1", 1, 0, ECX, 19, 0},       {"sse4.2", 1, 0, ECX, 20, 0},
@@ -43,6 +47,8 @@ const FeatureBit kFeatures[] = {
     {"amx-int8", 7, 0, EDX, 25, 0},     {"avxvnni", 7, 1, EAX, 4, 0x6},
     {"avx512bf16", 7, 1, EAX, 5, 0xe6}, {"lzcnt", 0x80000001, 0, ECX, 5, 0},
     {"sse4a", 0x80000001, 0, ECX, 6, 0}, {"prfchw", 0x80000001, 0, ECX, 8, 0},
+    {"xop", 0x80000001, 0, ECX, 11, 0x6}, {"fma4", 0x80000001, 0, ECX, 16, 0x6},
+    {"tbm", 0x80000001, 0, ECX, 21, 0},
 };
 
 bool hostHas(const FeatureBit &f) {
@@ -78,9 +84,14 @@ std::vector<std::string> missingCpuFeatures(std::string_view required) {
     if (f.empty() || f[0] != '+')
       continue;
     f.remove_prefix(1);
+    const FeatureBit *known = nullptr;
     for (const FeatureBit &row : kFeatures)
-      if (f == row.name && !hostHas(row))
-        missing.emplace_back(f);
+      if (f == row.name)
+        known = &row;
+    // An instruction set the table cannot check counts as missing: running
+    // code that may use it could fault.
+    if (known ? !hostHas(*known) : runtime::isInstructionSetFeature(f))
+      missing.emplace_back(f);
   }
   return missing;
 }

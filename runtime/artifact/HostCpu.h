@@ -2,8 +2,9 @@
 //
 // What an artifact's loader checks its code against: CPUID (and XGETBV for
 // the register state the OS enables) read into LLVM's feature names, for
-// the instruction-set features compiled code can contain. A feature outside
-// the table is not checked.
+// the instruction-set features compiled code can contain
+// (runtime/CpuFeatures.h). An instruction-set feature the table does not
+// know counts as missing; other features (system ones) are not checked.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -14,8 +15,9 @@
 
 namespace kiln::runtime {
 
-/// The features of `required` (an LLVM feature string, "+avx2,+fma,-sse4a")
-/// that are enabled there, that the table knows, and that this CPU lacks.
+/// The instruction-set features enabled in `required` (an LLVM feature
+/// string, "+avx2,+fma,-sse4a") that this CPU lacks or that cannot be
+/// checked.
 std::vector<std::string> missingCpuFeatures(std::string_view required);
 
 } // namespace kiln::runtime

@@ -29,11 +29,31 @@ constexpr const char *kConcatKind = "onednn.concat";
 
 void putMd(ByteWriter &w, const memory::desc &md) { w.pod(md.data); }
 
+/// A descriptor as saved; a corrupt one (rank, kind or type out of range)
+/// reads as the empty descriptor and makes `r` fail.
 memory::desc getMd(ByteReader &r) {
   dnnl_memory_desc_t d = r.pod<dnnl_memory_desc_t>();
-  if (d.ndims < 0 || d.ndims > DNNL_MAX_NDIMS)
-    d = dnnl_memory_desc_t{};
+  bool ok = d.ndims >= 0 && d.ndims <= DNNL_MAX_NDIMS &&
+            (d.format_kind == dnnl_format_kind_undef || d.format_kind == dnnl_blocked ||
+             d.format_kind == dnnl_format_kind_any) &&
+            (d.ndims == 0 || d.data_type == dnnl_f32);
+  if (ok && d.format_kind == dnnl_blocked)
+    ok = d.format_desc.blocking.inner_nblks >= 0 &&
+         d.format_desc.blocking.inner_nblks <= DNNL_MAX_NDIMS;
+  for (int i = 0; ok && i < d.ndims; ++i)
+    ok = d.dims[i] >= 0 && d.dims[i] < (int64_t(1) << 40) && d.padded_dims[i] >= d.dims[i] &&
+         d.padded_dims[i] < (int64_t(1) << 40);
+  if (!ok) {
+    r.fail();
+    return memory::desc();
+  }
   return memory::desc(d);
+}
+
+/// Whether `md` fits in buffer `id` of `bytes` (the step's buffers).
+bool fits(const memory::desc &md, int64_t id, std::span<const size_t> bytes) {
+  return id >= 0 && static_cast<size_t>(id) < bytes.size() &&
+         md.get_size() <= std::max<size_t>(bytes[static_cast<size_t>(id)], 4);
 }
 
 /// sizeof the op descriptor of `kind` (0: a kind Kiln does not save).
@@ -96,7 +116,10 @@ bool getPostOps(ByteReader &r, dnnl::post_ops &po) {
       po.append_eltwise(scale, alg, alpha, beta);
     } else if (k == dnnl_binary) {
       const auto alg = static_cast<dnnl::algorithm>(r.pod<int32_t>());
-      po.append_binary(alg, memory::desc(r.pod<dnnl_memory_desc_t>()));
+      const memory::desc md = getMd(r);
+      if (!r.ok())
+        return false;
+      po.append_binary(alg, md);
     } else {
       return false;
     }
@@ -113,6 +136,7 @@ std::optional<dnnl::reorder> reorderIfNeeded(const memory::desc &from, const mem
 
 std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
                                                 std::span<const std::span<const uint8_t>> blobs,
+                                                std::span<const size_t> bufferBytes,
                                                 std::shared_ptr<const void> owner,
                                                 std::string &why) {
   auto step = std::make_shared<DnnlStep>();
@@ -162,7 +186,22 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
     a.scale = r.pod<float>();
     if (!r.ok())
       break;
-    if (!(a.arg & DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE) &&
+    int64_t elements = 1;
+    for (int64_t d : a.expandFrom)
+      elements = d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44) ? -1
+                                                                                  : elements * d;
+    const bool inBuffer =
+        a.expand ? a.buffer >= 0 && static_cast<size_t>(a.buffer) < bufferBytes.size() &&
+                       elements >= 0 &&
+                       static_cast<size_t>(elements) * 4 <=
+                           std::max<size_t>(bufferBytes[static_cast<size_t>(a.buffer)], 4) &&
+                       product(a.expandTo) == product(a.userMd.dims())
+                 : fits(a.userMd, a.buffer, bufferBytes);
+    if (!inBuffer) {
+      why = "an operand of oneDNN step '" + step->name + "' does not fit its buffer";
+      return nullptr;
+    }
+    if (a.arg < DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) &&
         pd.query_md(dnnl::query::exec_arg_md, a.arg) != (reorders ? a.primMd : a.userMd))
       return layoutChanged("operand");
     if (reorders)
@@ -178,7 +217,7 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
       why = "a constant of oneDNN step '" + step->name + "' is missing from the artifact";
       return nullptr;
     }
-    if (!(arg & DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE) &&
+    if (arg < DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) &&
         pd.query_md(dnnl::query::exec_arg_md, arg) != md)
       return layoutChanged("weight");
     step->constArgs.push_back(
@@ -191,6 +230,11 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
   step->sumUserMd = getMd(r);
   if (!r.done()) {
     why = "a corrupt oneDNN step '" + step->name + "'";
+    return nullptr;
+  }
+  if (!fits(step->dstUserMd, step->outBuffer, bufferBytes) ||
+      (step->sumBuffer >= 0 && !fits(step->sumUserMd, step->sumBuffer, bufferBytes))) {
+    why = "the result of oneDNN step '" + step->name + "' does not fit its buffer";
     return nullptr;
   }
   if (pd.dst_desc() != step->dstPrimMd)
@@ -285,16 +329,17 @@ bool ConcatStep::save(runtime::SavedStep &out, std::string &) const {
 
 std::shared_ptr<const runtime::ExternStep>
 loadStep(const std::string &kind, std::string_view payload,
-         std::span<const std::span<const uint8_t>> blobs, std::shared_ptr<const void> owner,
-         std::string &why) {
+         std::span<const std::span<const uint8_t>> blobs, std::span<const size_t> bufferBytes,
+         std::shared_ptr<const void> owner, std::string &why) {
   ByteReader r(payload);
   try {
     if (kind == kPrimitiveKind)
-      return loadPrimitive(r, blobs, std::move(owner), why);
+      return loadPrimitive(r, blobs, bufferBytes, std::move(owner), why);
     if (kind == kReorderKind) {
       std::string name = r.str();
       memory::desc from = getMd(r), to = getMd(r);
-      if (!r.done()) {
+      if (!r.done() || bufferBytes.size() != 2 || !fits(from, 0, bufferBytes) ||
+          !fits(to, 1, bufferBytes)) {
         why = "a corrupt oneDNN reorder step";
         return nullptr;
       }
@@ -307,7 +352,11 @@ loadStep(const std::string &kind, std::string_view payload,
       for (memory::desc &md : srcs)
         md = getMd(r);
       memory::desc dst = getMd(r);
-      if (!r.done()) {
+      bool inBuffers = bufferBytes.size() == srcs.size() + 1 &&
+                       fits(dst, static_cast<int64_t>(srcs.size()), bufferBytes);
+      for (size_t i = 0; inBuffers && i < srcs.size(); ++i)
+        inBuffers = fits(srcs[i], static_cast<int64_t>(i), bufferBytes);
+      if (!r.done() || !inBuffers) {
         why = "a corrupt oneDNN concat step";
         return nullptr;
       }
@@ -348,8 +397,15 @@ std::string gCappedFor;
 
 runtime::Status capIsa(const std::string &isa, const std::string &forWhat) {
   std::lock_guard<std::mutex> lock(gIsaMutex);
-  if ((gCapped.empty() && isa == "all") || gCapped == isa)
+  if (gCapped == isa)
     return runtime::Status::success();
+  if (gCapped.empty() && isa == "all") {
+    // Uncapped from now on: a later cap would not apply to primitives this
+    // compile creates, so it is refused, naming this one.
+    gCapped = isa;
+    gCappedFor = forWhat;
+    return runtime::Status::success();
+  }
   if (!gCapped.empty())
     return runtime::Status::failure(
         "this process already compiled for " + gCappedFor + " (oneDNN ISA " + gCapped +
