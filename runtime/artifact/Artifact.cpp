@@ -253,6 +253,10 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
         kernelIndex.emplace_back(s.fn, index);
         artifact::Kernel *k = meta.add_kernels();
         k->set_symbol(s.object->symbol);
+        for (int32_t id : s.buffers)
+          k->add_buffer_bytes(exe.buffers()[static_cast<size_t>(id)].byteSize());
+        k->set_num_reads(s.numReads);
+        k->set_num_outer(s.numOuter);
         data.add(s.object->elf.data(), s.object->elf.size(), k->mutable_object());
       }
       out->set_kernel(index);
@@ -516,6 +520,16 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     if (s.kind() == artifact::Step::KERNEL) {
       if (s.kernel() < 0 || s.kernel() >= static_cast<int32_t>(fns.size()) || s.num_outer() < 0)
         return fail("step " + std::to_string(i) + " ('" + s.name() + "') is corrupt");
+      // The kernel's code has its shapes built in: the step must match them.
+      const artifact::Kernel &k = meta.kernels(s.kernel());
+      bool matches = k.buffer_bytes_size() == static_cast<int>(ids.size()) &&
+                     k.num_reads() == s.num_reads() && k.num_outer() == s.num_outer();
+      for (size_t b = 0; matches && b < ids.size(); ++b)
+        matches = exe->buffers()[static_cast<size_t>(ids[b])].byteSize() ==
+                  k.buffer_bytes(static_cast<int>(b));
+      if (!matches)
+        return fail("step " + std::to_string(i) + " ('" + s.name() +
+                    "') does not match the buffers its kernel was compiled for");
       std::vector<std::pair<int32_t, int32_t>> inPlace;
       for (int k = 0; k + 1 < s.in_place_size(); k += 2)
         inPlace.emplace_back(s.in_place(k), s.in_place(k + 1));

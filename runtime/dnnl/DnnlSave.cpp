@@ -1,8 +1,9 @@
 //===- DnnlSave.cpp - oneDNN steps written to and read from artifacts ----===//
 //
-// A DnnlStep is saved as what recreates it: the primitive's kind and op
-// descriptor (oneDNN 2.x's plain C structs, with the layouts the compiler
-// chose already in them), its post-ops, each argument's user and primitive
+// A DnnlStep is saved as what recreates it: the primitive's kind and its
+// operation's parameters (memory descriptors with the layouts the compiler
+// chose, strides, pads, ...; rebuilt through oneDNN's checked initializers,
+// never handed over as a raw struct), its post-ops, each argument's user and primitive
 // memory descriptors, and the reordered constant weights as blobs. Loading
 // creates the primitive again from those, under the thread count it was
 // created with, and refuses (null, with the reason) when oneDNN now picks
@@ -15,6 +16,8 @@
 #include "runtime/ByteStream.h"
 #include "runtime/dnnl/DnnlSteps.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 namespace kiln::runtime::onednn {
@@ -37,17 +40,45 @@ memory::desc getMd(ByteReader &r) {
             (d.format_kind == dnnl_format_kind_undef || d.format_kind == dnnl_blocked ||
              d.format_kind == dnnl_format_kind_any) &&
             (d.ndims == 0 || d.data_type == dnnl_f32);
-  if (ok && d.format_kind == dnnl_blocked)
-    ok = d.format_desc.blocking.inner_nblks >= 0 &&
-         d.format_desc.blocking.inner_nblks <= DNNL_MAX_NDIMS;
+  constexpr int64_t kLimit = int64_t(1) << 40;
   for (int i = 0; ok && i < d.ndims; ++i)
-    ok = d.dims[i] >= 0 && d.dims[i] < (int64_t(1) << 40) && d.padded_dims[i] >= d.dims[i] &&
-         d.padded_dims[i] < (int64_t(1) << 40);
+    ok = d.dims[i] >= 0 && d.dims[i] < kLimit && d.padded_dims[i] >= d.dims[i] &&
+         d.padded_dims[i] < kLimit && d.padded_offsets[i] >= 0 &&
+         d.padded_offsets[i] <= d.padded_dims[i] - d.dims[i];
+  ok = ok && d.offset0 >= 0 && d.offset0 < kLimit && d.extra.flags == 0;
+  if (ok && d.format_kind == dnnl_blocked) {
+    // What oneDNN's size computation divides by and indexes with.
+    const dnnl_blocking_desc_t &b = d.format_desc.blocking;
+    ok = b.inner_nblks >= 0 && b.inner_nblks <= DNNL_MAX_NDIMS;
+    int64_t block[DNNL_MAX_NDIMS];
+    std::fill(block, block + DNNL_MAX_NDIMS, 1);
+    for (int i = 0; ok && i < b.inner_nblks; ++i) {
+      ok = b.inner_blks[i] >= 1 && b.inner_blks[i] <= 1024 && b.inner_idxs[i] >= 0 &&
+           b.inner_idxs[i] < d.ndims;
+      if (ok)
+        block[b.inner_idxs[i]] *= b.inner_blks[i];
+    }
+    for (int i = 0; ok && i < d.ndims; ++i)
+      ok = b.strides[i] >= 0 && b.strides[i] < kLimit && block[i] <= kLimit &&
+           d.padded_dims[i] % block[i] == 0;
+  }
   if (!ok) {
     r.fail();
     return memory::desc();
   }
   return memory::desc(d);
+}
+
+/// Whether `arg` is one a step binds to a buffer or constant of its own:
+/// the anchor's src, weights or bias, or a binary post-op's second source
+/// (never its dst or scratchpad, which the step binds itself).
+bool isOperandArg(int arg) {
+  if (arg == DNNL_ARG_SRC || arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_BIAS)
+    return true;
+  for (int i = 0; i < 32; ++i)
+    if (arg == (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1))
+      return true;
+  return false;
 }
 
 /// Whether `md` fits in buffer `id` of `bytes` (the step's buffers).
@@ -56,19 +87,116 @@ bool fits(const memory::desc &md, int64_t id, std::span<const size_t> bytes) {
          md.get_size() <= std::max<size_t>(bytes[static_cast<size_t>(id)], 4);
 }
 
-/// sizeof the op descriptor of `kind` (0: a kind Kiln does not save).
-size_t opDescSize(dnnl_primitive_kind_t kind) {
-  switch (kind) {
-  case dnnl_convolution:
-  case dnnl_deconvolution:
-    return sizeof(dnnl_convolution_desc_t);
-  case dnnl_matmul:
-    return sizeof(dnnl_matmul_desc_t);
-  case dnnl_pooling_v2:
-    return sizeof(dnnl_pooling_v2_desc_t);
-  default:
-    return 0;
+/// The spatial parameters of an op descriptor, as saved.
+void putDims(ByteWriter &w, const dnnl_dims_t d, int n) {
+  w.vec(std::vector<int64_t>(d, d + n));
+}
+
+/// Reads putDims' values into `d` (n of them, each in [lo, 2^20)).
+bool getDims(ByteReader &r, dnnl_dims_t d, int n, int64_t lo) {
+  std::vector<int64_t> v = r.vec<int64_t>();
+  if (!r.ok() || static_cast<int>(v.size()) != n)
+    return false;
+  for (int i = 0; i < n; ++i) {
+    if (v[static_cast<size_t>(i)] < lo || v[static_cast<size_t>(i)] >= (int64_t(1) << 20))
+      return false;
+    d[i] = v[static_cast<size_t>(i)];
   }
+  return true;
+}
+
+/// Writes the op descriptor of `pd` as its parameters (not the raw struct:
+/// loading builds it again through oneDNN's own checked initializers, so a
+/// damaged one is an error, not a crash inside oneDNN). False for a kind
+/// artifacts do not store.
+bool putOpDesc(ByteWriter &w, const_dnnl_primitive_desc_t pd, dnnl_primitive_kind_t kind) {
+  const_dnnl_op_desc_t raw = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_op_d, 0, &raw) != dnnl_success || !raw)
+    return false;
+  w.pod<int32_t>(kind);
+  if (kind == dnnl_convolution || kind == dnnl_deconvolution) {
+    const auto &d = *static_cast<const dnnl_convolution_desc_t *>(raw);
+    const int n = std::max(0, d.src_desc.ndims - 2);
+    w.pod<int32_t>(d.prop_kind);
+    w.pod<int32_t>(d.alg_kind);
+    for (const dnnl_memory_desc_t *md : {&d.src_desc, &d.weights_desc, &d.bias_desc, &d.dst_desc})
+      w.pod(*md);
+    putDims(w, d.strides, n);
+    putDims(w, d.dilates, n);
+    putDims(w, d.padding[0], n);
+    putDims(w, d.padding[1], n);
+    return true;
+  }
+  if (kind == dnnl_matmul) {
+    const auto &d = *static_cast<const dnnl_matmul_desc_t *>(raw);
+    for (const dnnl_memory_desc_t *md : {&d.src_desc, &d.weights_desc, &d.bias_desc, &d.dst_desc})
+      w.pod(*md);
+    return true;
+  }
+  if (kind == dnnl_pooling_v2) {
+    const auto &d = *static_cast<const dnnl_pooling_v2_desc_t *>(raw);
+    const int n = std::max(0, d.src_desc.ndims - 2);
+    w.pod<int32_t>(d.prop_kind);
+    w.pod<int32_t>(d.alg_kind);
+    w.pod(d.src_desc);
+    w.pod(d.dst_desc);
+    putDims(w, d.strides, n);
+    putDims(w, d.kernel, n);
+    putDims(w, d.dilation, n);
+    putDims(w, d.padding[0], n);
+    putDims(w, d.padding[1], n);
+    return true;
+  }
+  return false;
+}
+
+/// An op descriptor of any saved kind.
+union OpDesc {
+  dnnl_convolution_desc_t conv;
+  dnnl_matmul_desc_t matmul;
+  dnnl_pooling_v2_desc_t pool;
+};
+
+/// Reads putOpDesc's parameters and builds the descriptor with oneDNN's
+/// initializer; false when they are corrupt or oneDNN refuses them.
+bool getOpDesc(ByteReader &r, OpDesc &out) {
+  const auto kind = static_cast<dnnl_primitive_kind_t>(r.pod<int32_t>());
+  if (kind == dnnl_convolution || kind == dnnl_deconvolution) {
+    const auto prop = static_cast<dnnl_prop_kind_t>(r.pod<int32_t>());
+    const auto alg = static_cast<dnnl_alg_kind_t>(r.pod<int32_t>());
+    const memory::desc src = getMd(r), wei = getMd(r), bias = getMd(r), dst = getMd(r);
+    const int n = src.data.ndims - 2;
+    dnnl_dims_t strides{}, dilates{}, padL{}, padR{};
+    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference ||
+        !getDims(r, strides, n, 1) || !getDims(r, dilates, n, 0) || !getDims(r, padL, n, 0) ||
+        !getDims(r, padR, n, 0))
+      return false;
+    auto init = kind == dnnl_convolution ? dnnl_dilated_convolution_forward_desc_init
+                                         : dnnl_dilated_deconvolution_forward_desc_init;
+    return init(&out.conv, prop, alg, &src.data, &wei.data,
+                bias.data.ndims ? &bias.data : nullptr, &dst.data, strides, dilates, padL,
+                padR) == dnnl_success;
+  }
+  if (kind == dnnl_matmul) {
+    const memory::desc src = getMd(r), wei = getMd(r), bias = getMd(r), dst = getMd(r);
+    return r.ok() && dnnl_matmul_desc_init(&out.matmul, &src.data, &wei.data,
+                                           bias.data.ndims ? &bias.data : nullptr,
+                                           &dst.data) == dnnl_success;
+  }
+  if (kind == dnnl_pooling_v2) {
+    const auto prop = static_cast<dnnl_prop_kind_t>(r.pod<int32_t>());
+    const auto alg = static_cast<dnnl_alg_kind_t>(r.pod<int32_t>());
+    const memory::desc src = getMd(r), dst = getMd(r);
+    const int n = src.data.ndims - 2;
+    dnnl_dims_t strides{}, kernel{}, dilation{}, padL{}, padR{};
+    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference ||
+        !getDims(r, strides, n, 1) || !getDims(r, kernel, n, 1) || !getDims(r, dilation, n, 0) ||
+        !getDims(r, padL, n, 0) || !getDims(r, padR, n, 0))
+      return false;
+    return dnnl_pooling_v2_forward_desc_init(&out.pool, prop, alg, &src.data, &dst.data, strides,
+                                             kernel, dilation, padL, padR) == dnnl_success;
+  }
+  return false;
 }
 
 /// The post-ops of `attr` written as (kind, params) rows.
@@ -141,12 +269,11 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
                                                 std::string &why) {
   auto step = std::make_shared<DnnlStep>();
   step->name = r.str();
-  step->createdThreads = std::max(1, r.pod<int32_t>());
-  const auto kind = static_cast<dnnl_primitive_kind_t>(r.pod<int32_t>());
-  const size_t size = opDescSize(kind);
-  const std::string opDesc = r.str();
-  if (!r.ok() || size == 0 || opDesc.size() != size) {
-    why = "a corrupt oneDNN step '" + step->name + "'";
+  step->createdThreads = std::clamp(r.pod<int32_t>(), 1, 4096);
+  OpDesc opDesc;
+  std::memset(&opDesc, 0, sizeof(opDesc));
+  if (!getOpDesc(r, opDesc)) {
+    why = "a corrupt or refused operation in oneDNN step '" + step->name + "'";
     return nullptr;
   }
   dnnl::post_ops po;
@@ -160,7 +287,7 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
 
   ScopedThreads threads(step->createdThreads);
   dnnl_primitive_desc_t rawPd = nullptr;
-  if (dnnl_primitive_desc_create(&rawPd, opDesc.data(), attr.get(), cpuEngine().get(), nullptr) !=
+  if (dnnl_primitive_desc_create(&rawPd, &opDesc, attr.get(), cpuEngine().get(), nullptr) !=
       dnnl_success) {
     why = "oneDNN cannot create the primitive of step '" + step->name + "' on this machine";
     return nullptr;
@@ -190,7 +317,14 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
     for (int64_t d : a.expandFrom)
       elements = d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44) ? -1
                                                                                   : elements * d;
-    const bool inBuffer =
+    // An expanded operand is broadcast from expandFrom to expandTo: same
+    // rank, each dim 1 or the target's, nothing empty.
+    bool broadcastable = !a.expand || (a.expandFrom.size() == a.expandTo.size() &&
+                                       !a.expandTo.empty() && a.expandTo.size() <= 12);
+    for (size_t d = 0; a.expand && broadcastable && d < a.expandTo.size(); ++d)
+      broadcastable = a.expandTo[d] >= 1 && a.expandTo[d] < (int64_t(1) << 32) &&
+                      (a.expandFrom[d] == 1 || a.expandFrom[d] == a.expandTo[d]);
+    const bool inBuffer = broadcastable &&
         a.expand ? a.buffer >= 0 && static_cast<size_t>(a.buffer) < bufferBytes.size() &&
                        elements >= 0 &&
                        static_cast<size_t>(elements) * 4 <=
@@ -201,8 +335,15 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
       why = "an operand of oneDNN step '" + step->name + "' does not fit its buffer";
       return nullptr;
     }
-    if (a.arg < DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) &&
-        pd.query_md(dnnl::query::exec_arg_md, a.arg) != (reorders ? a.primMd : a.userMd))
+    if (!isOperandArg(a.arg) ||
+        std::any_of(step->runtimeArgs.begin(), step->runtimeArgs.end(),
+                    [&](const RuntimeArg &o) { return o.arg == a.arg; })) {
+      why = "a corrupt operand of oneDNN step '" + step->name + "'";
+      return nullptr;
+    }
+    // What the primitive reads through this argument is what the step
+    // binds there (oneDNN reads by its own descriptor, not the memory's).
+    if (pd.query_md(dnnl::query::exec_arg_md, a.arg) != (reorders ? a.primMd : a.userMd))
       return layoutChanged("operand");
     if (reorders)
       a.toPrim = reorderIfNeeded(a.userMd, a.primMd);
@@ -217,8 +358,15 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
       why = "a constant of oneDNN step '" + step->name + "' is missing from the artifact";
       return nullptr;
     }
-    if (arg < DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) &&
-        pd.query_md(dnnl::query::exec_arg_md, arg) != md)
+    if (!isOperandArg(arg) ||
+        std::any_of(step->constArgs.begin(), step->constArgs.end(),
+                    [&](const ConstArg &o) { return o.arg == arg; }) ||
+        std::any_of(step->runtimeArgs.begin(), step->runtimeArgs.end(),
+                    [&](const RuntimeArg &o) { return o.arg == arg; })) {
+      why = "a corrupt constant of oneDNN step '" + step->name + "'";
+      return nullptr;
+    }
+    if (pd.query_md(dnnl::query::exec_arg_md, arg) != md)
       return layoutChanged("weight");
     step->constArgs.push_back(
         {arg, memory(md, cpuEngine(), const_cast<uint8_t *>(blobs[blob].data()))});
@@ -253,19 +401,15 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
 bool DnnlStep::save(runtime::SavedStep &out, std::string &why) const {
   const_dnnl_primitive_desc_t pd = prim.get_primitive_desc();
   dnnl_primitive_kind_t kind{};
-  const_dnnl_op_desc_t opDesc = nullptr;
   const_dnnl_primitive_attr_t attr = nullptr;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind) != dnnl_success ||
-      dnnl_primitive_desc_query(pd, dnnl_query_op_d, 0, &opDesc) != dnnl_success ||
-      dnnl_primitive_desc_get_attr(pd, &attr) != dnnl_success || opDescSize(kind) == 0) {
-    why = "oneDNN step '" + name + "' has a primitive kind artifacts do not store";
-    return false;
-  }
   ByteWriter w;
   w.str(name);
   w.pod<int32_t>(createdThreads);
-  w.pod<int32_t>(kind);
-  w.str(std::string_view(static_cast<const char *>(opDesc), opDescSize(kind)));
+  if (dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind) != dnnl_success ||
+      dnnl_primitive_desc_get_attr(pd, &attr) != dnnl_success || !putOpDesc(w, pd, kind)) {
+    why = "oneDNN step '" + name + "' has a primitive kind artifacts do not store";
+    return false;
+  }
   putPostOps(w, attr);
   w.pod<uint32_t>(static_cast<uint32_t>(runtimeArgs.size()));
   for (const RuntimeArg &a : runtimeArgs) {
