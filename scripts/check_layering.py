@@ -21,6 +21,8 @@ RULES = {
     "frontend/onnx": ["ir", "frontend/onnx"],
     "frontend/trace": ["ir", "frontend/trace", "include/kiln"],
     "include/kiln": ["ir", "include/kiln"],
+    # The embedding API (include/kiln/kiln.h) over everything below it.
+    "api": ["ir", "include/kiln", "frontend/onnx", "codegen", "runtime", "runtime/artifact"],
     # The runtime: no compiler, no IR beyond two header-only facts (the
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],

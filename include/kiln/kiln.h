@@ -1,0 +1,129 @@
+//===- kiln.h - Load, compile, save and run models from C++ -----*- C++ -*-===//
+//
+// The embedding API: one header for an application that runs models with
+// Kiln. Link the CMake target `kiln_api`.
+//
+//   kiln::Model model = kiln::Model::load("resnet18.onnx");    // or .kir
+//   kiln::CompileOptions options;
+//   options.threads = 4;
+//   kiln::Executable exe = kiln::compile(model, options);     // LLVM JIT + oneDNN
+//   exe.save("resnet18.kiln");                                 // an artifact
+//   kiln::Executable again = kiln::Executable::load("resnet18.kiln");   // no compile
+//   std::vector<kiln::Tensor> out = again.run({input});        // any thread, at once
+//
+// Models also come from the tracer: Model::fromGraph(kiln::trace(...)).
+// Every failure (an unreadable or malformed model, an op no backend
+// supports and no reference kernel runs, inputs of the wrong count, dtype
+// or shape, a damaged artifact) throws kiln::Error with the located
+// message, the same text the `kiln` CLI prints.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "kiln/Eager.h" // kiln::Tensor
+#include "kiln/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class Graph;
+class Module;
+namespace runtime {
+class Executable;
+} // namespace runtime
+
+/// How to compile (the `kiln compile` flags of the same names).
+struct CompileOptions {
+  /// Threads a run uses (0: OpenMP's default, omp_get_max_threads()).
+  int threads = 0;
+  /// The CPU to compile for: "native", or an LLVM x86-64 CPU name
+  /// ("haswell", "x86-64-v2", "x86-64"); a CPU this machine cannot run is
+  /// refused. oneDNN takes one ISA cap per process: compiling for two
+  /// different non-native CPUs in one process is an error.
+  std::string cpu = "native";
+  /// Sizes of symbolic input dims, by symbol ("batch" -> 8).
+  std::map<std::string, int64_t> dims;
+  /// Fuse nodes into kernels; run conv/matmul/pools through oneDNN.
+  bool fusion = true, libraries = true;
+  /// Reuse and store compiled models in the compile cache
+  /// ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln).
+  bool cache = false;
+};
+
+/// An input or output of a model: its name, dtype and shape (symbolic dims
+/// as -1 in a Model, as compiled in an Executable).
+struct PortInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+/// A model to compile: a graph read from a file or made by the tracer.
+class Model {
+public:
+  /// Reads an ONNX model (.onnx) or Kiln IR (.kir); `dims` binds symbolic
+  /// dims of an ONNX model at import.
+  static Model load(const std::string &path, const std::map<std::string, int64_t> &dims = {});
+  /// Takes over a graph (kiln::trace's result).
+  static Model fromGraph(std::unique_ptr<Graph> graph);
+
+  Model(Model &&) noexcept;
+  Model &operator=(Model &&) noexcept;
+  ~Model();
+
+  std::vector<PortInfo> inputs() const;
+  std::vector<PortInfo> outputs() const;
+  /// The graph (for printing or interpreting it with the internal API).
+  const Graph &graph() const;
+
+private:
+  Model();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A compiled model. Immutable; run() may be called from many threads at
+/// once. Copies share the compiled code.
+class Executable {
+public:
+  /// Loads an artifact written by save() or `kiln compile -o`.
+  static Executable load(const std::string &path);
+
+  /// Writes the compiled model as an artifact (atomically: a failed save
+  /// leaves what was at `path`). A model with a step run by a reference
+  /// kernel cannot be saved.
+  void save(const std::string &path) const;
+
+  /// Runs on `inputs` (in input order; their bytes are read in place, not
+  /// copied) and returns the outputs.
+  std::vector<Tensor> run(const std::vector<Tensor> &inputs) const;
+  /// Runs and writes each output into the caller's tensor `outputs[k]`,
+  /// which must have the output's dtype and shape (copied from the run's
+  /// output block).
+  void runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const;
+
+  std::vector<PortInfo> inputs() const;
+  std::vector<PortInfo> outputs() const;
+  /// "3 kernels, 2 library calls, 0 fallbacks".
+  std::string summary() const;
+
+  Executable(const Executable &) = default;
+  Executable &operator=(const Executable &) = default;
+  ~Executable();
+
+private:
+  Executable();
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+  friend Executable compile(const Model &model, const CompileOptions &options);
+};
+
+/// Compiles `model` for this CPU (or options.cpu).
+Executable compile(const Model &model, const CompileOptions &options = {});
+
+} // namespace kiln
