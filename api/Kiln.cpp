@@ -96,7 +96,9 @@ Model Model::fromGraph(std::unique_ptr<Graph> graph) {
   return m;
 }
 
-const Graph &Model::graph() const { return *impl_->graph; }
+const Graph &Model::graph() const {
+  return *impl_->graph;
+}
 
 std::vector<PortInfo> Model::inputs() const {
   std::vector<PortInfo> out;
@@ -175,8 +177,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
   const std::vector<PortInfo> want = this->outputs();
   if (outputs.size() != want.size())
-    throw Error("runInto: " + std::to_string(outputs.size()) + " output tensors given, the model has " +
-                std::to_string(want.size()));
+    throw Error("runInto: " + std::to_string(outputs.size()) +
+                " output tensors given, the model has " + std::to_string(want.size()));
   for (size_t k = 0; k < want.size(); ++k)
     if (outputs[k].dtype() != want[k].dtype || outputs[k].shape() != want[k].shape)
       throw Error("runInto: output " + std::to_string(k) + " ('" + want[k].name + "') is " +
@@ -187,8 +189,14 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
     std::memcpy(outputs[k].mutableRawData(), got[k].rawData(), got[k].byteSize());
 }
 
-std::vector<PortInfo> Executable::inputs() const { return portsOf(impl_->info.inputs); }
-std::vector<PortInfo> Executable::outputs() const { return portsOf(impl_->info.outputs); }
-std::string Executable::summary() const { return impl_->info.summary; }
+std::vector<PortInfo> Executable::inputs() const {
+  return portsOf(impl_->info.inputs);
+}
+std::vector<PortInfo> Executable::outputs() const {
+  return portsOf(impl_->info.outputs);
+}
+std::string Executable::summary() const {
+  return impl_->info.summary;
+}
 
 } // namespace kiln

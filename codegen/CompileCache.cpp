@@ -2,8 +2,8 @@
 #include "codegen/CompileCache.h"
 
 #include "codegen/cpu/CpuJit.h"
-#include "ir/Printer.h"
 #include "generated/SourceHash.h"
+#include "ir/Printer.h"
 #include "runtime/dnnl/DnnlSteps.h"
 
 #include <omp.h>
@@ -63,8 +63,8 @@ bool isEntry(const fs::directory_entry &e) {
 
 /// A temporary file a writer left behind (it died before renaming it).
 bool isLeftover(const fs::directory_entry &e) {
-  return e.is_regular_file() && e.path().filename().string().find(".kiln.tmp.") !=
-                                    std::string::npos;
+  return e.is_regular_file() &&
+         e.path().filename().string().find(".kiln.tmp.") != std::string::npos;
 }
 
 } // namespace

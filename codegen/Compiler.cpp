@@ -365,8 +365,7 @@ public:
       channelsLast_.insert(group.outputs.begin(), group.outputs.end());
     exe_->addKernelStep(kernel->name, *fn, std::move(ids),
                         static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
-                        schedule.parallel, schedule.grain, std::move(inPlace),
-                        jit->objectOf(*fn));
+                        schedule.parallel, schedule.grain, std::move(inPlace), jit->objectOf(*fn));
     ++report_.numKernels;
   }
 
@@ -719,8 +718,8 @@ std::string CompileReport::counts() const {
 
 std::string CompileReport::summary() const {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), cacheHit ? "; loaded from the compile cache in %.1f ms"
-                                           : "; compiled in %.1f ms",
+  std::snprintf(buf, sizeof(buf),
+                cacheHit ? "; loaded from the compile cache in %.1f ms" : "; compiled in %.1f ms",
                 totalSeconds * 1e3);
   std::string s = counts() + buf;
   if (!phases.empty()) {

@@ -412,5 +412,4 @@ std::vector<ScalarValue> evaluateScalars(
   return vals;
 }
 
-
 } // namespace kiln

@@ -176,7 +176,6 @@ std::vector<ScalarValue> evaluateScalars(
     const ScalarDag &dag,
     const std::function<ScalarValue(const ScalarNode &, const std::vector<ScalarValue> &)> &leaf);
 
-
 struct OpInfo;
 
 /// The scalar semantics of an Elementwise op (defined in ir/ops/Scalar.cpp,

@@ -5,7 +5,9 @@
 
 #include "ir/Support.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <new>
 
@@ -144,6 +146,22 @@ bool Tensor::isSplat() const {
     if (std::memcmp(p, p + static_cast<size_t>(i) * es, es) != 0)
       return false;
   return true;
+}
+
+std::string previewValues(const Tensor &t, int64_t limit) {
+  std::string s = "[";
+  const int64_t n = std::min<int64_t>(t.numel(), limit);
+  for (int64_t i = 0; i < n; ++i) {
+    char buf[64];
+    if (isFloat(t.dtype()))
+      std::snprintf(buf, sizeof(buf), "%.6g", t.getDouble(i));
+    else
+      std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(t.getInt(i)));
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  if (t.numel() > n)
+    s += ", ... (" + std::to_string(t.numel()) + " values)";
+  return s + "]";
 }
 
 } // namespace kiln

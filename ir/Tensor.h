@@ -87,4 +87,8 @@ private:
   const void *data_ = nullptr;
 };
 
+/// At most `limit` leading values of `t`, as the CLI prints outputs:
+/// "[1.5, -2, ... (1000 values)]".
+std::string previewValues(const Tensor &t, int64_t limit);
+
 } // namespace kiln

@@ -18,9 +18,9 @@ namespace kiln::runtime {
 /// them does not stop the code.
 inline bool isInstructionSetFeature(std::string_view f) {
   static constexpr std::string_view kPrefixes[] = {
-      "sse",   "ssse3", "avx",  "fma",    "f16c", "bmi",        "lzcnt", "popcnt", "movbe",
-      "amx",   "vaes",  "gfni", "aes",    "sha",  "vpclmulqdq", "adx",   "cx16",   "cmov",
-      "mmx",   "prfchw", "xop", "tbm",    "pclmul"};
+      "sse",   "ssse3", "avx",  "fma",    "f16c", "bmi", "lzcnt",      "popcnt",
+      "movbe", "amx",   "vaes", "gfni",   "aes",  "sha", "vpclmulqdq", "adx",
+      "cx16",  "cmov",  "mmx",  "prfchw", "xop",  "tbm", "pclmul"};
   for (std::string_view p : kPrefixes)
     if (f.substr(0, p.size()) == p)
       return true;

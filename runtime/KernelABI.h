@@ -33,7 +33,3 @@ struct KernelObject {
 /// artifact loader alike): integer power with wrapping multiplication,
 /// ir/IntPow.h's wrappingIntPow (the reference's own function).
 extern "C" int64_t kiln_cpu_ipow(int64_t base, int64_t exp);
-
-namespace kiln::runtime {
-
-} // namespace kiln::runtime

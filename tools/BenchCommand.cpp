@@ -33,9 +33,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace kiln::tools {
@@ -196,14 +196,8 @@ int benchCommand(const Args &args) {
   DiagnosticEngine diag;
   installStderrHandler(diag);
   const bool isArtifact = runtime::isArtifactFile(file);
-  if (isArtifact) {
-    if (const char *flag = compileFlagBeyondThreads(options)) {
-      std::fprintf(stderr, "kiln bench: error: %s does not apply to an artifact ('%s' is compiled "
-                           "already; only --threads does)\n",
-                   flag, file.c_str());
-      return 2;
-    }
-  }
+  if (isArtifact && !onlyThreadsForArtifact("kiln bench", options, file))
+    return 2;
   // What is run, and what the report says about it.
   std::unique_ptr<runtime::Executable> exe;
   codegen::CompileReport report;
@@ -342,7 +336,7 @@ int benchCommand(const Args &args) {
         << ",\"threads\":" << threads << ",\"load_s\":" << number(loadSeconds)
         << ",\"compile_s\":" << number(compileSeconds) << ",\"cache\":"
         << jsonString(isArtifact                  ? "artifact"
-                      : report.cacheHit            ? "hit"
+                      : report.cacheHit           ? "hit"
                       : report.cacheEntry.empty() ? "off"
                                                   : "miss")
         << ",\"target\":" << jsonString(report.target)
@@ -445,9 +439,9 @@ int benchCommand(const Args &args) {
                 formatBytes(m.constantBytes).c_str());
   else
     std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s\n",
-              formatBytes(m.arenaBytes).c_str(), formatBytes(m.lowerBound).c_str(),
-              formatBytes(m.naiveBytes).c_str(), formatBytes(m.outputBytes).c_str(),
-              formatBytes(m.constantBytes).c_str());
+                formatBytes(m.arenaBytes).c_str(), formatBytes(m.lowerBound).c_str(),
+                formatBytes(m.naiveBytes).c_str(), formatBytes(m.outputBytes).c_str(),
+                formatBytes(m.constantBytes).c_str());
   std::printf("peak RSS:    %.1f MiB\n", static_cast<double>(peakRssKb()) / 1024);
   return check == "ok" || expected.empty() ? 0 : 1;
 }

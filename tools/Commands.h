@@ -86,10 +86,11 @@ extern const char kToleranceUsage[];
 /// (all but --dim), so `kiln run` can refuse it without --compile.
 FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
                            codegen::CompileOptions &options, bool *compileOnly = nullptr);
-/// The flag of the first compile option in `options` other than --threads
-/// that differs from its default ("--cpu", ...); null when none does. What
-/// commands given a compiled artifact refuse.
-const char *compileFlagBeyondThreads(const codegen::CompileOptions &options);
+/// For a command given the compiled artifact `file`: false, after printing
+/// `cmd: error: --cpu does not apply to an artifact: ...`, when `options`
+/// set a compile option other than --threads (the usage error, exit 2).
+bool onlyThreadsForArtifact(const char *cmd, const codegen::CompileOptions &options,
+                            const std::string &file);
 /// --rtol and --atol (ir/Compare.h: the one definition of --check).
 FlagMatch matchToleranceFlag(const char *cmd, const Args &args, size_t &i, Tolerance &tol);
 

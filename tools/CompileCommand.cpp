@@ -26,8 +26,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace kiln::tools {
@@ -138,16 +138,18 @@ int compileCommand(const Args &args) {
   }
 
   if (runtime::isArtifactFile(file)) {
-    std::fprintf(stderr, "kiln compile: error: '%s' is a compiled artifact already; compile the "
-                         "model it came from\n",
+    std::fprintf(stderr,
+                 "kiln compile: error: '%s' is a compiled artifact already; compile the "
+                 "model it came from\n",
                  file.c_str());
     return 1;
   }
   std::error_code ec;
   if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
       std::filesystem::equivalent(file, outputPath, ec)) {
-    std::fprintf(stderr, "kiln compile: error: refusing to overwrite the model '%s' with its "
-                         "artifact\n",
+    std::fprintf(stderr,
+                 "kiln compile: error: refusing to overwrite the model '%s' with its "
+                 "artifact\n",
                  file.c_str());
     return 1;
   }

@@ -106,6 +106,10 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   return FlagMatch::No;
 }
 
+namespace {
+
+/// The flag of the first compile option in `o` other than --threads (and
+/// --no-cache) that differs from its default; null when none does.
 const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
   const codegen::CompileOptions d;
   if (o.cpu != d.cpu)
@@ -125,6 +129,20 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
   if (o.debugFaultKernel != d.debugFaultKernel)
     return "--debug-fault-kernel";
   return nullptr;
+}
+
+} // namespace
+
+bool onlyThreadsForArtifact(const char *cmd, const codegen::CompileOptions &options,
+                            const std::string &file) {
+  const char *flag = compileFlagBeyondThreads(options);
+  if (!flag)
+    return true;
+  std::fprintf(stderr,
+               "%s: error: %s does not apply to an artifact: '%s' is compiled already (only "
+               "--threads does)\n",
+               cmd, flag, file.c_str());
+  return false;
 }
 
 FlagMatch matchCheckFlag(const char *cmd, const Args &args, size_t &i, CheckFlags &flags) {

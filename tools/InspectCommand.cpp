@@ -16,8 +16,8 @@
 #include "tools/Progress.h"
 
 #include <cstdio>
-#include <optional>
 #include <map>
+#include <optional>
 
 namespace kiln::tools {
 namespace {
@@ -117,12 +117,8 @@ int inspectCommand(const Args &args) {
     return 2;
   }
   if (runtime::isArtifactFile(file)) {
-    if (const char *flag = compileFlagBeyondThreads(options)) {
-      std::fprintf(stderr, "kiln inspect: error: %s does not apply to an artifact ('%s' is "
-                           "compiled already)\n",
-                   flag, file.c_str());
+    if (!onlyThreadsForArtifact("kiln inspect", options, file))
       return 2;
-    }
     if (buffers) {
       std::fprintf(stderr, "kiln inspect: error: --buffers needs the model; an artifact keeps "
                            "offsets, not the plan's lifetimes\n");

@@ -42,8 +42,9 @@ public:
     cv_.notify_one();
     thread_.join();
     if (shown_)
-      std::fprintf(stderr, "kiln: compiled %s in %.1f s\n", what_.c_str(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+      std::fprintf(
+          stderr, "kiln: compiled %s in %.1f s\n", what_.c_str(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
   }
   CompileProgress(const CompileProgress &) = delete;
   CompileProgress &operator=(const CompileProgress &) = delete;

@@ -25,9 +25,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 namespace kiln::tools {
 namespace {
@@ -56,22 +56,6 @@ void printRunUsage(FILE *f) {
   std::fputs(kCompileFlagsUsage, f);
   std::fputs("tolerance of --check and --expect:\n", f);
   std::fputs(kToleranceUsage, f);
-}
-
-std::string preview(const Tensor &t, int64_t limit) {
-  std::string s = "[";
-  int64_t n = std::min<int64_t>(t.numel(), limit);
-  for (int64_t i = 0; i < n; ++i) {
-    char buf[64];
-    if (isFloat(t.dtype()))
-      std::snprintf(buf, sizeof(buf), "%.6g", t.getDouble(i));
-    else
-      std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(t.getInt(i)));
-    s += (i ? ", " : "") + std::string(buf);
-  }
-  if (t.numel() > n)
-    s += ", ... (" + std::to_string(t.numel()) + " values)";
-  return s + "]";
 }
 
 std::string formatMs(double ms) {
@@ -178,15 +162,12 @@ int runCommand(const Args &args) {
   runtime::ArtifactInfo artifact;
   const bool isArtifact = runtime::isArtifactFile(file);
   if (isArtifact) {
-    if (const char *flag = compileFlagBeyondThreads(copts)) {
-      std::fprintf(stderr, "kiln run: error: %s does not apply to an artifact: '%s' is compiled "
-                           "already (only --threads does)\n",
-                   flag, file.c_str());
+    if (!onlyThreadsForArtifact("kiln run", copts, file))
       return 2;
-    }
     if (checks.bisect || checks.each || !graphName.empty()) {
-      std::fprintf(stderr, "kiln run: error: --bisect, --check-each and --graph need the model; "
-                           "'%s' is a compiled artifact\n",
+      std::fprintf(stderr,
+                   "kiln run: error: --bisect, --check-each and --graph need the model; "
+                   "'%s' is a compiled artifact\n",
                    file.c_str());
       return 2;
     }
@@ -329,8 +310,8 @@ int runCommand(const Args &args) {
     auto start = std::chrono::steady_clock::now();
     if (failed(runOnce()))
       return 1;
-    firstMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
+    firstMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   for (int r = 0; r < repeat; ++r) {
     auto start = std::chrono::steady_clock::now();
@@ -346,12 +327,12 @@ int runCommand(const Args &args) {
 
   for (size_t k = 0; k < outs->size(); ++k) {
     const Tensor &t = (*outs)[k];
-    std::printf("output %zu (%%%s): %s = %s\n", k, outputNames[k].c_str(),
-                t.type().str().c_str(), preview(t, printLimit).c_str());
+    std::printf("output %zu (%%%s): %s = %s\n", k, outputNames[k].c_str(), t.type().str().c_str(),
+                previewValues(t, printLimit).c_str());
   }
   const std::string how = isArtifact ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
-                         : std::string(exe ? "compiled" : "reference interpreter") + ", " +
-                               std::to_string(g->numNodes()) + " nodes";
+                                     : std::string(exe ? "compiled" : "reference interpreter") +
+                                           ", " + std::to_string(g->numNodes()) + " nodes";
   const std::string first = firstMs >= 0 ? ", after a first run of " + formatMs(firstMs) : "";
   if (repeat > 1)
     std::printf("time: %.3f ms (%s, median of %d runs%s)\n", ms, how.c_str(), repeat,

@@ -135,7 +135,8 @@ static int dispatch(int argc, char **argv) {
     return kiln::tools::cacheCommand(args);
   if (cmd == "--version") {
     std::printf("kiln %s (LLVM %s, %s)\n", kiln::runtime::kilnVersion(),
-                kiln::codegen::cpu::llvmVersion().c_str(), kiln::runtime::onednn::version().c_str());
+                kiln::codegen::cpu::llvmVersion().c_str(),
+                kiln::runtime::onednn::version().c_str());
     return 0;
   }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {

@@ -274,7 +274,9 @@ std::string CpuJitImpl::targetDescription() const {
 
 CpuJit::~CpuJit() = default;
 
-std::string llvmVersion() { return LLVM_VERSION_STRING; }
+std::string llvmVersion() {
+  return LLVM_VERSION_STRING;
+}
 
 FailureOr<std::shared_ptr<CpuJit>> CpuJit::create(const CpuJitOptions &opts,
                                                   DiagnosticEngine &diag) {

@@ -20,9 +20,6 @@
 #include <set>
 
 namespace kiln::codegen::cpu {
-namespace {
-
-} // namespace
 
 std::vector<std::string> validCpuNames() {
   llvm::SmallVector<llvm::StringRef, 64> names;

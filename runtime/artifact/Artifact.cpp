@@ -43,7 +43,9 @@ struct Header {
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
-size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+size_t alignUp(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 /// FNV-1a over 64-bit words (the tail zero-padded): each word step is a
 /// bijection of the state, so any change confined to one word changes the
@@ -92,7 +94,7 @@ private:
 };
 
 std::optional<DType> dtypeNamed(const std::string &name) {
-#define DTYPE(Enum, Name, Bytes, IsFloat, IsSigned, Codec)                                        \
+#define DTYPE(Enum, Name, Bytes, IsFloat, IsSigned, Codec)                                         \
   if (name == Name)                                                                                \
     return DType::Enum;
 #include "ir/DTypes.def"
@@ -162,7 +164,9 @@ struct Mapping {
 
 } // namespace
 
-const char *kilnVersion() { return KILN_VERSION_STRING; }
+const char *kilnVersion() {
+  return KILN_VERSION_STRING;
+}
 
 bool isArtifactFile(const std::string &path) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -387,9 +391,8 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
                 ") reads version " + std::to_string(kFormatVersion) + ": compile the model again");
   if (h.headerBytes != kHeaderBytes || h.metaOffset != kHeaderBytes ||
       h.metaBytes > map->size - kHeaderBytes || h.metaBytes > (uint64_t(1) << 30) ||
-      h.dataOffset < h.metaOffset + h.metaBytes ||
-      h.dataOffset % kPage != 0 || h.dataOffset > map->size ||
-      h.dataBytes != map->size - h.dataOffset)
+      h.dataOffset < h.metaOffset + h.metaBytes || h.dataOffset % kPage != 0 ||
+      h.dataOffset > map->size || h.dataBytes != map->size - h.dataOffset)
     return fail("truncated or corrupt: the header's sizes do not match the file's " +
                 std::to_string(map->size) + " bytes");
   Header unsummed = h;
@@ -516,7 +519,8 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     std::vector<int32_t> ids(s.buffers().begin(), s.buffers().end());
     if (!validIds(ids) || !validIds(s.in_place()) || s.in_place_size() % 2 != 0 ||
         s.num_reads() < 0 || s.num_reads() > static_cast<int32_t>(ids.size()))
-      return fail("step " + std::to_string(i) + " ('" + s.name() + "') names buffers that do not exist");
+      return fail("step " + std::to_string(i) + " ('" + s.name() +
+                  "') names buffers that do not exist");
     if (s.kind() == artifact::Step::KERNEL) {
       if (s.kernel() < 0 || s.kernel() >= static_cast<int32_t>(fns.size()) || s.num_outer() < 0)
         return fail("step " + std::to_string(i) + " ('" + s.name() + "') is corrupt");

@@ -32,7 +32,9 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kStubSize = 8; ///< jmp *disp32(%rip) (6 bytes), padded
 
-size_t alignUp(size_t v, size_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+size_t alignUp(size_t v, size_t a) {
+  return a <= 1 ? v : (v + a - 1) / a * a;
+}
 
 /// The address of an external symbol kernels may call; null when unknown.
 void *resolveExternal(const std::string &name) {
@@ -127,8 +129,7 @@ std::string parse(Object &o) {
     if (sym.st_shndx == SHN_XINDEX)
       return "extended section indices";
     if (sym.st_shndx != SHN_UNDEF && sym.st_shndx < SHN_LORESERVE &&
-        (sym.st_shndx >= o.sections.size() ||
-         sym.st_value > o.sections[sym.st_shndx].sh_size))
+        (sym.st_shndx >= o.sections.size() || sym.st_value > o.sections[sym.st_shndx].sh_size))
       return "a symbol outside its section";
     if (sym.st_name >= o.strtab.size())
       return "a symbol name outside the string table";
@@ -150,8 +151,8 @@ template <typename F> std::string forEachRela(const Object &o, F &&f) {
         reinterpret_cast<const Elf64_Rela *>(o.bytes.data() + s.sh_offset),
         s.sh_size / sizeof(Elf64_Rela)};
     for (const Elf64_Rela &r : relas) {
-      if (ELF64_R_SYM(r.r_info) >= o.symbols.size() ||
-          o.sections[s.sh_info].sh_size < 4 || r.r_offset > o.sections[s.sh_info].sh_size - 4)
+      if (ELF64_R_SYM(r.r_info) >= o.symbols.size() || o.sections[s.sh_info].sh_size < 4 ||
+          r.r_offset > o.sections[s.sh_info].sh_size - 4)
         return "a relocation outside its section or symbol table";
       if (std::string e = f(s.sh_info, r); !e.empty())
         return e;

@@ -30,7 +30,9 @@ constexpr const char *kPrimitiveKind = "onednn.primitive";
 constexpr const char *kReorderKind = "onednn.reorder";
 constexpr const char *kConcatKind = "onednn.concat";
 
-void putMd(ByteWriter &w, const memory::desc &md) { w.pod(md.data); }
+void putMd(ByteWriter &w, const memory::desc &md) {
+  w.pod(md.data);
+}
 
 /// A descriptor as saved; a corrupt one (rank, kind or type out of range)
 /// reads as the empty descriptor and makes `r` fail.
@@ -167,21 +169,19 @@ bool getOpDesc(ByteReader &r, OpDesc &out) {
     const memory::desc src = getMd(r), wei = getMd(r), bias = getMd(r), dst = getMd(r);
     const int n = src.data.ndims - 2;
     dnnl_dims_t strides{}, dilates{}, padL{}, padR{};
-    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference ||
-        !getDims(r, strides, n, 1) || !getDims(r, dilates, n, 0) || !getDims(r, padL, n, 0) ||
-        !getDims(r, padR, n, 0))
+    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference || !getDims(r, strides, n, 1) ||
+        !getDims(r, dilates, n, 0) || !getDims(r, padL, n, 0) || !getDims(r, padR, n, 0))
       return false;
     auto init = kind == dnnl_convolution ? dnnl_dilated_convolution_forward_desc_init
                                          : dnnl_dilated_deconvolution_forward_desc_init;
-    return init(&out.conv, prop, alg, &src.data, &wei.data,
-                bias.data.ndims ? &bias.data : nullptr, &dst.data, strides, dilates, padL,
-                padR) == dnnl_success;
+    return init(&out.conv, prop, alg, &src.data, &wei.data, bias.data.ndims ? &bias.data : nullptr,
+                &dst.data, strides, dilates, padL, padR) == dnnl_success;
   }
   if (kind == dnnl_matmul) {
     const memory::desc src = getMd(r), wei = getMd(r), bias = getMd(r), dst = getMd(r);
-    return r.ok() && dnnl_matmul_desc_init(&out.matmul, &src.data, &wei.data,
-                                           bias.data.ndims ? &bias.data : nullptr,
-                                           &dst.data) == dnnl_success;
+    return r.ok() &&
+           dnnl_matmul_desc_init(&out.matmul, &src.data, &wei.data,
+                                 bias.data.ndims ? &bias.data : nullptr, &dst.data) == dnnl_success;
   }
   if (kind == dnnl_pooling_v2) {
     const auto prop = static_cast<dnnl_prop_kind_t>(r.pod<int32_t>());
@@ -189,9 +189,9 @@ bool getOpDesc(ByteReader &r, OpDesc &out) {
     const memory::desc src = getMd(r), dst = getMd(r);
     const int n = src.data.ndims - 2;
     dnnl_dims_t strides{}, kernel{}, dilation{}, padL{}, padR{};
-    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference ||
-        !getDims(r, strides, n, 1) || !getDims(r, kernel, n, 1) || !getDims(r, dilation, n, 0) ||
-        !getDims(r, padL, n, 0) || !getDims(r, padR, n, 0))
+    if (!r.ok() || n < 1 || n > 3 || prop != dnnl_forward_inference || !getDims(r, strides, n, 1) ||
+        !getDims(r, kernel, n, 1) || !getDims(r, dilation, n, 0) || !getDims(r, padL, n, 0) ||
+        !getDims(r, padR, n, 0))
       return false;
     return dnnl_pooling_v2_forward_desc_init(&out.pool, prop, alg, &src.data, &dst.data, strides,
                                              kernel, dilation, padL, padR) == dnnl_success;
@@ -315,8 +315,8 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
       break;
     int64_t elements = 1;
     for (int64_t d : a.expandFrom)
-      elements = d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44) ? -1
-                                                                                  : elements * d;
+      elements =
+          d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44) ? -1 : elements * d;
     // An expanded operand is broadcast from expandFrom to expandTo: same
     // rank, each dim 1 or the target's, nothing empty.
     bool broadcastable = !a.expand || (a.expandFrom.size() == a.expandTo.size() &&
@@ -324,20 +324,20 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
     for (size_t d = 0; a.expand && broadcastable && d < a.expandTo.size(); ++d)
       broadcastable = a.expandTo[d] >= 1 && a.expandTo[d] < (int64_t(1) << 32) &&
                       (a.expandFrom[d] == 1 || a.expandFrom[d] == a.expandTo[d]);
-    const bool inBuffer = broadcastable &&
-        a.expand ? a.buffer >= 0 && static_cast<size_t>(a.buffer) < bufferBytes.size() &&
-                       elements >= 0 &&
-                       static_cast<size_t>(elements) * 4 <=
-                           std::max<size_t>(bufferBytes[static_cast<size_t>(a.buffer)], 4) &&
-                       product(a.expandTo) == product(a.userMd.dims())
-                 : fits(a.userMd, a.buffer, bufferBytes);
+    const bool inBuffer =
+        broadcastable && a.expand
+            ? a.buffer >= 0 && static_cast<size_t>(a.buffer) < bufferBytes.size() &&
+                  elements >= 0 &&
+                  static_cast<size_t>(elements) * 4 <=
+                      std::max<size_t>(bufferBytes[static_cast<size_t>(a.buffer)], 4) &&
+                  product(a.expandTo) == product(a.userMd.dims())
+            : fits(a.userMd, a.buffer, bufferBytes);
     if (!inBuffer) {
       why = "an operand of oneDNN step '" + step->name + "' does not fit its buffer";
       return nullptr;
     }
-    if (!isOperandArg(a.arg) ||
-        std::any_of(step->runtimeArgs.begin(), step->runtimeArgs.end(),
-                    [&](const RuntimeArg &o) { return o.arg == a.arg; })) {
+    if (!isOperandArg(a.arg) || std::any_of(step->runtimeArgs.begin(), step->runtimeArgs.end(),
+                                            [&](const RuntimeArg &o) { return o.arg == a.arg; })) {
       why = "a corrupt operand of oneDNN step '" + step->name + "'";
       return nullptr;
     }
@@ -551,10 +551,10 @@ runtime::Status capIsa(const std::string &isa, const std::string &forWhat) {
     return runtime::Status::success();
   }
   if (!gCapped.empty())
-    return runtime::Status::failure(
-        "this process already compiled for " + gCappedFor + " (oneDNN ISA " + gCapped +
-        "); oneDNN takes one ISA cap per process, so " + forWhat + " (" + isa +
-        ") needs a process of its own");
+    return runtime::Status::failure("this process already compiled for " + gCappedFor +
+                                    " (oneDNN ISA " + gCapped +
+                                    "); oneDNN takes one ISA cap per process, so " + forWhat +
+                                    " (" + isa + ") needs a process of its own");
   const IsaName *row = nullptr;
   for (const IsaName &r : kIsaNames)
     if (isa == r.name)

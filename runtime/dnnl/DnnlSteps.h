@@ -160,10 +160,9 @@ private:
 /// Rebuilds a step that save() wrote (kind "onednn.primitive",
 /// "onednn.reorder" or "onednn.concat"), its constants read in place from
 /// `blobs` (which `owner` keeps alive); `bufferBytes` are the sizes of the
-/// step's buffers, which every descriptor it binds to them must fit. Null, with `why`, for another kind,
-/// a corrupt payload, or a primitive oneDNN now builds with other layouts
-/// than the saved ones (another CPU or oneDNN version): the saved weights
-/// would be read wrongly. DnnlSave.cpp.
+/// step's buffers, which every descriptor it binds to them must fit. Null, with `why`, for another
+/// kind, a corrupt payload, or a primitive oneDNN now builds with other layouts than the saved ones
+/// (another CPU or oneDNN version): the saved weights would be read wrongly. DnnlSave.cpp.
 std::shared_ptr<const runtime::ExternStep>
 loadStep(const std::string &kind, std::string_view payload,
          std::span<const std::span<const uint8_t>> blobs, std::span<const size_t> bufferBytes,

@@ -10,10 +10,10 @@
 // each output's type and leading values and the median time; writes
 // DIR/output_K.npy. Exit status: 0 ok, 1 model or data error, 2 usage.
 //
-// Reads and writes little-endian, C-order .npy files of the artifact's
-// dtypes (version 1.0 and 2.0 headers).
+// .npy files are read and written by ir/Npy.h (kiln_ir: no LLVM either).
 //
 //===----------------------------------------------------------------------===//
+#include "ir/Npy.h"
 #include "runtime/artifact/Artifact.h"
 
 #include <algorithm>
@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,130 +30,26 @@ namespace {
 using kiln::DType;
 using kiln::runtime::HostTensor;
 
-const char kUsage[] =
-    "usage: kiln-runner ARTIFACT.kiln [options]\n"
-    "  --input NAME=FILE.npy  bind input NAME (default: zeros)\n"
-    "  --threads N            threads (default: the artifact's)\n"
-    "  --repeat N             run N times, print the median time (default 1)\n"
-    "  --output-dir DIR       write output K to DIR/output_K.npy\n"
-    "exit status: 0 ok, 1 model or data error, 2 usage\n";
+const char kUsage[] = "usage: kiln-runner ARTIFACT.kiln [options]\n"
+                      "  --input NAME=FILE.npy  bind input NAME (default: zeros)\n"
+                      "  --threads N            threads (default: the artifact's)\n"
+                      "  --repeat N             run N times, print the median time (default 1)\n"
+                      "  --output-dir DIR       write output K to DIR/output_K.npy\n"
+                      "exit status: 0 ok, 1 model or data error, 2 usage\n";
 
-/// numpy's descr for a dtype ("<f4").
-const char *npyDescr(DType t) {
-  switch (t) {
-  case DType::F32: return "<f4";
-  case DType::F16: return "<f2";
-  case DType::F64: return "<f8";
-  case DType::I8: return "|i1";
-  case DType::U8: return "|u1";
-  case DType::I32: return "<i4";
-  case DType::I64: return "<i8";
-  case DType::Bool: return "|b1";
-  case DType::BF16: return nullptr; // numpy has none
-  }
-  return nullptr;
+/// A kiln::Tensor over a runtime tensor's bytes (shared, not copied).
+kiln::Tensor tensorOf(const HostTensor &h) {
+  return kiln::Tensor::borrow(h.dtype, h.shape, h.storage, h.data);
 }
 
-bool readNpy(const std::string &path, DType want, const std::vector<int64_t> &shape,
-             HostTensor &out, std::string &why) {
-  std::ifstream f(path, std::ios::binary);
-  char magic[8];
-  if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
-    why = "not a .npy file";
-    return false;
-  }
-  uint32_t headerLen = 0;
-  if (magic[6] == 1) {
-    uint16_t n = 0;
-    f.read(reinterpret_cast<char *>(&n), 2);
-    headerLen = n;
-  } else {
-    f.read(reinterpret_cast<char *>(&headerLen), 4);
-  }
-  std::string header(headerLen, '\0');
-  if (!f.read(header.data(), headerLen)) {
-    why = "a truncated .npy header";
-    return false;
-  }
-  const char *descr = npyDescr(want);
-  if (!descr || header.find(std::string("'descr': '") + descr + "'") == std::string::npos) {
-    why = std::string("expects dtype ") + kiln::runtime::elementTypeName(want) + " (" +
-          (descr ? descr : "none in numpy") + "); the header is " + header;
-    return false;
-  }
-  if (header.find("'fortran_order': False") == std::string::npos) {
-    why = "a Fortran-order array (C order expected)";
-    return false;
-  }
-  std::vector<int64_t> got;
-  size_t at = header.find("'shape': (");
-  if (at == std::string::npos) {
-    why = "no shape in the header";
-    return false;
-  }
-  for (const char *p = header.c_str() + at + 10; *p && *p != ')';) {
-    char *end = nullptr;
-    long long v = std::strtoll(p, &end, 10);
-    if (end == p) {
-      ++p;
-      continue;
-    }
-    got.push_back(v);
-    p = end;
-  }
-  if (got != shape) {
-    why = "shape " + kiln::runtime::typeString(want, got) + ", expected " +
-          kiln::runtime::typeString(want, shape);
-    return false;
-  }
-  out = HostTensor::allocate(want, shape);
-  if (!f.read(static_cast<char *>(out.data), static_cast<std::streamsize>(out.byteSize()))) {
-    why = "fewer elements than its shape says";
-    return false;
-  }
-  return true;
-}
-
-bool writeNpy(const std::string &path, const HostTensor &t) {
-  const char *descr = npyDescr(t.dtype);
-  if (!descr)
-    return false;
-  std::string shape;
-  for (int64_t d : t.shape)
-    shape += std::to_string(d) + ",";
-  if (t.shape.size() > 1)
-    shape.pop_back();
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, " +
-                       "'shape': (" + shape + "), }";
-  while ((10 + header.size() + 1) % 64 != 0)
-    header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  const uint16_t n = static_cast<uint16_t>(header.size());
-  f.write("\x93NUMPY\x01\x00", 8);
-  f.write(reinterpret_cast<const char *>(&n), 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char *>(t.data), static_cast<std::streamsize>(t.byteSize()));
-  return bool(f);
-}
-
-std::string preview(const HostTensor &t) {
-  std::string s = "[";
-  const int64_t n = std::min<int64_t>(t.numElements(), 8);
-  for (int64_t i = 0; i < n; ++i) {
-    char buf[64];
-    switch (t.dtype) {
-    case DType::F32: std::snprintf(buf, sizeof(buf), "%.6g", static_cast<const float *>(t.data)[i]); break;
-    case DType::F64: std::snprintf(buf, sizeof(buf), "%.6g", static_cast<const double *>(t.data)[i]); break;
-    case DType::I64: std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(static_cast<const int64_t *>(t.data)[i])); break;
-    case DType::I32: std::snprintf(buf, sizeof(buf), "%d", static_cast<const int32_t *>(t.data)[i]); break;
-    default: std::snprintf(buf, sizeof(buf), "?"); break;
-    }
-    s += (i ? ", " : "") + std::string(buf);
-  }
-  if (t.numElements() > n)
-    s += ", ... (" + std::to_string(t.numElements()) + " values)";
-  return s + "]";
+/// A runtime tensor over `t`'s bytes (shared, not copied).
+HostTensor hostTensorOf(const kiln::Tensor &t) {
+  HostTensor h;
+  h.dtype = t.dtype();
+  h.shape = t.shape();
+  h.data = t.mutableRawData();
+  h.storage = std::shared_ptr<void>(std::make_shared<kiln::Tensor>(t), h.data);
+  return h;
 }
 
 int usage(const char *message) {
@@ -222,14 +117,18 @@ int main(int argc, char **argv) {
       inputs.push_back(HostTensor::allocate(p.dtype, p.dims));
       continue;
     }
-    HostTensor t;
-    std::string why;
-    if (!readNpy(it->second, p.dtype, p.dims, t, why)) {
-      std::fprintf(stderr, "kiln-runner: error: input '%s' from '%s': %s\n", p.name.c_str(),
-                   it->second.c_str(), why.c_str());
+    kiln::DiagnosticEngine diag;
+    kiln::installStderrHandler(diag);
+    auto t = kiln::readNpy(it->second, diag);
+    if (kiln::failed(t))
+      return 1;
+    if (t->dtype() != p.dtype || t->shape() != p.dims) {
+      std::fprintf(stderr, "kiln-runner: error: input '%s' from '%s': shape %s, expected %s\n",
+                   p.name.c_str(), it->second.c_str(), t->type().str().c_str(),
+                   kiln::runtime::typeString(p.dtype, p.dims).c_str());
       return 1;
     }
-    inputs.push_back(std::move(t));
+    inputs.push_back(hostTensorOf(*t));
     inputFiles.erase(it);
   }
   for (const auto &[name, path] : inputFiles) {
@@ -254,18 +153,18 @@ int main(int argc, char **argv) {
     std::printf("output %zu (%%%s): %s = %s\n", k,
                 k < info.outputs.size() ? info.outputs[k].name.c_str() : "?",
                 kiln::runtime::typeString(outputs[k].dtype, outputs[k].shape).c_str(),
-                preview(outputs[k]).c_str());
+                kiln::previewValues(tensorOf(outputs[k]), 8).c_str());
   std::printf("time: %.3f ms (median of %d runs, %d threads)\n", times[times.size() / 2], repeat,
               exe->resolveThreads(threads));
   if (!outDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(outDir, ec);
+    kiln::DiagnosticEngine diag;
+    kiln::installStderrHandler(diag);
     for (size_t k = 0; k < outputs.size(); ++k) {
-      const std::string p = outDir + "/output_" + std::to_string(k) + ".npy";
-      if (!writeNpy(p, outputs[k])) {
-        std::fprintf(stderr, "kiln-runner: error: cannot write '%s'\n", p.c_str());
+      const std::string path = outDir + "/output_" + std::to_string(k) + ".npy";
+      if (kiln::failed(kiln::writeNpy(path, tensorOf(outputs[k]), diag)))
         return 1;
-      }
     }
   }
   return 0;

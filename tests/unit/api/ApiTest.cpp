@@ -101,17 +101,20 @@ TEST(ApiTest, ErrorsAreKilnErrorsNamingTheProblem) {
   EXPECT_NE(message([] { kiln::Executable::load(kMlp + "mlp.kir"); }).find("not a Kiln artifact"),
             std::string::npos);
   kiln::Executable exe = kiln::compile(kiln::Model::load(kMlp + "mlp.kir"));
-  const std::string shape =
-      message([&] { exe.run({kiln::Tensor::zeros(kiln::DType::F32, {4, 63})}); });
+  const std::string shape = message([&] {
+    exe.run({kiln::Tensor::zeros(kiln::DType::F32, {4, 63})});
+  });
   EXPECT_NE(shape.find("f32[4,64]"), std::string::npos) << shape;
   std::vector<kiln::Tensor> wrong{kiln::Tensor::zeros(kiln::DType::F32, {4, 9})};
-  EXPECT_NE(message([&] { exe.runInto({kiln::Tensor::zeros(kiln::DType::F32, {4, 64})}, wrong); })
-                .find("the model writes f32[4,10]"),
+  EXPECT_NE(message([&] {
+              exe.runInto({kiln::Tensor::zeros(kiln::DType::F32, {4, 64})}, wrong);
+            }).find("the model writes f32[4,10]"),
             std::string::npos);
   kiln::CompileOptions bad;
   bad.cpu = "pentium-pro";
-  EXPECT_NE(message([&] { kiln::compile(kiln::Model::load(kMlp + "mlp.kir"), bad); })
-                .find("unknown CPU 'pentium-pro'"),
+  EXPECT_NE(message([&] {
+              kiln::compile(kiln::Model::load(kMlp + "mlp.kir"), bad);
+            }).find("unknown CPU 'pentium-pro'"),
             std::string::npos);
 }
 

@@ -9,9 +9,9 @@
 // every op of the table at three CPU levels.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/artifact/Artifact.h"
 #include "codegen/Compiler.h"
 #include "ir/Parser.h"
-#include "runtime/artifact/Artifact.h"
 #include "tests/unit/compiler/ArtifactRoundTrip.h"
 
 #include <gtest/gtest.h>

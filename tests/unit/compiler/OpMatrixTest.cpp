@@ -17,8 +17,8 @@
 //
 // One graph per (op, dtype, attributes) holds every size and form, so one
 // compile covers them all. Each compiled graph also goes through a `.kiln`
-// artifact (ArtifactRoundTrip.h) and must give the same bits. A new op with one of these traits is covered
-// without touching this file; an elementwise op without a bound fails.
+// artifact (ArtifactRoundTrip.h) and must give the same bits. A new op with one of these traits is
+// covered without touching this file; an elementwise op without a bound fails.
 //
 // Every other op (data movement, windows, GEMM, constants) needs attributes
 // that no default gives (shapes, pads, kernels): structuredCases() has one
