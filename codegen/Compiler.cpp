@@ -654,23 +654,36 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
     for (Dim &d : t.shape) {
       if (d.isStatic())
         continue;
-      auto it = options.dims.find(d.symbol());
-      if (d.symbol().empty() || it == options.dims.end()) {
+      std::set<std::string> symbols;
+      if (auto e = d.expr())
+        e->collectSymbols(symbols);
+      auto unbound = std::find_if(symbols.begin(), symbols.end(),
+                                  [&](const std::string &s) { return !options.dims.count(s); });
+      if (symbols.empty() || unbound != symbols.end()) {
+        std::string sym = symbols.empty() ? std::string("?") : *unbound;
         diag.emitError(Location())
-            << "input %" << v->name() << " : " << v->type().str() << " has a dynamic dim "
-            << (d.symbol().empty() ? std::string("?") : d.symbol()) << "; bind it with --dim "
-            << (d.symbol().empty() ? "N" : d.symbol())
+            << "input %" << v->name() << " : " << v->type().str() << " has a dynamic dim " << sym
+            << "; bind it with --dim " << (symbols.empty() ? "N" : sym)
             << "=SIZE (compiled code needs static shapes)";
         ok = false;
         break;
       }
-      if (it->second < 0) {
-        diag.emitError(Location())
-            << "dim " << d.symbol() << " = " << it->second << " must be non-negative";
+      for (const std::string &s : symbols)
+        if (options.dims.at(s) < 0) {
+          diag.emitError(Location())
+              << "dim " << s << " = " << options.dims.at(s) << " must be non-negative";
+          ok = false;
+        }
+      std::optional<int64_t> size = evaluateDim(d, options.dims);
+      if (!ok || !size || *size < 0) {
+        if (ok)
+          diag.emitError(Location())
+              << "input %" << v->name() << " : " << v->type().str() << " has dim " << d.str()
+              << " that is not a size at the bound dims";
         ok = false;
         break;
       }
-      d = Dim(it->second);
+      d = Dim(*size);
     }
     v->setType(t);
   }
@@ -1075,7 +1088,7 @@ runtime::ArtifactInfo artifactInfo(const GraphPorts &g, const runtime::Executabl
     p.dtype = b ? b->dtype : v.second.dtype;
     const Shape &shape = v.second.shape;
     for (size_t d = 0; d < shape.size(); ++d) {
-      p.symbols.push_back(shape[d].isSymbolic() ? shape[d].symbol() : "");
+      p.symbols.push_back(shape[d].isStatic() || shape[d].isDynamic() ? "" : shape[d].str());
       p.dims.push_back(b && d < b->shape.size() ? b->shape[d]
                        : shape[d].isStatic()    ? shape[d].size()
                                                 : -1);

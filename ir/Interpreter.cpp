@@ -13,6 +13,14 @@ LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, Diagno
     return diag.emitError(Location()) << "graph '@" << g.name() << "' takes " << g.numInputs()
                                       << " input(s), got " << inputs.size();
   std::map<std::string, std::pair<int64_t, std::string>> bound; // symbol -> size, where
+  // Dims that are expressions (`S+1`), checked once every lone symbol is bound.
+  struct Deferred {
+    Dim dim;
+    int64_t got;
+    std::string what;
+    size_t axis;
+  };
+  std::vector<Deferred> deferred;
   bool ok = true;
   for (unsigned i = 0; i < g.numInputs(); ++i) {
     const Value *v = g.input(i);
@@ -36,7 +44,10 @@ LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, Diagno
       int64_t got = t.shape()[d];
       if (dim.isStatic()) {
         shapeOk = dim.size() == got;
-      } else if (!dim.symbol().empty()) {
+      } else if (dim.symbol().empty()) {
+        if (!dim.isDynamic())
+          deferred.push_back(Deferred{dim, got, what, d});
+      } else {
         auto [it, inserted] = bound.emplace(dim.symbol(), std::make_pair(got, what));
         if (!inserted && it->second.first != got) {
           diag.emitError(Location())
@@ -49,6 +60,21 @@ LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, Diagno
     if (!shapeOk) {
       diag.emitError(Location()) << what << " expects shape " << want.str() << ", got "
                                  << t.type().str();
+      ok = false;
+    }
+  }
+  std::map<std::string, int64_t> values;
+  for (const auto &[name, sizeAndWhere] : bound)
+    values[name] = sizeAndWhere.first;
+  for (const Deferred &e : deferred) {
+    auto want = evaluateDim(e.dim, values);
+    if (!want) {
+      diag.emitError(Location()) << e.what << " dim " << e.axis << " is " << e.dim.str()
+                                 << ", whose symbols no input dim binds by itself";
+      ok = false;
+    } else if (*want != e.got) {
+      diag.emitError(Location()) << e.what << " has dim " << e.axis << " = " << e.got << " but "
+                                 << e.dim.str() << " = " << *want;
       ok = false;
     }
   }

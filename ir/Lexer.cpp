@@ -128,6 +128,12 @@ Token Lexer::next() {
       return make(Tok::Arrow, "->", line, col);
     }
     return make(Tok::Minus, "-", line, col);
+  case '+':
+    return make(Tok::Plus, "+", line, col);
+  case '*':
+    return make(Tok::Star, "*", line, col);
+  case '/':
+    return make(Tok::Slash, "/", line, col);
   default:
     break;
   }

@@ -34,6 +34,9 @@ enum class Tok {
   Question,
   Arrow,
   Minus,
+  Plus,  // in dim expressions: N+1
+  Star,  // 2*N
+  Slash, // N/2 (floor division)
 };
 
 struct Token {

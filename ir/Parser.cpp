@@ -140,21 +140,20 @@ private:
     Shape shape;
     if (cur().kind != Tok::RSquare) {
       while (true) {
-        if (cur().kind == Tok::Number) {
-          int64_t v;
-          auto res = std::from_chars(cur().text.data(), cur().text.data() + cur().text.size(), v);
-          if (res.ec != std::errc() || res.ptr != cur().text.data() + cur().text.size() || v < 0)
-            return emitError() << "bad dimension '" << cur().text
-                               << "': expected a non-negative integer, a symbol or '?'";
-          shape.push_back(Dim(v));
-        } else if (cur().kind == Tok::Ident) {
-          shape.push_back(Dim::symbolic(cur().text));
-        } else if (cur().kind == Tok::Question) {
+        if (cur().kind == Tok::Question) {
+          consume();
           shape.push_back(Dim::dynamic());
         } else {
-          return expected("a dimension (integer, symbol or '?')");
+          Token first = cur();
+          auto e = parseDimSum();
+          if (failed(e))
+            return failure();
+          if (e->isConstant() && e->constant() < 0)
+            return emitError(locOf(first))
+                   << "bad dimension '" << e->str()
+                   << "': expected a non-negative integer, a symbol, an expression or '?'";
+          shape.push_back(Dim::of(*e));
         }
-        consume();
         if (cur().kind == Tok::Comma) {
           consume();
           continue;
@@ -172,6 +171,146 @@ private:
       return emitError(locOf(start))
              << "shape " << shapeStr(shape) << " has more than 2^63 elements";
     return TensorType(*dt, std::move(shape));
+  }
+
+  // Dim expressions (see ir/DimExpr.h):
+  //   sum     := product (('+' | '-') product)*
+  //   product := factor (('*' factor) | ('/' integer))*
+  //   factor  := integer | symbol | '(' sum ')' | '-' factor
+  //            | ('mod' '(' sum ',' integer ')') | ('min' | 'max') '(' sum ',' sum ')'
+  // The lexer reads `N-1` as `N` and the number `-1`: a signed number after
+  // an operand starts the next term.
+
+  /// An arithmetic failure (overflow, a bad divisor) as an error at `t`.
+  FailureOr<DimExpr> dimResult(std::optional<DimExpr> e, const Token &t) {
+    if (!e)
+      return emitError(locOf(t)) << "dim expression overflows int64 or divides by a "
+                                    "non-positive number";
+    return *e;
+  }
+
+  FailureOr<int64_t> parsePositiveInt(const char *what) {
+    if (cur().kind != Tok::Number)
+      return expected(what);
+    int64_t v;
+    auto res = std::from_chars(cur().text.data(), cur().text.data() + cur().text.size(), v);
+    if (res.ec != std::errc() || res.ptr != cur().text.data() + cur().text.size() || v <= 0)
+      return emitError() << "bad divisor '" << cur().text << "': expected a positive integer";
+    consume();
+    return v;
+  }
+
+  FailureOr<DimExpr> parseDimSum() {
+    auto lhs = parseDimProduct();
+    if (failed(lhs))
+      return failure();
+    DimExpr sum = *lhs;
+    while (true) {
+      Token t = cur();
+      bool signedNumber = t.kind == Tok::Number && (t.text[0] == '-' || t.text[0] == '+');
+      if (t.kind == Tok::Plus || t.kind == Tok::Minus) {
+        consume();
+        auto rhs = parseDimProduct();
+        if (failed(rhs))
+          return failure();
+        auto r = dimResult(t.kind == Tok::Plus ? add(sum, *rhs) : DimExpr::sub(sum, *rhs), t);
+        if (failed(r))
+          return failure();
+        sum = *r;
+      } else if (signedNumber) {
+        auto rhs = parseDimProduct(); // the sign is the number's
+        if (failed(rhs))
+          return failure();
+        auto r = dimResult(add(sum, *rhs), t);
+        if (failed(r))
+          return failure();
+        sum = *r;
+      } else {
+        return sum;
+      }
+    }
+  }
+
+  FailureOr<DimExpr> parseDimProduct() {
+    auto lhs = parseDimFactor();
+    if (failed(lhs))
+      return failure();
+    DimExpr prod = *lhs;
+    while (cur().kind == Tok::Star || cur().kind == Tok::Slash) {
+      Token t = cur();
+      consume();
+      if (t.kind == Tok::Star) {
+        auto rhs = parseDimFactor();
+        if (failed(rhs))
+          return failure();
+        auto r = dimResult(mul(prod, *rhs), t);
+        if (failed(r))
+          return failure();
+        prod = *r;
+      } else {
+        auto c = parsePositiveInt("a positive integer after '/'");
+        if (failed(c))
+          return failure();
+        auto r = dimResult(DimExpr::floorDiv(prod, *c), t);
+        if (failed(r))
+          return failure();
+        prod = *r;
+      }
+    }
+    return prod;
+  }
+
+  FailureOr<DimExpr> parseDimFactor() {
+    Token t = cur();
+    if (t.kind == Tok::Number) {
+      int64_t v;
+      const char *b = t.text.data() + (t.text[0] == '+' ? 1 : 0);
+      auto res = std::from_chars(b, t.text.data() + t.text.size(), v);
+      if (res.ec != std::errc() || res.ptr != t.text.data() + t.text.size())
+        return emitError() << "bad dimension '" << t.text
+                           << "': expected a non-negative integer, a symbol, an expression or '?'";
+      consume();
+      return DimExpr(v);
+    }
+    if (t.kind == Tok::Minus) {
+      consume();
+      auto f = parseDimFactor();
+      if (failed(f))
+        return failure();
+      return dimResult(DimExpr::neg(*f), t);
+    }
+    if (t.kind == Tok::LParen) {
+      consume();
+      auto e = parseDimSum();
+      if (failed(e) || failed(expect(Tok::RParen, "')' in the dim expression")))
+        return failure();
+      return *e;
+    }
+    if (t.kind != Tok::Ident)
+      return expected("a dimension (integer, symbol, expression or '?')");
+    consume();
+    bool call = cur().kind == Tok::LParen;
+    if (!call || (t.text != "mod" && t.text != "min" && t.text != "max"))
+      return DimExpr::symbol(t.text);
+    consume();
+    auto a = parseDimSum();
+    if (failed(a) || failed(expect(Tok::Comma, "',' between the operands")))
+      return failure();
+    std::optional<DimExpr> r;
+    if (t.text == "mod") {
+      auto c = parsePositiveInt("a positive integer divisor of mod");
+      if (failed(c))
+        return failure();
+      r = DimExpr::mod(*a, *c);
+    } else {
+      auto b = parseDimSum();
+      if (failed(b))
+        return failure();
+      r = t.text == "min" ? DimExpr::min(*a, *b) : DimExpr::max(*a, *b);
+    }
+    if (failed(expect(Tok::RParen, "')' after the operands")))
+      return failure();
+    return dimResult(r, t);
   }
 
   //===--------------------------------------------------------------------===//

@@ -1,16 +1,20 @@
 //===- Type.h - Dims, shapes and tensor types -------------------*- C++ -*-===//
 //
-// A Dim is a known size, a named symbol (`N`) or an anonymous dynamic size
-// (`?`). A Shape is a list of dims; a TensorType pairs a shape with a dtype.
-// Text form: `f32[64,784]`, `f32[N,3,224,224]`, `i64[]` (a scalar),
-// `f32[?,8]`.
+// A Dim is a known size, a symbolic size (a named symbol `N` or an
+// expression over symbols such as `2*S+1`, see DimExpr.h) or an anonymous
+// dynamic size (`?`). A Shape is a list of dims; a TensorType pairs a shape
+// with a dtype. Text form: `f32[64,784]`, `f32[N,3,224,224]`, `i64[]` (a
+// scalar), `f32[?,8]`, `f32[N,S*64]`.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "ir/DType.h"
+#include "ir/DimExpr.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,28 +27,54 @@ public:
   /// A static dim of `size` (>= 0).
   Dim(int64_t size = 0) : size_(size) {}
   /// A symbolic dim named `symbol`; an empty name means an anonymous `?`.
-  static Dim symbolic(std::string symbol) {
-    Dim d(-1);
-    d.symbol_ = std::move(symbol);
-    return d;
-  }
+  static Dim symbolic(std::string symbol);
   static Dim dynamic() { return symbolic(""); }
+  /// The dim of an expression: static when it is a constant (a negative
+  /// constant, never a valid size, gives `?`).
+  static Dim of(const DimExpr &e);
 
   bool isStatic() const { return size_ >= 0; }
   bool isSymbolic() const { return size_ < 0; }
+  /// True for an anonymous `?` (no expression known).
+  bool isDynamic() const { return size_ < 0 && !expr_; }
   /// The size of a static dim; callers check isStatic() first.
   int64_t size() const { return size_; }
-  /// The symbol of a symbolic dim; empty for `?`.
-  const std::string &symbol() const { return symbol_; }
+  /// The symbol of a dim that is one symbol (`N`); empty for `?`, a static
+  /// dim and an expression such as `N+1`.
+  const std::string &symbol() const;
+  /// The dim as an expression (a constant for a static dim); nullopt for `?`.
+  std::optional<DimExpr> expr() const;
   std::string str() const;
 
-  bool operator==(const Dim &o) const { return size_ == o.size_ && symbol_ == o.symbol_; }
+  bool operator==(const Dim &o) const;
   bool operator!=(const Dim &o) const { return !(*this == o); }
 
 private:
   int64_t size_;
-  std::string symbol_;
+  /// The expression of a symbolic dim; null for `?` and static dims.
+  std::shared_ptr<const DimExpr> expr_;
 };
+
+// Dim arithmetic: static operands give a static result, symbolic ones an
+// expression (see DimExpr.h); `?` or an overflow anywhere gives `?`.
+Dim operator+(const Dim &a, const Dim &b);
+Dim operator-(const Dim &a, const Dim &b);
+Dim operator*(const Dim &a, const Dim &b);
+/// `d + c` for any integer `c` (Dim(c) holds only sizes >= 0).
+Dim addConstant(const Dim &d, int64_t c);
+/// Floor / ceiling division and modulo by a positive constant.
+Dim floorDiv(const Dim &a, int64_t c);
+Dim ceilDiv(const Dim &a, int64_t c);
+Dim mod(const Dim &a, int64_t c);
+Dim minDim(const Dim &a, const Dim &b);
+Dim maxDim(const Dim &a, const Dim &b);
+/// `a / b` when `b` divides `a` exactly (see DimExpr::exactDiv); nullopt
+/// when it does not or either is `?`.
+std::optional<Dim> exactDivDim(const Dim &a, const Dim &b);
+/// The dim with symbols bound to sizes replaced; `?` stays `?`.
+Dim substituteDim(const Dim &d, const std::map<std::string, int64_t> &values);
+/// The size of `d` with symbols bound; nullopt for `?` or an unbound symbol.
+std::optional<int64_t> evaluateDim(const Dim &d, const std::map<std::string, int64_t> &values);
 
 /// A list of dims, outermost first.
 using Shape = std::vector<Dim>;

@@ -10,7 +10,9 @@
 #include "tools/Commands.h"
 
 #include <filesystem>
+#include <map>
 #include <random>
+#include <set>
 
 namespace kiln::tools {
 
@@ -75,8 +77,16 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
   std::vector<std::pair<DType, std::vector<int64_t>>> types;
   for (const Value *v : g.inputs()) {
     std::vector<int64_t> shape;
-    for (const Dim &d : v->type().shape)
-      shape.push_back(d.isStatic() ? d.size() : dims.count(d.symbol()) ? dims.at(d.symbol()) : 1);
+    for (const Dim &d : v->type().shape) {
+      // Unbound symbols are 1 (an expression such as `S+1` evaluated so).
+      std::map<std::string, int64_t> values = dims;
+      std::set<std::string> symbols;
+      if (auto e = d.expr())
+        e->collectSymbols(symbols);
+      for (const std::string &s : symbols)
+        values.emplace(s, 1);
+      shape.push_back(std::max<int64_t>(evaluateDim(d, values).value_or(1), 0));
+    }
     types.emplace_back(v->type().dtype, std::move(shape));
   }
   return randomTensors(types, seed);

@@ -61,29 +61,39 @@ std::string attrStringOr(const onnx::NodeProto &node, std::string_view name, std
 //===----------------------------------------------------------------------===//
 
 /// One entry of a shape-like integer vector known at import time: a value,
-/// or only a symbolic dim (`batch`), or nothing (`symbol` empty). See Note
+/// or only a symbolic expression (`batch`, `2*seq+1`), or nothing. See Note
 /// [Shape values].
 struct SymInt {
   std::optional<int64_t> value;
-  std::string symbol;
+  /// The entry as an expression over the graph's symbols, when not a value.
+  std::optional<DimExpr> expr;
   /// Where an unknown entry came from: dim `sourceDim` of `source` (so
   /// that even an anonymous `?` dim is recognized in its own tensor).
   const Value *source = nullptr;
   int64_t sourceDim = -1;
 
-  static SymInt of(int64_t v) { return SymInt{v, "", nullptr, -1}; }
+  static SymInt of(int64_t v) { return SymInt{v, std::nullopt, nullptr, -1}; }
+  /// A value for a constant expression, else the expression.
+  static SymInt ofExpr(const DimExpr &e) {
+    return e.isConstant() ? of(e.constant()) : SymInt{std::nullopt, e, nullptr, -1};
+  }
+  static SymInt unknown() { return SymInt{}; }
   /// The entry dim `i` of `v`'s shape gives.
   static SymInt ofDim(const Value *v, int64_t i) {
     const Dim &d = v->type().shape[static_cast<size_t>(i)];
-    return d.isStatic() ? of(d.size()) : SymInt{std::nullopt, d.symbol(), v, i};
+    return d.isStatic() ? of(d.size()) : SymInt{std::nullopt, d.expr(), v, i};
   }
   bool isKnown() const { return value.has_value(); }
+  /// The entry as an expression (a constant for a value); nullopt when unknown.
+  std::optional<DimExpr> asExpr() const { return value ? DimExpr(*value) : expr; }
+  /// `5`, `2*seq` or `?`.
+  std::string str() const { return value ? std::to_string(*value) : expr ? expr->str() : "?"; }
   /// True when the entry is known to equal dim `i` of `v`.
   bool isDimOf(const Value *v, int64_t i) const {
     if (i < 0 || i >= v->type().rank() || isKnown())
       return false;
     return (source == v && sourceDim == i) ||
-           (!symbol.empty() && v->type().shape[static_cast<size_t>(i)] == Dim::symbolic(symbol));
+           (expr && v->type().shape[static_cast<size_t>(i)] == Dim::of(*expr));
   }
 };
 using SymInts = std::vector<SymInt>;
@@ -94,8 +104,9 @@ using SymInts = std::vector<SymInt>;
 // constant. When it has a symbolic dim (`batch`), the Shape node stays in the
 // graph, and the importer also records what each entry of the small integer
 // vectors derived from it is (ImportState::shapeValues): a number or a
-// symbol. Reshape and Expand then turn a symbolic entry into `0` / `-1` (a
-// dim copied from their input), so `x.view(x.size(0), -1)` imports with a
+// symbolic expression; Add, Sub, Mul, Div and integer Cast of such vectors
+// compute on the expressions (`seq + 1`, `batch * heads`). Reshape and Expand then turn a symbolic
+// entry into `0` / `-1` (a dim copied from their input), so `x.view(x.size(0), -1)` imports with a
 // symbolic batch. The Shape / Gather / ... nodes become dead and are removed.
 
 /// State shared by all nodes of one import.

@@ -49,6 +49,58 @@ template <OpKind Kind> Values convertBinary(NodeContext &ctx) {
   return {ctx.create(Kind, {ctx.input(0, "A"), ctx.input(1, "B")})};
 }
 
+/// One entry of `a <op> b` for shape values; unknown when it has no
+/// expression (ONNX's integer Div truncates: an expression divides only
+/// when it is provably >= 0 and the divisor a positive constant).
+SymInt shapeEntry(OpKind kind, const SymInt &a, const SymInt &b) {
+  auto x = a.asExpr(), y = b.asExpr();
+  if (!x || !y)
+    return SymInt::unknown();
+  std::optional<DimExpr> r;
+  switch (kind) {
+  case OpKind::Add:
+    r = add(*x, *y);
+    break;
+  case OpKind::Sub:
+    r = DimExpr::sub(*x, *y);
+    break;
+  case OpKind::Mul:
+    r = mul(*x, *y);
+    break;
+  case OpKind::Div:
+    if (x->isConstant() && y->isConstant() && y->constant() != 0 &&
+        !(x->constant() == INT64_MIN && y->constant() == -1))
+      r = DimExpr(x->constant() / y->constant());
+    else if (y->isConstant() && y->constant() > 0 && x->isProvablyNonNegative())
+      r = DimExpr::floorDiv(*x, y->constant());
+    break;
+  default:
+    break;
+  }
+  return r ? SymInt::ofExpr(*r) : SymInt::unknown();
+}
+
+/// Add/Sub/Mul/Div; on shape values (Note [Shape values]) the result's
+/// entries are computed too, entry by entry with a length-1 side broadcast.
+template <OpKind Kind> Values convertShapeArith(NodeContext &ctx) {
+  Value *a = ctx.input(0, "A"), *b = ctx.input(1, "B");
+  Value *out = ctx.create(Kind, {a, b});
+  if (!out || constantOf(out) || !isInteger(out->type().dtype) || out->type().rank() > 1)
+    return {out};
+  auto ea = ctx.shapeValueOf(a), eb = ctx.shapeValueOf(b);
+  if (!ea || !eb)
+    return {out};
+  size_t n = std::max(ea->size(), eb->size());
+  if ((ea->size() != n && ea->size() != 1) || (eb->size() != n && eb->size() != 1))
+    return {out};
+  SymInts entries;
+  for (size_t i = 0; i < n; ++i)
+    entries.push_back(
+        shapeEntry(Kind, (*ea)[ea->size() == 1 ? 0 : i], (*eb)[eb->size() == 1 ? 0 : i]));
+  ctx.setShapeValue(out, std::move(entries));
+  return {out};
+}
+
 Values convertIdentity(NodeContext &ctx) {
   return {ctx.input(0, "input")};
 }
@@ -228,7 +280,13 @@ Values convertCast(NodeContext &ctx) {
                     << onnxTypeName(static_cast<int32_t>(to));
     return {};
   }
-  return {ctx.castTo(ctx.input(0, "input"), *dtype)};
+  Value *x = ctx.input(0, "input");
+  Value *out = ctx.castTo(x, *dtype);
+  // An integer cast of a shape value keeps its entries.
+  if (out && x && out != x && isInteger(*dtype) && isInteger(x->type().dtype) && !constantOf(x))
+    if (auto entries = ctx.shapeValueOf(x))
+      ctx.setShapeValue(out, *entries);
+  return {out};
 }
 
 Values convertCastLike(NodeContext &ctx) {
@@ -382,7 +440,7 @@ Values convertGelu(NodeContext &ctx) {
 const Converter kConverters[] = {
     {"Abs", 6, convertUnary<OpKind::Abs>},
     {"Acosh", 9, convertAcosh},
-    {"Add", 7, convertBinary<OpKind::Add>},
+    {"Add", 7, convertShapeArith<OpKind::Add>},
     {"And", 7, convertBinary<OpKind::And>},
     {"Cast", 9, convertCast, checkCast},
     {"CastLike", 15, convertCastLike},
@@ -397,7 +455,7 @@ const Converter kConverters[] = {
     {"Clip", 11, convertClip},
     {"Cos", 7, convertUnary<OpKind::Cos>},
     {"Cosh", 9, convertHyperbolic<1>},
-    {"Div", 7, convertBinary<OpKind::Div>},
+    {"Div", 7, convertShapeArith<OpKind::Div>},
     {"Dropout", 10, convertDropout},
     {"Elu", 6, convertElu},
     {"Equal", 11, convertBinary<OpKind::Equal>},
@@ -421,7 +479,7 @@ const Converter kConverters[] = {
     {"Min", 8, convertVariadic<OpKind::Min>},
     {"Mish", 18, convertMish},
     {"Mod", 10, convertMod, checkMod},
-    {"Mul", 7, convertBinary<OpKind::Mul>},
+    {"Mul", 7, convertShapeArith<OpKind::Mul>},
     {"Neg", 6, convertUnary<OpKind::Neg>},
     {"Not", 1, convertUnary<OpKind::Not>},
     {"Or", 7, convertBinary<OpKind::Or>},
@@ -439,7 +497,7 @@ const Converter kConverters[] = {
     {"Softplus", 1, convertUnary<OpKind::Softplus>},
     {"Softsign", 1, convertSoftsign},
     {"Sqrt", 6, convertUnary<OpKind::Sqrt>},
-    {"Sub", 7, convertBinary<OpKind::Sub>},
+    {"Sub", 7, convertShapeArith<OpKind::Sub>},
     {"Sum", 8, convertVariadic<OpKind::Add>},
     {"Tan", 7, convertTan},
     {"Tanh", 6, convertUnary<OpKind::Tanh>},

@@ -196,15 +196,26 @@ Values convertReshape(NodeContext &ctx) {
     d << "the target shape [";
     for (size_t i = 0; i < entries->size(); ++i) {
       const SymInt &e = (*entries)[i];
-      d << (i ? ", " : "")
-        << (e.isKnown()        ? std::to_string(*e.value)
-            : e.symbol.empty() ? "?"
-                               : e.symbol);
+      d << (i ? ", " : "") << e.str();
     }
     d << "] of " << x->type().str() << " has more than one unknown dim";
     return {};
   }
-  return {ctx.create(OpKind::Reshape, {x}, {{"shape", shape}})};
+  Value *y = ctx.create(OpKind::Reshape, {x}, {{"shape", shape}});
+  // An entry known as an expression must be what the element counts give.
+  for (size_t i = 0; y && i < entries->size(); ++i) {
+    const SymInt &e = (*entries)[i];
+    const Dim &got = y->type().shape[i];
+    if (!e.expr || got.isDynamic() || got == Dim::of(*e.expr))
+      continue;
+    auto d = ctx.emitError();
+    d << "cannot reshape " << x->type().str() << " to [";
+    for (size_t k = 0; k < entries->size(); ++k)
+      d << (k ? ", " : "") << (*entries)[k].str();
+    d << "]: the element counts give dim " << i << " = " << got.str();
+    return {};
+  }
+  return {y};
 }
 
 Values convertFlatten(NodeContext &ctx) {

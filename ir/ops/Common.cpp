@@ -110,25 +110,22 @@ DimProduct multiplyDims(std::span<const Dim> dims) {
     if (d.isStatic()) {
       if (__builtin_mul_overflow(p.staticPart, d.size(), &p.staticPart))
         p.overflow = true;
-    } else if (d.symbol().empty()) {
-      ++p.numDynamic;
+    } else if (auto e = d.expr(); e && p.symbolic) {
+      p.symbolic = mul(*p.symbolic, *e);
     } else {
-      p.symbols.push_back(d.symbol());
+      p.symbolic.reset();
     }
   }
-  std::sort(p.symbols.begin(), p.symbols.end());
   return p;
 }
 
-/// The product as one dim: static, a lone symbol, 0 when a factor is 0, or `?`.
 Dim toDim(const DimProduct &p) {
   if (p.staticPart == 0)
     return Dim(0);
-  if (p.numDynamic == 0 && p.symbols.empty())
-    return Dim(p.staticPart);
-  if (p.numDynamic == 0 && p.symbols.size() == 1 && p.staticPart == 1)
-    return Dim::symbolic(p.symbols[0]);
-  return Dim::dynamic();
+  if (!p.symbolic)
+    return Dim::dynamic();
+  auto e = mul(*p.symbolic, DimExpr(p.staticPart));
+  return e ? Dim::of(*e) : Dim::dynamic();
 }
 
 /// The product of `dims` as one dim; reports overflow.

@@ -67,7 +67,8 @@ FailureOr<Types> inferReshape(const OpContext &ctx) {
     }
   }
 
-  // Compare element counts after cancelling the symbols both sides share.
+  // Compare element counts: static parts when the symbolic factors agree,
+  // else the -1 is the input's count divided by the others' (an expression).
   DimProduct inCount = multiplyDims(in.shape);
   Shape known;
   for (size_t i = 0; i < out.size(); ++i)
@@ -77,14 +78,10 @@ FailureOr<Types> inferReshape(const OpContext &ctx) {
   if (inCount.overflow || outCount.overflow)
     return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
                            << ": element count overflows int64";
-  std::vector<std::string> inOnly, outOnly;
-  std::set_difference(inCount.symbols.begin(), inCount.symbols.end(), outCount.symbols.begin(),
-                      outCount.symbols.end(), std::back_inserter(inOnly));
-  std::set_difference(outCount.symbols.begin(), outCount.symbols.end(), inCount.symbols.begin(),
-                      inCount.symbols.end(), std::back_inserter(outOnly));
-  bool comparable = inCount.numDynamic == 0 && outCount.numDynamic == 0 && outOnly.empty();
+  bool sameSymbols =
+      inCount.symbolic && outCount.symbolic && *inCount.symbolic == *outCount.symbolic;
 
-  if (comparable && inOnly.empty()) {
+  if (sameSymbols) {
     if (!inferred) {
       if (inCount.staticPart != outCount.staticPart)
         return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
@@ -103,9 +100,9 @@ FailureOr<Types> inferReshape(const OpContext &ctx) {
                                << outCount.staticPart;
       out[*inferred] = Dim(inCount.staticPart / outCount.staticPart);
     }
-  } else if (comparable && inferred && inOnly.size() == 1 &&
-             inCount.staticPart == outCount.staticPart && outCount.staticPart != 0) {
-    out[*inferred] = Dim::symbolic(inOnly[0]);
+  } else if (inferred && outCount.staticPart != 0) {
+    if (auto q = exactDivDim(toDim(inCount), toDim(outCount)))
+      out[*inferred] = *q;
   }
   return one(ctx, in.dtype, std::move(out));
 }
@@ -288,25 +285,15 @@ FailureOr<Types> inferConcat(const OpContext &ctx) {
     }
     axisDims.push_back(t.shape[ax]);
   }
-  // The concatenated dim: a static sum, or the lone symbolic dim among zeros.
+  // The concatenated dim: the sum of the operands' (static or an expression).
   int64_t sum = 0;
-  std::optional<Dim> symbolic;
-  int numSymbolic = 0;
+  Dim total(0);
   for (const Dim &d : axisDims) {
-    if (d.isStatic()) {
-      if (__builtin_add_overflow(sum, d.size(), &sum))
-        return ctx.emitError() << "concatenated dim " << *axis << " overflows int64";
-    } else {
-      ++numSymbolic;
-      symbolic = d;
-    }
+    if (d.isStatic() && __builtin_add_overflow(sum, d.size(), &sum))
+      return ctx.emitError() << "concatenated dim " << *axis << " overflows int64";
+    total = total + d;
   }
-  if (numSymbolic == 0)
-    out[ax] = Dim(sum);
-  else if (numSymbolic == 1 && sum == 0)
-    out[ax] = *symbolic;
-  else
-    out[ax] = Dim::dynamic();
+  out[ax] = total;
   return one(ctx, first.dtype, std::move(out));
 }
 
@@ -352,6 +339,8 @@ FailureOr<Types> inferSplit(const OpContext &ctx) {
         return ctx.emitError() << "dim " << *axis << " of " << in.str() << " cannot be split into "
                                << n << " equal parts";
       part = Dim(dim.size() / n);
+    } else if (auto q = exactDivDim(dim, Dim(n))) {
+      part = *q;
     }
     for (TensorType &t : results)
       t.shape[ax] = part;
@@ -476,6 +465,20 @@ bool takesWholeDim(int64_t start, int64_t end, int64_t step) {
     return (start == -1 || start == kInt64Max) && end == kInt64Min;
   return false;
 }
+/// The element count of a slice of a symbolic dim `d` with a positive
+/// step: each bound clamped into [0, d] (a negative bound counts from the
+/// end), then ceil((hi - lo) / step), at least 0. `?` for a negative step.
+/// A start >= 0 needs no clamp: hi <= d, so a start past d gives 0 anyway.
+Dim symbolicSliceCount(const Dim &d, int64_t start, int64_t end, int64_t step) {
+  if (step <= 0)
+    return Dim::dynamic();
+  auto fromEnd = [&](int64_t b) { return maxDim(d - Dim(-b), Dim(0)); };
+  Dim hi = end == kInt64Max ? d : end >= 0 ? minDim(Dim(end), d) : fromEnd(end);
+  Dim lo = start >= 0 ? Dim(start) : fromEnd(start);
+  // The last k (`x[-k:]`): min(k, d).
+  Dim span = end == kInt64Max && start < 0 ? minDim(Dim(-start), d) : maxDim(hi - lo, Dim(0));
+  return step == 1 ? span : ceilDiv(span, step);
+}
 } // namespace
 
 FailureOr<Types> inferSlice(const OpContext &ctx) {
@@ -489,7 +492,7 @@ FailureOr<Types> inferSlice(const OpContext &ctx) {
     if (d.isStatic())
       d = Dim(clampSlice(spec->starts[i], spec->ends[i], spec->steps[i], d.size()).count);
     else if (!takesWholeDim(spec->starts[i], spec->ends[i], spec->steps[i]))
-      d = Dim::dynamic();
+      d = symbolicSliceCount(d, spec->starts[i], spec->ends[i], spec->steps[i]);
   }
   return one(ctx, in.dtype, std::move(out));
 }

@@ -55,15 +55,14 @@ constexpr double kMaxDimAsDouble = static_cast<double>(kMaxDim);
 /// A product of dims split into its static part and its symbolic factors.
 struct DimProduct {
   int64_t staticPart = 1;
-  /// Named symbols, sorted (a multiset).
-  std::vector<std::string> symbols;
-  /// Count of anonymous `?` factors.
-  int numDynamic = 0;
+  /// The product of the symbolic factors (1 when there are none); nullopt
+  /// when a factor is an anonymous `?` or the product overflows.
+  std::optional<DimExpr> symbolic = DimExpr(1);
   bool overflow = false;
 };
 
 DimProduct multiplyDims(std::span<const Dim> dims);
-/// The product as one dim: static, a lone symbol, 0 when a factor is 0, or `?`.
+/// The product as one dim: static, an expression, 0 when a factor is 0, or `?`.
 Dim toDim(const DimProduct &p);
 /// The product of `dims` as one dim; reports overflow.
 FailureOr<Dim> productDim(const OpContext &ctx, std::span<const Dim> dims);

@@ -266,7 +266,12 @@ FailureOr<Dim> windowOutDim(const OpContext &ctx, size_t axis, const Dim &in, co
   if (in.isSymbolic()) {
     if (s == 1 && __int128(pb) + pe + 1 == extent)
       return in;
-    return Dim::dynamic();
+    // floor((in + pads - extent) / stride) + 1; ceil_mode's last-window
+    // rule (Note [Pool ceil_mode]) has no closed form here.
+    const __int128 shift = __int128(pb) + pe - extent;
+    if (ceilMode || shift < -kMaxDim || shift > kMaxDim)
+      return Dim::dynamic();
+    return floorDiv(addConstant(in, static_cast<int64_t>(shift)), s) + Dim(1);
   }
   int64_t count = windowCount(in.size(), k, d, pb, pe, s, ceilMode);
   if (count < 1)
@@ -524,7 +529,9 @@ inferConvLike(const OpContext &ctx, bool isTranspose, const std::vector<int64_t>
                              << i;
     const Dim &in = x.shape[2 + i];
     if (in.isSymbolic() || kernel.isSymbolic()) {
-      out.push_back(Dim::dynamic());
+      // stride * (in - 1) + output_padding + dilation * (kernel - 1) + 1 - pads.
+      out.push_back(addConstant(Dim(s) * addConstant(in, -1) + Dim(d) * addConstant(kernel, -1),
+                                outPadding[i] + 1 - params->padsBegin[i] - params->padsEnd[i]));
       continue;
     }
     constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

@@ -64,8 +64,7 @@ FailureOr<Types> inferPad(const OpContext &ctx) {
       return ctx.emitError() << "pads " << pads << " overflow int64";
     const Dim &d = in.shape[i];
     if (d.isSymbolic()) {
-      if (total != 0)
-        out[i] = Dim::dynamic();
+      out[i] = addConstant(d, total);
       continue;
     }
     int64_t size;
@@ -145,8 +144,10 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
         return ctx.emitError() << "scale " << formatDouble(s) << " of dim " << i
                                << " is not a positive number";
       if (d.isSymbolic()) {
+        // An integer scale multiplies exactly; any other needs the size.
         if (s != 1.0)
-          out[i] = Dim::dynamic();
+          out[i] =
+              s == std::floor(s) && s < 1024.0 ? d * Dim(static_cast<int64_t>(s)) : Dim::dynamic();
         continue;
       }
       double size = std::floor(static_cast<double>(d.size()) * s);

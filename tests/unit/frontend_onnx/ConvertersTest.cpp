@@ -182,6 +182,48 @@ TEST(OnnxConvertersTest, ShapeSubgraphOverASymbolicDim) {
             "  %y = reshape(%x) {shape = [5, -1]} : f32[5,12]\n");
 }
 
+/// x: [N, S, 64] -> Reshape(x, Concat(first, Cast(Cast(S * mult)))) where
+/// first is N (Gather(Shape(x), 0)) or 2 * N.
+ModelBuilder reshapeByArithmetic(bool doubleBatch, int64_t mult) {
+  ModelBuilder b(17);
+  b.input("x", {std::string("N"), std::string("S"), int64_t(64)});
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.initInts("two", {1}, {2});
+  b.initInts("mult", {1}, {mult});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"n"});
+  b.node("Gather", {"s", "i1"}, {"t"});
+  b.node(doubleBatch ? "Mul" : "Identity",
+         doubleBatch ? std::vector<std::string>{"n", "two"} : std::vector<std::string>{"n"},
+         {"first"});
+  b.node("Mul", {"t", "mult"}, {"m"});
+  attrInt(b.node("Cast", {"m"}, {"m32"}), "to", onnx::TensorProto::INT32);
+  attrInt(b.node("Cast", {"m32"}, {"m64"}), "to", onnx::TensorProto::INT64);
+  attrInt(b.node("Concat", {"first", "m64"}, {"shape"}), "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+TEST(OnnxConvertersTest, ShapeArithmeticFoldsToExpressions) {
+  // [N, 64*S]: N copies dim 0, 64*S is the inferred -1.
+  EXPECT_EQ(body(importModel(reshapeByArithmetic(false, 64))),
+            "  %y = reshape(%x) {shape = [0, -1]} : f32[N,64*S]\n");
+  // [N, 32*S] has half the elements: the inferred dim disagrees with the entry.
+  auto half = importModel(reshapeByArithmetic(false, 32));
+  EXPECT_NE(half.errors.find("cannot reshape f32[N,S,64] to [N, 32*S]: the element counts "
+                             "give dim 1 = 64*S"),
+            std::string::npos)
+      << half.errors;
+  // [2*N, 32*S]: two entries that are neither a dim of x nor inferable.
+  auto two = importModel(reshapeByArithmetic(true, 32));
+  EXPECT_NE(two.errors.find("the target shape [2*N, 32*S] of f32[N,S,64] has more than one "
+                            "unknown dim"),
+            std::string::npos)
+      << two.errors;
+}
+
 TEST(OnnxConvertersTest, ConstantOfShapeRangeWhereAndExpandFold) {
   ModelBuilder b;
   b.input("x", {int64_t(2), int64_t(3)});

@@ -137,8 +137,13 @@ TEST(DataMovementTest, ReshapeInference) {
   EXPECT_EQ(infer(OpKind::Reshape, {"f32[2,3,4]"}, {{"shape", Ints{-1}}}), "f32[24]");
   EXPECT_EQ(infer(OpKind::Reshape, {"f32[0,3]"}, {{"shape", Ints{-1, 3}}}), "f32[0,3]");
   EXPECT_EQ(infer(OpKind::Reshape, {"f32[2,0]"}, {{"shape", Ints{0, -1}}}), "f32[2,0]");
-  // 2N cannot be written as a dim, and an anonymous dim is unknown.
-  EXPECT_EQ(infer(OpKind::Reshape, {"f32[N,4]"}, {{"shape", Ints{-1, 2}}}), "f32[?,2]");
+  // The -1 divides the element counts as expressions; an anonymous dim is unknown.
+  EXPECT_EQ(infer(OpKind::Reshape, {"f32[N,4]"}, {{"shape", Ints{-1, 2}}}), "f32[2*N,2]");
+  EXPECT_EQ(infer(OpKind::Reshape, {"f32[N,S,64]"}, {{"shape", Ints{0, 0, 4, -1}}}),
+            "f32[N,S,4,16]");
+  EXPECT_EQ(infer(OpKind::Reshape, {"f32[N,3]"}, {{"shape", Ints{-1, 2}}}), "f32[?,2]");
+  EXPECT_ERROR(infer(OpKind::Reshape, {"f32[N,4]"}, {{"shape", Ints{0, 5}}}),
+               "cannot reshape f32[N,4] to shape [0, 5]: element counts differ");
   EXPECT_EQ(infer(OpKind::Reshape, {"f32[?,4]"}, {{"shape", Ints{-1, 4}}}), "f32[?,4]");
   EXPECT_EQ(infer(OpKind::Reshape, {"f32[N,M]"}, {{"shape", Ints{0, 0, 1}}}), "f32[N,M,1]");
   EXPECT_ERROR(infer(OpKind::Reshape, {"f32[N,3]"}, {{"shape", Ints{0, 2}}}),
@@ -175,7 +180,7 @@ TEST(DataMovementTest, Flatten) {
   EXPECT_EQ(infer(OpKind::Flatten, {"f32[N,3,4]"}), "f32[N,12]");
   EXPECT_EQ(infer(OpKind::Flatten, {"f32[N,1,4]"}, {{"axis", int64_t(2)}}), "f32[N,4]");
   EXPECT_EQ(infer(OpKind::Flatten, {"f32[N,0,4]"}, {{"axis", int64_t(2)}}), "f32[0,4]");
-  EXPECT_EQ(infer(OpKind::Flatten, {"f32[3,N,4]"}, {{"axis", int64_t(2)}}), "f32[?,4]");
+  EXPECT_EQ(infer(OpKind::Flatten, {"f32[3,N,4]"}, {{"axis", int64_t(2)}}), "f32[3*N,4]");
   EXPECT_ERROR(infer(OpKind::Flatten, {"f32[2,3]"}, {{"axis", int64_t(-3)}}),
                "'flatten' op axis -3 is out of range for rank 2");
 }
@@ -266,7 +271,10 @@ TEST(DataMovementTest, ConcatThreeOperandsAxis0) {
   EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[N,3]"}, {{"axis", int64_t(1)}}), "f32[N,5]");
   EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[3,2]"}, {{"axis", int64_t(1)}}), "f32[3,4]");
   EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[0,2]"}, {{"axis", int64_t(0)}}), "f32[N,2]");
-  EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[N,2]"}, {{"axis", int64_t(0)}}), "f32[?,2]");
+  EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[N,2]"}, {{"axis", int64_t(0)}}), "f32[2*N,2]");
+  EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[M,2]", "f32[1,2]"}, {{"axis", int64_t(0)}}),
+            "f32[M+N+1,2]");
+  EXPECT_EQ(infer(OpKind::Concat, {"f32[N,2]", "f32[?,2]"}, {{"axis", int64_t(0)}}), "f32[?,2]");
   EXPECT_ERROR(infer(OpKind::Concat, {"f32[2,2]", "f32[3,3]"}, {{"axis", int64_t(1)}}),
                "'concat' op operand 1 has type f32[3,3] which does not match f32[2,2] in dim 0");
   EXPECT_ERROR(infer(OpKind::Concat, {"f32[2,2]", "f32[2]"}, {{"axis", int64_t(0)}}),
@@ -377,7 +385,18 @@ TEST(DataMovementTest, SliceInference) {
             "f32[N,10]");
   EXPECT_EQ(infer(OpKind::Slice, {"f32[N,10]"},
                   {{"starts", Ints{1, 2}}, {"ends", Ints{kMax, -2}}, {"steps", Ints{1, 3}}}),
-            "f32[?,2]");
+            "f32[max(N-1,0),2]");
+  // Bounds clamp to the symbolic dim; a positive step divides (ceil).
+  EXPECT_EQ(infer(OpKind::Slice, {"f32[N]"}, {{"starts", Ints{0}}, {"ends", Ints{8}}}),
+            "f32[min(N,8)]");
+  EXPECT_EQ(infer(OpKind::Slice, {"f32[N]"}, {{"starts", Ints{-3}}, {"ends", Ints{kMax}}}),
+            "f32[min(N,3)]");
+  EXPECT_EQ(infer(OpKind::Slice, {"f32[2*N]"},
+                  {{"starts", Ints{0}}, {"ends", Ints{kMax}}, {"steps", Ints{2}}}),
+            "f32[N]");
+  EXPECT_EQ(infer(OpKind::Slice, {"f32[N]"},
+                  {{"starts", Ints{-1}}, {"ends", Ints{kMin}}, {"steps", Ints{-2}}}),
+            "f32[?]");
   EXPECT_ERROR(infer(OpKind::Slice, {"f32[4]"}, {{"starts", Ints{0}}, {"ends", Ints{1, 2}}}),
                "'slice' op starts [0] and ends [1, 2] have different lengths");
   EXPECT_ERROR(infer(OpKind::Slice, {"f32[4]"},
@@ -497,7 +516,8 @@ TEST(DataMovementTest, Pad2DAndIntegerDTypes) {
 TEST(DataMovementTest, PadInference) {
   EXPECT_EQ(infer(OpKind::Pad, {"f32[N,3]"}, {{"pads", Ints{0, 1, 0, 1}}}), "f32[N,5]");
   EXPECT_EQ(infer(OpKind::Pad, {"f32[N,3]"}, {{"pads", Ints{1, 0, -1, 0}}}), "f32[N,3]");
-  EXPECT_EQ(infer(OpKind::Pad, {"f32[N,3]"}, {{"pads", Ints{1, 0, 0, 0}}}), "f32[?,3]");
+  EXPECT_EQ(infer(OpKind::Pad, {"f32[N,3]"}, {{"pads", Ints{1, 0, 0, 0}}}), "f32[N+1,3]");
+  EXPECT_EQ(infer(OpKind::Pad, {"f32[N,3]"}, {{"pads", Ints{0, 0, -2, 0}}}), "f32[N-2,3]");
   EXPECT_ERROR(infer(OpKind::Pad, {"f32[2,3]"}, {{"pads", Ints{1, 1}}}),
                "'pad' op pads [1, 1] has 2 entries but the input f32[2,3] needs 4");
   EXPECT_ERROR(infer(OpKind::Pad, {"f32[2]"}, {{"pads", Ints{-2, -1}}}),
@@ -606,7 +626,9 @@ TEST(DataMovementTest, ResizeInference) {
   EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,10,10]"}, {{"scales", Floats{1, 1, 1.5, 0.5}}}),
             "f32[N,3,15,5]");
   EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,H,W]"}, {{"scales", Floats{1, 1, 2, 2}}}),
-            "f32[N,3,?,?]");
+            "f32[N,3,2*H,2*W]");
+  EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,H,W]"}, {{"scales", Floats{1, 1, 1.5, 2}}}),
+            "f32[N,3,?,2*W]");
   EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,H,W]"}, {{"sizes", Ints{1, 3, 8, 8}}}), "f32[1,3,8,8]");
   EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"}),
                "'resize' op exactly one of scales and sizes must be given");

@@ -74,3 +74,37 @@ TEST(InterpreterTest, SymbolsMustBindConsistently) {
   ASSERT_EQ(c.diagnostics().size(), 1u);
   EXPECT_EQ(c.diagnostics()[0].message, "input 1 ('%b') has N = 3 but input 0 ('%a') bound N = 2");
 }
+
+TEST(InterpreterTest, ExpressionDimsAreCheckedAgainstTheBoundSymbols) {
+  auto m = parse(R"(graph @g(%a: f32[N,S], %b: f32[N,S+1]) -> (f32[N,2*S+1]) {
+  %0 = concat(%a, %b) {axis = 1} : f32[N,2*S+1]
+  return %0
+}
+)");
+  ASSERT_TRUE(m);
+  const Graph &g = *m->graphs()[0];
+  std::vector<Tensor> good = {Tensor::zeros(DType::F32, {2, 3}), Tensor::zeros(DType::F32, {2, 4})};
+  DiagnosticEngine diag;
+  auto out = interpret(g, good, diag);
+  ASSERT_TRUE(out.succeeded());
+  EXPECT_EQ((*out)[0].shape(), (std::vector<int64_t>{2, 7}));
+
+  ScopedDiagnosticCollector c(diag);
+  std::vector<Tensor> bad = {Tensor::zeros(DType::F32, {2, 3}), Tensor::zeros(DType::F32, {2, 3})};
+  EXPECT_TRUE(interpret(g, bad, diag).failed());
+  ASSERT_EQ(c.diagnostics().size(), 1u);
+  EXPECT_EQ(c.diagnostics()[0].message, "input 1 ('%b') has dim 1 = 3 but S+1 = 4");
+
+  auto lone = parse(R"(graph @h(%a: f32[2*S]) -> (f32[2*S]) {
+  %0 = neg(%a) : f32[2*S]
+  return %0
+}
+)");
+  ASSERT_TRUE(lone);
+  ScopedDiagnosticCollector c2(diag);
+  std::vector<Tensor> one = {Tensor::zeros(DType::F32, {4})};
+  EXPECT_TRUE(interpret(*lone->graphs()[0], one, diag).failed());
+  ASSERT_EQ(c2.diagnostics().size(), 1u);
+  EXPECT_EQ(c2.diagnostics()[0].message,
+            "input 0 ('%a') dim 0 is 2*S, whose symbols no input dim binds by itself");
+}

@@ -424,7 +424,10 @@ TEST(LinalgTest, ConvTypeInference) {
   EXPECT_EQ(infer(OpKind::Conv, {"f32[N,3,H,W]", "f32[8,3,3,3]"}, {{"pads", Ints{1, 1, 1, 1}}}),
             "f32[N,8,H,W]");
   EXPECT_EQ(infer(OpKind::Conv, {"f32[N,3,H,W]", "f32[8,3,3,3]"}, {{"strides", Ints{2, 2}}}),
-            "f32[N,8,?,?]");
+            "f32[N,8,(H+1)/2-1,(W+1)/2-1]"); // floor((H-3)/2)+1
+  EXPECT_EQ(infer(OpKind::MaxPool, {"f32[N,3,H,W]"},
+                  {{"kernel", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", true}}),
+            "f32[N,3,?,?]");
   EXPECT_EQ(infer(OpKind::Conv, {"f32[1,3,224,224]", "f32[64,3,7,7]", "f32[64]"},
                   {{"strides", Ints{2, 2}}, {"pads", Ints{3, 3, 3, 3}}}),
             "f32[1,64,112,112]");
@@ -535,7 +538,10 @@ TEST(LinalgTest, ConvTransposeTypeInference) {
                    {"output_padding", Ints{1, 1}},
                    {"group", int64_t(2)}}),
             "f32[N,8,14,14]");
-  EXPECT_EQ(infer(OpKind::ConvTranspose, {"f32[1,8,H,7]", "f32[8,4,3,3]"}), "f32[1,4,?,9]");
+  EXPECT_EQ(infer(OpKind::ConvTranspose, {"f32[1,8,H,7]", "f32[8,4,3,3]"}), "f32[1,4,H+2,9]");
+  EXPECT_EQ(infer(OpKind::ConvTranspose, {"f32[1,8,H,7]", "f32[8,4,3,3]"},
+                  {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+            "f32[1,4,2*H-1,13]");
   EXPECT_EQ(infer(OpKind::ConvTranspose, {"f32[1,3,4,4]", "f32[4,2,3,3]"}),
             "'conv_transpose' op input channels 3 do not match weight dim 0 of f32[4,2,3,3]");
   EXPECT_EQ(infer(OpKind::ConvTranspose, {"f32[1,3,4,4]", "f32[3,2,3,3]"}, {{"group", int64_t(2)}}),
