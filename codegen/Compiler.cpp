@@ -687,6 +687,11 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
     }
     v->setType(t);
   }
+  // Symbolic attributes (slice bounds) take the bound values too.
+  for (Node *n : g.nodes())
+    for (unsigned i = 0; ok && i < n->attrs().size(); ++i)
+      if (hasSymbols(n->attr(i)))
+        n->setAttr(i, substituteSymbols(n->attr(i), options.dims));
   return ok ? success() : failure();
 }
 
@@ -709,6 +714,13 @@ bool touchesEmptyTensor(const FusionGroup &group) {
 }
 
 LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
+  for (const Node *n : g.nodes())
+    for (unsigned i = 0; i < n->attrs().size(); ++i)
+      if (hasSymbols(n->attr(i)))
+        return diag.emitError(n->loc())
+               << "'" << n->mnemonic() << "' op attribute '" << n->info().attrs[i].name
+               << "' = " << attrStr(n->attr(i))
+               << " names a symbol no input binds; compiled code needs static shapes";
   for (const Node *n : g.nodes())
     for (unsigned i = 0; i < n->numResults(); ++i)
       if (!n->result(i)->type().isStatic())

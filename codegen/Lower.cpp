@@ -466,11 +466,14 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
     auto rank = static_cast<int64_t>(in.size());
     Index src = idx;
     std::vector<int64_t> axes = op.axes(), steps = op.steps();
-    for (size_t i = 0; i < op.starts().size(); ++i) {
+    // Compiled graphs have every symbol bound (Compiler.cpp bindDims).
+    std::optional<std::vector<int64_t>> starts = constantInts(op.starts());
+    KILN_ASSERT(starts && "slice bounds bound before lowering");
+    for (size_t i = 0; i < starts->size(); ++i) {
       int64_t a = axes.empty() ? static_cast<int64_t>(i) : *normalizeAxis(axes[i], rank);
       int64_t step = steps.empty() ? 1 : steps[i];
       int64_t dim = in[static_cast<size_t>(a)];
-      int64_t start = op.starts()[i];
+      int64_t start = (*starts)[i];
       if (start < 0)
         start += dim;
       start =

@@ -25,8 +25,38 @@ const char *attrKindName(AttrKind k) {
     return "dtype";
   case AttrKind::Tensor:
     return "tensor";
+  case AttrKind::SymInts:
+    return "symbolic int list";
   }
   return "?";
+}
+
+std::optional<std::vector<int64_t>> constantInts(const std::vector<DimExpr> &v) {
+  std::vector<int64_t> out;
+  for (const DimExpr &e : v) {
+    if (!e.isConstant())
+      return std::nullopt;
+    out.push_back(e.constant());
+  }
+  return out;
+}
+
+bool hasSymbols(const Attribute &a) {
+  auto *v = std::get_if<std::vector<DimExpr>>(&a);
+  return v && !constantInts(*v);
+}
+
+Attribute substituteSymbols(const Attribute &a, const std::map<std::string, int64_t> &values) {
+  auto *v = std::get_if<std::vector<DimExpr>>(&a);
+  if (!v)
+    return a;
+  std::map<std::string, DimExpr> subst(values.begin(), values.end());
+  std::vector<DimExpr> out;
+  for (const DimExpr &e : *v) {
+    auto r = e.substitute(subst);
+    out.push_back(r ? *r : e);
+  }
+  return out;
 }
 
 bool attrEqual(const Attribute &a, const Attribute &b) {
@@ -127,6 +157,13 @@ std::string attrStr(const Attribute &a) {
     const auto &v = std::get<std::vector<int64_t>>(a);
     for (size_t i = 0; i < v.size(); ++i)
       s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+  case AttrKind::SymInts: {
+    std::string s = "[";
+    const auto &v = std::get<std::vector<DimExpr>>(a);
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? ", " : "") + v[i].str();
     return s + "]";
   }
   case AttrKind::Floats: {

@@ -4,11 +4,14 @@
 // each op its kind and default, so text, builders and verifier all agree.
 // Text forms: Int `3`, Float `0.5`, Bool `true`, String `"nearest"`,
 // Ints `[1, 0]`, Floats `[0.5, 2.0]`, DType `f32`, Tensor `dense<[1, 2]>`
-// (inline) or `@name` (a blob of the module).
+// (inline) or `@name` (a blob of the module), SymInts `[0, S, -1]`
+// (integers that may be expressions over the graph's symbols, ir/DimExpr.h:
+// a bound computed from a symbolic dim, such as Slice's end `seq`).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/DimExpr.h"
 #include "ir/Tensor.h"
 
 #include <string>
@@ -18,10 +21,10 @@
 namespace kiln {
 
 /// The kinds, in the order of Attribute's alternatives.
-enum class AttrKind { Int, Float, Bool, String, Ints, Floats, DType, Tensor };
+enum class AttrKind { Int, Float, Bool, String, Ints, Floats, DType, Tensor, SymInts };
 
 using Attribute = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>,
-                               std::vector<double>, DType, Tensor>;
+                               std::vector<double>, DType, Tensor, std::vector<DimExpr>>;
 
 // C++ types of the kinds, for the generated accessors (see Ops.h).
 using AttrCType_Int = int64_t;
@@ -32,11 +35,19 @@ using AttrCType_Ints = std::vector<int64_t>;
 using AttrCType_Floats = std::vector<double>;
 using AttrCType_DType = DType;
 using AttrCType_Tensor = Tensor;
+using AttrCType_SymInts = std::vector<DimExpr>;
 
 inline AttrKind attrKind(const Attribute &a) {
   return static_cast<AttrKind>(a.index());
 }
 const char *attrKindName(AttrKind k);
+/// The values of a SymInts list whose entries are all constants, else nullopt.
+std::optional<std::vector<int64_t>> constantInts(const std::vector<DimExpr> &v);
+/// True when some entry of a SymInts attribute names a symbol.
+bool hasSymbols(const Attribute &a);
+/// `a` with the symbols bound in `values` replaced in a SymInts attribute
+/// (other kinds are returned as they are).
+Attribute substituteSymbols(const Attribute &a, const std::map<std::string, int64_t> &values);
 /// Structural equality (tensors by bytes, floats by bits so NaN == NaN).
 bool attrEqual(const Attribute &a, const Attribute &b);
 /// Text form; tensors print inline (`dense<...>`), for blobs see Printer.

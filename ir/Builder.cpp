@@ -62,6 +62,13 @@ FailureOr<std::vector<Attribute>> buildAttrs(const OpInfo &info, std::vector<Nam
         fs.push_back(static_cast<double>(i));
       value = fs;
     }
+    // Integers are accepted where symbolic integers are expected.
+    if (want == AttrKind::SymInts && attrKind(value) == AttrKind::Ints) {
+      std::vector<DimExpr> es;
+      for (int64_t i : std::get<std::vector<int64_t>>(value))
+        es.push_back(DimExpr(i));
+      value = es;
+    }
     if (attrKind(value) != want) {
       diag.emitError(loc) << "'" << info.mnemonic << "' op attribute '" << name << "' expects "
                           << attrKindName(want) << ", got " << attrKindName(attrKind(value));
@@ -107,9 +114,11 @@ Value *Builder::createValue(OpKind kind, std::vector<Value *> operands,
 }
 
 Value *Builder::constant(Tensor value, std::string name) {
-  std::vector<NamedAttr> attrs{{"value", std::move(value)}};
+  std::vector<NamedAttr> attrs;
+  attrs.reserve(2);
+  attrs.push_back(NamedAttr("value", Attribute(std::move(value))));
   if (!name.empty())
-    attrs.emplace_back("name", std::move(name));
+    attrs.push_back(NamedAttr("name", Attribute(std::move(name))));
   return createValue(OpKind::Constant, {}, std::move(attrs));
 }
 

@@ -68,7 +68,7 @@ struct DimTerm {
 class DimExpr {
 public:
   /// The constant `c`.
-  explicit DimExpr(int64_t c = 0) : constant_(c) {}
+  DimExpr(int64_t c = 0) : constant_(c) {} // NOLINT: implicit, so {1, 0} is a list
   static DimExpr symbol(std::string name);
 
   bool isConstant() const { return terms_.empty(); }

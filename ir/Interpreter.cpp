@@ -3,12 +3,14 @@
 
 #include "ir/Builder.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
 namespace kiln {
 
-LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag) {
+FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
+                                                     DiagnosticEngine &diag) {
   if (inputs.size() != g.numInputs())
     return diag.emitError(Location()) << "graph '@" << g.name() << "' takes " << g.numInputs()
                                       << " input(s), got " << inputs.size();
@@ -78,15 +80,27 @@ LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, Diagno
       ok = false;
     }
   }
-  return ok ? success() : failure();
+  if (!ok)
+    return failure();
+  return values;
+}
+
+LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag) {
+  return failed(bindInputs(g, inputs, diag)) ? failure() : success();
 }
 
 FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tensor> operands,
                                             DiagnosticEngine &diag) {
+  return evaluateNode(n, n.attrs(), operands, diag);
+}
+
+FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Attribute> attrs,
+                                            std::span<const Tensor> operands,
+                                            DiagnosticEngine &diag) {
   std::vector<TensorType> types;
   for (const Tensor &t : operands)
     types.push_back(t.type());
-  auto resultTypes = inferTypes(n.info(), types, n.attrs(), n.numResults(), n.loc(), diag);
+  auto resultTypes = inferTypes(n.info(), types, attrs, n.numResults(), n.loc(), diag);
   if (failed(resultTypes))
     return failure();
   for (const TensorType &t : *resultTypes)
@@ -94,7 +108,7 @@ FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tenso
       return diag.emitError(n.loc())
              << "'" << n.mnemonic()
              << "' op result shape is not static on concrete inputs: " << t.str();
-  OpContext ctx{n.info(), types, n.attrs(), n.numResults(), n.loc(), diag};
+  OpContext ctx{n.info(), types, attrs, n.numResults(), n.loc(), diag};
   auto results = n.info().reference(ctx, operands, *resultTypes);
   if (failed(results))
     return failure();
@@ -106,7 +120,8 @@ FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tenso
 
 FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor> inputs,
                                          DiagnosticEngine &diag) {
-  if (failed(checkInputs(g, inputs, diag)))
+  auto symbols = bindInputs(g, inputs, diag);
+  if (failed(symbols))
     return failure();
   std::unordered_map<const Value *, Tensor> env;
   std::unordered_map<const Value *, size_t> remaining; // uses left before the value dies
@@ -122,7 +137,14 @@ FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor>
     std::vector<Tensor> operands;
     for (Value *v : n->operands())
       operands.push_back(env.at(v));
-    auto results = evaluateNode(*n, operands, diag);
+    bool symbolic = std::any_of(n->attrs().begin(), n->attrs().end(),
+                                [](const Attribute &a) { return hasSymbols(a); });
+    std::vector<Attribute> bound;
+    if (symbolic)
+      for (const Attribute &a : n->attrs())
+        bound.push_back(substituteSymbols(a, *symbols));
+    auto results =
+        symbolic ? evaluateNode(*n, bound, operands, diag) : evaluateNode(*n, operands, diag);
     if (failed(results))
       return failure();
     for (Value *v : n->operands())

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "ir/Graph.h"
 
 #include <span>
@@ -17,11 +20,19 @@ namespace kiln {
 
 /// Checks `inputs` against the graph's inputs: count, dtype and shape; a
 /// symbolic dim binds to the first size seen and must agree everywhere.
+/// Returns the symbols' values.
+FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
+                                                     DiagnosticEngine &diag);
 LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag);
 
 /// Runs one node's reference kernel on concrete operands (its result types
 /// are inferred from the operands' concrete types).
 FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tensor> operands,
+                                            DiagnosticEngine &diag);
+/// The same with `attrs` in place of the node's (its symbolic attributes
+/// bound, Note [Symbolic attributes] in docs/IR.md).
+FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Attribute> attrs,
+                                            std::span<const Tensor> operands,
                                             DiagnosticEngine &diag);
 
 /// Runs the graph; returns its outputs. Intermediates are freed after their

@@ -35,6 +35,8 @@ Attribute placeholder(AttrKind k) {
     return DType::F32;
   case AttrKind::Tensor:
     return Tensor();
+  case AttrKind::SymInts:
+    return std::vector<DimExpr>();
   }
   return int64_t(0);
 }

@@ -441,6 +441,12 @@ private:
         return failure();
       return Attribute(v.take());
     }
+    case AttrKind::SymInts: {
+      auto v = parseList<DimExpr>([&] { return parseDimSum(); });
+      if (failed(v))
+        return failure();
+      return Attribute(v.take());
+    }
     case AttrKind::Floats: {
       auto v = parseList<double>([&] { return parseFloat(); });
       if (failed(v))

@@ -43,6 +43,27 @@ Value *shapeResult(NodeContext &ctx, Value *computed, const SymInts &entries) {
       Tensor::fromInts(computed->type().dtype, staticSizes(computed->type().shape), values));
 }
 
+/// A symbolic int list input (slice bounds, expand and constant_of_shape
+/// targets): constants, or shape values whose entries are expressions over
+/// the symbols (`x[:, :seq]`, Note [Symbolic attributes] in docs/IR.md).
+std::optional<std::vector<DimExpr>> symbolicInts(NodeContext &ctx, size_t i, const char *what) {
+  auto entries = ctx.shapeInput(i, what);
+  if (!entries)
+    return std::nullopt;
+  std::vector<DimExpr> out;
+  for (const SymInt &e : *entries) {
+    auto x = e.asExpr();
+    if (!x) {
+      ctx.emitError() << "input " << i << " (" << what << ", '" << ctx.proto().input(int(i))
+                      << "') has an entry that is neither known at import time nor an "
+                         "expression of the graph's symbolic dims";
+      return std::nullopt;
+    }
+    out.push_back(*x);
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor makers
 //===----------------------------------------------------------------------===//
@@ -110,7 +131,7 @@ Values convertSize(NodeContext &ctx) {
 }
 
 Values convertConstantOfShape(NodeContext &ctx) {
-  auto shape = ctx.intsInput(0, "input");
+  auto shape = symbolicInts(ctx, 0, "input");
   if (!shape)
     return {};
   DType dtype = DType::F32;
@@ -331,21 +352,22 @@ Values convertSplit(NodeContext &ctx) {
 
 Values convertSlice(NodeContext &ctx) {
   Value *x = ctx.input(0, "data");
-  auto starts = ctx.intsInput(1, "starts");
-  auto ends = ctx.intsInput(2, "ends");
+  auto bounds = symbolicInts(ctx, 1, "starts");
+  auto endBounds = symbolicInts(ctx, 2, "ends");
   std::optional<Ints> axes = Ints{}, steps = Ints{};
   if (ctx.hasInput(3))
     axes = ctx.intsInput(3, "axes");
   if (ctx.hasInput(4))
     steps = ctx.intsInput(4, "steps");
-  if (!x || !starts || !ends || !axes || !steps)
+  if (!x || !bounds || !endBounds || !axes || !steps)
     return {};
   Value *out =
       ctx.create(OpKind::Slice, {x},
-                 {{"starts", *starts}, {"ends", *ends}, {"axes", *axes}, {"steps", *steps}});
+                 {{"starts", *bounds}, {"ends", *endBounds}, {"axes", *axes}, {"steps", *steps}});
   // A slice of a shape value: apply it to the entries (1-D, so axis 0).
   auto entries = ctx.shapeValueOf(x);
-  if (out && entries && !constantOf(x) && starts->size() == 1) {
+  auto starts = constantInts(*bounds), ends = constantInts(*endBounds);
+  if (out && entries && !constantOf(x) && starts && ends && starts->size() == 1) {
     int64_t n = static_cast<int64_t>(entries->size());
     int64_t step = steps->empty() ? 1 : (*steps)[0];
     int64_t b = (*starts)[0], e = (*ends)[0];
@@ -388,7 +410,7 @@ Values convertExpand(NodeContext &ctx) {
   auto entries = ctx.shapeInput(1, "shape");
   if (!x || !entries)
     return {};
-  Ints shape;
+  std::vector<DimExpr> shape;
   int64_t offset = static_cast<int64_t>(entries->size()) - x->type().rank();
   for (size_t i = 0; i < entries->size(); ++i) {
     const SymInt &e = (*entries)[i];
@@ -397,6 +419,8 @@ Values convertExpand(NodeContext &ctx) {
       shape.push_back(*e.value);
     } else if (e.isDimOf(x, inDim)) {
       shape.push_back(1); // keeps the input's dim
+    } else if (e.expr) {
+      shape.push_back(*e.expr); // a symbolic size (`seq`)
     } else {
       ctx.emitError() << "entry " << i << " of the target shape is not known at import time";
       return {};

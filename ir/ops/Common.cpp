@@ -31,8 +31,16 @@ FailureOr<Shape> broadcastShapes(const OpContext &ctx, std::span<const TensorTyp
         // o is a static size > 1, d symbolic: keep o.
       } else if (d.isStatic()) {
         o = d;
-      } else {
+      } else if (o.isDynamic() || d.isDynamic()) {
         o = Dim::dynamic();
+      } else if (o.symbol().empty() != d.symbol().empty()) {
+        // A symbol and an expression (`seq` and `min(seq,64)`): taken as
+        // equal, keeping the symbol; the exact rule applies once the symbols
+        // are bound (a mismatch is then the located error above).
+        if (o.symbol().empty())
+          o = d;
+      } else {
+        o = Dim::dynamic(); // two different symbols (or expressions)
       }
     }
   }

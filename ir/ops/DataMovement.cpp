@@ -392,28 +392,35 @@ FailureOr<Tensors> referenceSplit(const OpContext &ctx, std::span<const Tensor> 
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The normalized attributes of a slice: one entry per sliced axis.
+/// The normalized attributes of a slice: one entry per sliced axis. A bound
+/// may be an expression over the graph's symbols (`seq`), bound to a number
+/// before the reference kernel runs (see Note [Symbolic attributes]).
 struct SliceSpec {
-  std::vector<int64_t> starts, ends, axes, steps;
+  std::vector<DimExpr> starts, ends;
+  std::vector<int64_t> axes, steps;
 };
+
+std::string boundsStr(const std::vector<DimExpr> &v) {
+  return attrStr(Attribute(v));
+}
 
 FailureOr<SliceSpec> resolveSlice(const OpContext &ctx, int64_t rank) {
   SliceOp op(ctx);
   SliceSpec s{op.starts(), op.ends(), op.axes(), op.steps()};
   size_t n = s.starts.size();
   if (s.ends.size() != n)
-    return ctx.emitError() << "starts " << s.starts << " and ends " << s.ends
+    return ctx.emitError() << "starts " << boundsStr(s.starts) << " and ends " << boundsStr(s.ends)
                            << " have different lengths";
   if (s.axes.empty())
     for (size_t i = 0; i < n; ++i)
       s.axes.push_back(static_cast<int64_t>(i));
   else if (s.axes.size() != n)
-    return ctx.emitError() << "axes " << s.axes << " and starts " << s.starts
+    return ctx.emitError() << "axes " << s.axes << " and starts " << boundsStr(s.starts)
                            << " have different lengths";
   if (s.steps.empty())
     s.steps.assign(n, 1);
   else if (s.steps.size() != n)
-    return ctx.emitError() << "steps " << s.steps << " and starts " << s.starts
+    return ctx.emitError() << "steps " << s.steps << " and starts " << boundsStr(s.starts)
                            << " have different lengths";
   for (int64_t step : s.steps)
     if (step == 0)
@@ -465,18 +472,27 @@ bool takesWholeDim(int64_t start, int64_t end, int64_t step) {
     return (start == -1 || start == kInt64Max) && end == kInt64Min;
   return false;
 }
-/// The element count of a slice of a symbolic dim `d` with a positive
-/// step: each bound clamped into [0, d] (a negative bound counts from the
-/// end), then ceil((hi - lo) / step), at least 0. `?` for a negative step.
-/// A start >= 0 needs no clamp: hi <= d, so a start past d gives 0 anyway.
-Dim symbolicSliceCount(const Dim &d, int64_t start, int64_t end, int64_t step) {
+/// The element count of a slice of dim `d` (symbolic, or sliced by a
+/// symbolic bound) with a positive step: each bound clamped into [0, d] (a
+/// negative constant counts from the end), then ceil((hi - lo) / step), at
+/// least 0. `?` for a negative step. A start >= 0 needs no clamp: hi <= d,
+/// so a start past d gives 0 anyway. A symbolic bound is taken as >= 0 (an
+/// expression of sizes); the exact ONNX rule applies once it is a number.
+Dim symbolicSliceCount(const Dim &d, const DimExpr &start, const DimExpr &end, int64_t step) {
   if (step <= 0)
     return Dim::dynamic();
   auto fromEnd = [&](int64_t b) { return maxDim(d - Dim(-b), Dim(0)); };
-  Dim hi = end == kInt64Max ? d : end >= 0 ? minDim(Dim(end), d) : fromEnd(end);
-  Dim lo = start >= 0 ? Dim(start) : fromEnd(start);
+  Dim hi = !end.isConstant()             ? minDim(Dim::of(end), d)
+           : end.constant() == kInt64Max ? d
+           : end.constant() >= 0         ? minDim(Dim(end.constant()), d)
+                                         : fromEnd(end.constant());
+  Dim lo = !start.isConstant()     ? Dim::of(start)
+           : start.constant() >= 0 ? Dim(start.constant())
+                                   : fromEnd(start.constant());
   // The last k (`x[-k:]`): min(k, d).
-  Dim span = end == kInt64Max && start < 0 ? minDim(Dim(-start), d) : maxDim(hi - lo, Dim(0));
+  bool lastK =
+      end.isConstant() && end.constant() == kInt64Max && start.isConstant() && start.constant() < 0;
+  Dim span = lastK ? minDim(Dim(-start.constant()), d) : maxDim(hi - lo, Dim(0));
   return step == 1 ? span : ceilDiv(span, step);
 }
 } // namespace
@@ -489,10 +505,14 @@ FailureOr<Types> inferSlice(const OpContext &ctx) {
   Shape out = in.shape;
   for (size_t i = 0; i < spec->axes.size(); ++i) {
     Dim &d = out[static_cast<size_t>(spec->axes[i])];
-    if (d.isStatic())
-      d = Dim(clampSlice(spec->starts[i], spec->ends[i], spec->steps[i], d.size()).count);
-    else if (!takesWholeDim(spec->starts[i], spec->ends[i], spec->steps[i]))
-      d = symbolicSliceCount(d, spec->starts[i], spec->ends[i], spec->steps[i]);
+    const DimExpr &start = spec->starts[i], &end = spec->ends[i];
+    int64_t step = spec->steps[i];
+    if (!start.isConstant() || !end.isConstant())
+      d = symbolicSliceCount(d, start, end, step);
+    else if (d.isStatic())
+      d = Dim(clampSlice(start.constant(), end.constant(), step, d.size()).count);
+    else if (!takesWholeDim(start.constant(), end.constant(), step))
+      d = symbolicSliceCount(d, start, end, step);
   }
   return one(ctx, in.dtype, std::move(out));
 }
@@ -503,12 +523,15 @@ FailureOr<Tensors> referenceSlice(const OpContext &ctx, std::span<const Tensor> 
   auto spec = resolveSlice(ctx, in.rank());
   if (failed(spec))
     return failure();
+  auto begins = constantInts(spec->starts), ends = constantInts(spec->ends);
+  if (!begins || !ends)
+    return ctx.emitError() << "starts " << boundsStr(spec->starts) << " and ends "
+                           << boundsStr(spec->ends) << " name symbols no input binds";
   std::vector<int64_t> starts(static_cast<size_t>(in.rank()), 0);
   std::vector<int64_t> steps(static_cast<size_t>(in.rank()), 1);
   for (size_t i = 0; i < spec->axes.size(); ++i) {
     size_t a = static_cast<size_t>(spec->axes[i]);
-    SliceRange r =
-        clampSlice(spec->starts[i], spec->ends[i], spec->steps[i], in.dim(spec->axes[i]));
+    SliceRange r = clampSlice((*begins)[i], (*ends)[i], spec->steps[i], in.dim(spec->axes[i]));
     starts[a] = r.start;
     steps[a] = r.step;
   }
@@ -576,12 +599,27 @@ FailureOr<Tensors> referenceGather(const OpContext &ctx, std::span<const Tensor>
 // expand
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// A symbolic shape attribute as dims (Note [Symbolic attributes]); an error
+/// for a negative constant entry.
+FailureOr<Shape> shapeAttr(const OpContext &ctx, const std::vector<DimExpr> &shape) {
+  Shape out;
+  for (const DimExpr &e : shape) {
+    if (e.isConstant() && e.constant() < 0)
+      return ctx.emitError() << "shape " << attrStr(Attribute(shape)) << " has a negative size "
+                             << e.constant();
+    out.push_back(Dim::of(e));
+  }
+  return out;
+}
+} // namespace
+
 FailureOr<Types> inferExpand(const OpContext &ctx) {
   const TensorType &in = ctx.operandType(0);
-  const std::vector<int64_t> &shape = ExpandOp(ctx).shape();
-  for (int64_t s : shape)
-    if (s < 0)
-      return ctx.emitError() << "shape " << shape << " has a negative size " << s;
+  auto target = shapeAttr(ctx, ExpandOp(ctx).shape());
+  if (failed(target))
+    return failure();
+  const Shape &shape = *target;
   // Numpy broadcasting of the input's shape against `shape`, in both
   // directions (a 1 in `shape` keeps the input's dim).
   size_t rank = std::max(in.shape.size(), shape.size());
@@ -592,16 +630,19 @@ FailureOr<Types> inferExpand(const OpContext &ctx) {
     if (i >= inOff)
       a = in.shape[i - inOff];
     if (i >= shapeOff)
-      b = Dim(shape[i - shapeOff]);
+      b = shape[i - shapeOff];
     if (!a || !b) {
       out[i] = a ? *a : *b;
-    } else if (b->size() == 1 || *a == *b) {
+    } else if ((b->isStatic() && b->size() == 1) || *a == *b) {
       out[i] = *a;
     } else if (a->isSymbolic() || a->size() == 1) {
-      out[i] = *b; // a symbol must be 1 or equal to the static size
+      out[i] = *b; // a symbol must be 1 or equal to the target size
+    } else if (b->isSymbolic()) {
+      out[i] = *a; // a symbolic target entry is 1 or the input's size
     } else {
-      return ctx.emitError() << "cannot expand " << in.str() << " to shape " << shape << " (dim "
-                             << i << ": " << a->size() << " vs " << b->size() << ")";
+      return ctx.emitError() << "cannot expand " << in.str() << " to shape "
+                             << attrStr(Attribute(ExpandOp(ctx).shape())) << " (dim " << i << ": "
+                             << a->size() << " vs " << b->size() << ")";
     }
   }
   return one(ctx, in.dtype, std::move(out));
@@ -664,11 +705,10 @@ FailureOr<Tensors> referenceShapeOf(const OpContext &ctx, std::span<const Tensor
 
 FailureOr<Types> inferConstantOfShape(const OpContext &ctx) {
   ConstantOfShapeOp op(ctx);
-  const std::vector<int64_t> &shape = op.shape();
-  for (int64_t s : shape)
-    if (s < 0)
-      return ctx.emitError() << "shape " << shape << " has a negative size " << s;
-  return one(ctx, op.dtype(), makeShape(shape));
+  auto shape = shapeAttr(ctx, op.shape());
+  if (failed(shape))
+    return failure();
+  return one(ctx, op.dtype(), std::move(*shape));
 }
 
 FailureOr<Tensors> referenceConstantOfShape(const OpContext &ctx, std::span<const Tensor>,
