@@ -208,26 +208,17 @@ private:
     while (true) {
       Token t = cur();
       bool signedNumber = t.kind == Tok::Number && (t.text[0] == '-' || t.text[0] == '+');
-      if (t.kind == Tok::Plus || t.kind == Tok::Minus) {
-        consume();
-        auto rhs = parseDimProduct();
-        if (failed(rhs))
-          return failure();
-        auto r = dimResult(t.kind == Tok::Plus ? add(sum, *rhs) : DimExpr::sub(sum, *rhs), t);
-        if (failed(r))
-          return failure();
-        sum = *r;
-      } else if (signedNumber) {
-        auto rhs = parseDimProduct(); // the sign is the number's
-        if (failed(rhs))
-          return failure();
-        auto r = dimResult(add(sum, *rhs), t);
-        if (failed(r))
-          return failure();
-        sum = *r;
-      } else {
+      if (t.kind != Tok::Plus && t.kind != Tok::Minus && !signedNumber)
         return sum;
-      }
+      if (!signedNumber)
+        consume(); // a signed number keeps its sign as the next term's
+      auto rhs = parseDimProduct();
+      if (failed(rhs))
+        return failure();
+      auto r = dimResult(t.kind == Tok::Minus ? DimExpr::sub(sum, *rhs) : add(sum, *rhs), t);
+      if (failed(r))
+        return failure();
+      sum = *r;
     }
   }
 
