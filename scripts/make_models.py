@@ -14,6 +14,10 @@ the model's entry says otherwise). Each export is written as
     OUT_DIR/<name>-op<N>/test_data_set_0/output_K.pb    (PyTorch's float32 outputs)
     OUT_DIR/<name>-op<N>/info.json                      (shapes, fp32-vs-fp64 error, timings)
 
+A dynamic model (dynamic_axes) is run on data of other sizes than it was
+exported at ("data_inputs"), and on more sizes as test_data_set_1, 2, ...
+("more_data_inputs"; info.json's "data_sets" lists every set's shapes).
+
 Each folder is written under a temporary name and renamed when complete, so
 an existing folder is a finished export and is skipped (the cache). A stamp
 OUT_DIR/.generator holds a hash of this script and the library versions;
@@ -269,6 +273,14 @@ class PatchViT(nn.Module):
         return self.head(self.norm(self.enc(x))[:, 0])
 
 
+def decoder_blocks(dim, depth):
+    """A decoder's pre-norm blocks: attention (qkv, proj) and a GELU MLP."""
+    return nn.ModuleList(nn.ModuleDict(dict(
+        ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
+        ln2=nn.LayerNorm(dim), fc1=nn.Linear(dim, 4 * dim), fc2=nn.Linear(4 * dim, dim)))
+        for _ in range(depth))
+
+
 class DecoderLM(nn.Module):
     """A decoder-only language model: token + position embedding, pre-norm
     blocks with causal F.scaled_dot_product_attention, GELU MLP, tied head."""
@@ -278,10 +290,7 @@ class DecoderLM(nn.Module):
         self.heads = heads
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Parameter(torch.randn(1, seq, dim) * 0.02)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
-            ln2=nn.LayerNorm(dim), fc1=nn.Linear(dim, 4 * dim), fc2=nn.Linear(4 * dim, dim)))
-            for _ in range(depth))
+        self.blocks = decoder_blocks(dim, depth)
         self.ln = nn.LayerNorm(dim)
 
     def forward(self, ids):
@@ -292,6 +301,35 @@ class DecoderLM(nn.Module):
             q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
             q, k, v = (z.reshape(b, t, h, -1).transpose(1, 2) for z in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + blk["proj"](y.transpose(1, 2).reshape(b, t, -1))
+            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
+        return self.ln(x) @ self.tok.weight.t()
+
+
+class CausalLM(nn.Module):
+    """A GPT-style decoder as torch 1.13 writes one (no F.scaled_dot_product_attention):
+    positions from torch.arange and a causal mask from torch.triu of the sequence
+    length, so a dynamic batch x sequence export computes both from the input's shape
+    (Shape -> Gather -> Range, ConstantOfShape -> Trilu)."""
+
+    def __init__(self, vocab=1000, dim=64, heads=4, depth=2, max_seq=128):
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(max_seq, dim)
+        self.blocks = decoder_blocks(dim, depth)
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.tok(ids) + self.pos(torch.arange(t))
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        h = self.heads
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
+            q, k, v = (z.reshape(b, t, h, -1).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + mask
+            y = att.softmax(dim=-1) @ v
             x = x + blk["proj"](y.transpose(1, 2).reshape(b, t, -1))
             x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
         return self.ln(x) @ self.tok.weight.t()
@@ -387,7 +425,13 @@ MODELS = {
     # Dynamic batch: exported at batch 64 with dim 0 named "batch"; the test data
     # uses batch 5, so a consumer must bind the symbol from the inputs (or --dim).
     "mlp_dynamic": dict(build=MLP, inputs=[("x", (64, 784), "randn")], data_inputs=[(5, 784)],
+                        more_data_inputs=[[(1, 784)]],
                         dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}}),
+    # Dynamic batch x sequence: exported at [2, 32], run at [3, 17] and [1, 5].
+    "causal_lm_dynamic": dict(build=CausalLM, inputs=[("ids", (2, 32), "ids")],
+                              data_inputs=[(3, 17)], more_data_inputs=[[(1, 5)]], opsets=(17,),
+                              dynamic_axes={"ids": {0: "batch", 1: "seq"},
+                                            "output_0": {0: "batch", 1: "seq"}}),
 }
 
 
@@ -408,6 +452,11 @@ DYNAMO_MODELS = {
     "resnet18_dynamic": dict(build=tv("resnet18"), inputs=[("input", (4, 3, 224, 224), "image")],
                              data_inputs=[(3, 3, 224, 224)],
                              dynamic_axes={"input": {0: "batch"}, "output_0": {0: "batch"}}),
+    # Dynamic batch x sequence (positions sliced and the causal mask sized by seq).
+    "decoder_lm_dynamic": dict(build=DecoderLM, inputs=[("ids", (2, 64), "ids")],
+                               data_inputs=[(3, 17)], more_data_inputs=[[(1, 5)]],
+                               dynamic_axes={"ids": {0: "batch", 1: "seq"},
+                                             "output_0": {0: "batch", 1: "seq"}}),
 }
 
 
@@ -472,11 +521,12 @@ def build_model(name, spec):
     randomize(model, gen)
     model.eval()
     inputs = [make_input(shape, kind, gen) for _, shape, kind in spec["inputs"]]
-    data_inputs = inputs
+    data_sets = [inputs]
     if "data_inputs" in spec:
-        data_inputs = [make_input(shape, kind, gen)
-                       for shape, (_, _, kind) in zip(spec["data_inputs"], spec["inputs"])]
-    return model, inputs, data_inputs
+        data_sets = [[make_input(shape, kind, gen)
+                      for shape, (_, _, kind) in zip(shapes, spec["inputs"])]
+                     for shapes in [spec["data_inputs"]] + spec.get("more_data_inputs", [])]
+    return model, inputs, data_sets
 
 
 def max_errors(got, want):
@@ -492,24 +542,26 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64, exporter="torchs
     final = os.path.join(out_dir, "%s-op%d" % (name, opset))
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(os.path.join(tmp, "test_data_set_0"))
+    os.makedirs(tmp)
     t0 = time.time()
     if name not in cache:
-        model, inputs, data_inputs = build_model(name, spec)
+        model, inputs, data_sets = build_model(name, spec)
         # Grad mode stays on (here and in the export): under no_grad, PyTorch 1.13
         # takes the fused inference fast path of nn.TransformerEncoderLayer and
         # nn.MultiheadAttention (aten::_transformer_encoder_layer_fwd,
         # aten::_native_multi_head_attention), which torch.onnx cannot export.
-        outs = [o.detach().clone() for o in flat_outputs(model(*data_inputs))]
+        out_sets = [[o.detach().clone() for o in flat_outputs(model(*d))] for d in data_sets]
+        outs = out_sets[0]
         errs = [None] * len(outs)
         if measure_fp64:
             m64 = copy.deepcopy(model).double()
-            outs64 = [o.detach() for o in flat_outputs(m64(*[to64(x) for x in data_inputs]))]
+            outs64 = [o.detach() for o in flat_outputs(m64(*[to64(x) for x in data_sets[0]]))]
             errs = [max_errors(o.numpy(), o64.numpy()) if o.is_floating_point() else None
                     for o, o64 in zip(outs, outs64)]
             del m64
-        cache[name] = (model, inputs, data_inputs, outs, errs)
-    model, inputs, data_inputs, outs, errs = cache[name]
+        cache[name] = (model, inputs, data_sets, out_sets, errs)
+    model, inputs, data_sets, out_sets, errs = cache[name]
+    data_inputs, outs = data_sets[0], out_sets[0]
     t_run = time.time() - t0
     input_names = [n for n, _, _ in spec["inputs"]]
     output_names = ["output_%d" % i for i in range(len(outs))]
@@ -533,15 +585,18 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64, exporter="torchs
     if len(onnx_model.graph.output) != len(outs):
         raise RuntimeError("%s: ONNX graph has %d outputs, PyTorch %d"
                            % (name, len(onnx_model.graph.output), len(outs)))
-    data = os.path.join(tmp, "test_data_set_0")
     graph_inputs = [i.name for i in onnx_model.graph.input]
-    for k, x in enumerate(data_inputs):
-        with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(x.numpy(), graph_inputs[k]).SerializeToString())
-    for k, o in enumerate(outs):
-        with open(os.path.join(data, "output_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(o.numpy(), onnx_model.graph.output[k].name)
-                    .SerializeToString())
+    # One test_data_set_K per data set (a dynamic model's sets have other sizes).
+    for n, (set_inputs, set_outs) in enumerate(zip(data_sets, out_sets)):
+        data = os.path.join(tmp, "test_data_set_%d" % n)
+        os.makedirs(data)
+        for k, x in enumerate(set_inputs):
+            with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
+                f.write(numpy_helper.from_array(x.numpy(), graph_inputs[k]).SerializeToString())
+        for k, o in enumerate(set_outs):
+            with open(os.path.join(data, "output_%d.pb" % k), "wb") as f:
+                f.write(numpy_helper.from_array(o.numpy(), onnx_model.graph.output[k].name)
+                        .SerializeToString())
     ops = sorted({n.op_type for n in onnx_model.graph.node})
     info = dict(model=name, opset=opset, exporter=exporter, torch=torch.__version__,
                 torchvision=torchvision.__version__, onnx=onnx.__version__,
@@ -551,6 +606,7 @@ def export_one(name, spec, opset, out_dir, cache, measure_fp64, exporter="torchs
                               dtype=str(o.dtype), fp64_error=errs[k],
                               max_abs=float(o.abs().max()) if o.is_floating_point() else None)
                          for k, o in enumerate(outs)],
+                data_sets=[[list(x.shape) for x in d] for d in data_sets],
                 dynamic_axes=spec.get("dynamic_axes"), onnx_ops=ops,
                 nodes=len(onnx_model.graph.node),
                 params=int(sum(np.prod(i.dims) for i in onnx_model.graph.initializer)),

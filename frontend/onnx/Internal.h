@@ -222,6 +222,12 @@ private:
   bool failed_ = false;
 };
 
+/// The bool [rows, cols] mask of a triangle, j - i >= k (`upper`) or
+/// j - i <= k, computed in the graph from two iotas, so that the sizes may
+/// be symbolic (a causal mask of a sequence length). Trilu and Attention's
+/// is_causal use it. nullptr after an error.
+Value *triangleMask(NodeContext &ctx, const std::vector<DimExpr> &shape, int64_t k, bool upper);
+
 //===----------------------------------------------------------------------===//
 // Converters
 //===----------------------------------------------------------------------===//

@@ -140,9 +140,9 @@ Values convertAttention(NodeContext &ctx) {
   const double inf = std::numeric_limits<double>::infinity();
   Value *bias = nullptr;
   bool maskFree = true;
-  auto lq = ctx.staticDim(q, 2), lkv = ctx.staticDim(k, 2);
-  if (!lq || !lkv)
-    return {};
+  // The sequence lengths may be symbolic; a mask shorter than the keys
+  // must be padded, which needs both sizes.
+  const Dim &lq = q->type().shape[2], &lkv = k->type().shape[2];
   if (mask) {
     if (mask->type().rank() < 1) {
       ctx.emitError() << "needs an attn_mask of rank >= 1, got " << mask->type().str();
@@ -151,13 +151,16 @@ Values convertAttention(NodeContext &ctx) {
     mask = mask->type().dtype == DType::Bool
                ? ctx.create(OpKind::Where, {mask, ctx.scalarLike(q, 0.0), ctx.scalarLike(q, -inf)})
                : ctx.castTo(mask, ct);
-    auto last = ctx.staticDim(mask, mask->type().rank() - 1);
-    if (!last)
-      return {};
-    if (*last < *lkv) {
-      Ints pads(static_cast<size_t>(2 * mask->type().rank()), 0);
-      pads.back() = *lkv - *last;
-      mask = ctx.create(OpKind::Pad, {mask}, {{"pads", pads}, {"value", -inf}});
+    if (mask->type().shape.back() != lkv) {
+      auto last = ctx.staticDim(mask, mask->type().rank() - 1);
+      auto keys = ctx.staticDim(k, 2);
+      if (!last || !keys)
+        return {};
+      if (*last < *keys) {
+        Ints pads(static_cast<size_t>(2 * mask->type().rank()), 0);
+        pads.back() = *keys - *last;
+        mask = ctx.create(OpKind::Pad, {mask}, {{"pads", pads}, {"value", -inf}});
+      }
     }
     bias = mask;
     maskFree = false;
@@ -170,11 +173,26 @@ Values convertAttention(NodeContext &ctx) {
         return {};
       offset = *past;
     }
-    Tensor causal = Tensor::zeros(ct, {*lq, *lkv});
-    for (int64_t i = 0; i < *lq; ++i)
-      for (int64_t j = 0; j < *lkv; ++j)
-        causal.setDouble(i * *lkv + j, j <= i + offset ? 0.0 : -inf);
-    Value *c = ctx.constant(std::move(causal));
+    Value *c = nullptr;
+    if (lq.isStatic() && lkv.isStatic()) {
+      Tensor causal = Tensor::zeros(ct, {lq.size(), lkv.size()});
+      for (int64_t i = 0; i < lq.size(); ++i)
+        for (int64_t j = 0; j < lkv.size(); ++j)
+          causal.setDouble(i * lkv.size() + j, j <= i + offset ? 0.0 : -inf);
+      c = ctx.constant(std::move(causal));
+    } else {
+      auto rows = lq.expr(), cols = lkv.expr();
+      if (!rows || !cols) {
+        ctx.emitError() << "is_causal needs sequence lengths that are sizes or expressions of "
+                           "the graph's symbols, got "
+                        << q->type().str() << " and " << k->type().str();
+        return {};
+      }
+      Value *keep = triangleMask(ctx, {*rows, *cols}, offset, /*upper=*/false);
+      if (!keep)
+        return {};
+      c = ctx.create(OpKind::Where, {keep, ctx.scalarLike(q, 0.0), ctx.scalarLike(q, -inf)});
+    }
     bias = bias ? ctx.create(OpKind::Add, {bias, c}) : c;
   }
   Value *s = bias ? ctx.create(OpKind::Add, {qk, bias}) : qk;

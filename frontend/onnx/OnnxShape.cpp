@@ -18,9 +18,25 @@
 #include "frontend/onnx/Internal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kiln::onnximport {
+
+Value *triangleMask(NodeContext &ctx, const std::vector<DimExpr> &shape, int64_t k, bool upper) {
+  // |j - i| < 2^62 for any real size, so a k beyond +-2^62 keeps all or none.
+  constexpr int64_t kFar = int64_t(1) << 62;
+  k = std::clamp(k, -kFar, kFar);
+  Value *i = ctx.create(OpKind::Iota, {}, {{"shape", shape}, {"axis", int64_t(0)}});
+  Value *j = ctx.create(OpKind::Iota, {}, {{"shape", shape}, {"axis", int64_t(1)}});
+  if (!i || !j)
+    return nullptr;
+  Value *diff = ctx.create(OpKind::Sub, {j, i});
+  // upper: j - i >= k, i.e. j - i > k - 1; lower: j - i <= k, i.e. j - i < k + 1.
+  Value *bound = ctx.constant(Tensor::fromInts(DType::I64, {}, {upper ? k - 1 : k + 1}));
+  return ctx.create(upper ? OpKind::Greater : OpKind::Less, {diff, bound});
+}
+
 namespace {
 
 using Values = std::vector<Value *>;
@@ -151,7 +167,54 @@ Values convertConstantOfShape(NodeContext &ctx) {
                      {{"shape", *shape}, {"value", value}, {"dtype", dtype}})};
 }
 
+/// The element count of an integer Range from `start` by `delta` to a
+/// symbolic `limit`: max(ceil((limit - start) / delta), 0).
+std::optional<DimExpr> rangeLength(const DimExpr &limit, int64_t start, int64_t delta) {
+  auto span = delta > 0 ? DimExpr::sub(limit, DimExpr(start)) : DimExpr::sub(DimExpr(start), limit);
+  if (!span || delta == std::numeric_limits<int64_t>::min())
+    return std::nullopt;
+  auto count = DimExpr::ceilDiv(*span, delta > 0 ? delta : -delta);
+  if (!count)
+    return std::nullopt;
+  return DimExpr::max(*count, DimExpr(0));
+}
+
+/// Range folds to a constant when its inputs are known; an integer Range
+/// whose limit is a shape value of symbolic dims (`torch.arange(seq)`)
+/// becomes an iota of symbolic length.
 Values convertRange(NodeContext &ctx) {
+  Value *limitValue = ctx.input(1, "limit");
+  if (limitValue && !constantOf(limitValue)) {
+    auto limit = ctx.shapeValueOf(limitValue);
+    if (limit && limit->size() == 1 && !(*limit)[0].isKnown() && (*limit)[0].expr) {
+      auto start = ctx.scalarInput(0, "start");
+      auto delta = ctx.scalarInput(2, "delta");
+      if (!start || !delta)
+        return {};
+      DType dtype = limitValue->type().dtype;
+      bool integral = std::nearbyint(*start) == *start && std::nearbyint(*delta) == *delta &&
+                      std::abs(*start) < 0x1p62 && std::abs(*delta) < 0x1p62;
+      if (*delta == 0.0 || !integral) {
+        ctx.emitError() << "with a limit computed from symbolic dims (" << (*limit)[0].expr->str()
+                        << "), start " << formatDouble(*start) << " and delta "
+                        << formatDouble(*delta) << " must be integers and delta nonzero";
+        return {};
+      }
+      auto length = rangeLength(*(*limit)[0].expr, static_cast<int64_t>(*start),
+                                static_cast<int64_t>(*delta));
+      if (!length) {
+        ctx.emitError() << "the length of a range from " << formatDouble(*start) << " to "
+                        << (*limit)[0].expr->str() << " by " << formatDouble(*delta)
+                        << " overflows";
+        return {};
+      }
+      return {ctx.create(OpKind::Iota, {},
+                         {{"shape", std::vector<DimExpr>{*length}},
+                          {"start", *start},
+                          {"delta", *delta},
+                          {"dtype", dtype}})};
+    }
+  }
   auto start = ctx.scalarInput(0, "start");
   auto limit = ctx.scalarInput(1, "limit");
   auto delta = ctx.scalarInput(2, "delta");
@@ -198,7 +261,7 @@ Values convertReshape(NodeContext &ctx) {
   if (allowZero &&
       std::any_of(entries->begin(), entries->end(), [](const SymInt &e) { return e.value == 0; }))
     return {reshapeToEmpty(ctx, x, *entries)};
-  Ints shape;
+  std::vector<DimExpr> shape;
   int unknown = 0;
   for (size_t i = 0; i < entries->size(); ++i) {
     const SymInt &e = (*entries)[i];
@@ -207,6 +270,8 @@ Values convertReshape(NodeContext &ctx) {
       unknown += *e.value == -1;
     } else if (e.isDimOf(x, static_cast<int64_t>(i))) {
       shape.push_back(0); // copy the input's dim
+    } else if (e.expr) {
+      shape.push_back(*e.expr); // a dim of the graph's symbols (`seq`, `4*batch`)
     } else {
       shape.push_back(-1);
       ++unknown;
@@ -682,6 +747,26 @@ std::optional<int64_t> normalizeAxis(NodeContext &ctx, int64_t axis, int64_t ran
   return axis < 0 ? axis + rank : axis;
 }
 
+/// Trilu of an input whose last two dims are symbolic (a causal mask of a
+/// sequence length): where(triangleMask(...), x, 0).
+Value *symbolicTrilu(NodeContext &ctx, Value *x, int64_t k, bool upper) {
+  int64_t rank = x->type().rank();
+  std::vector<DimExpr> shape;
+  for (int64_t d : {rank - 2, rank - 1}) {
+    auto e = x->type().shape[static_cast<size_t>(d)].expr();
+    if (!e) {
+      ctx.emitError() << "dim " << d << " of " << x->type().str()
+                      << " is neither a size nor an expression of the graph's symbols";
+      return nullptr;
+    }
+    shape.push_back(*e);
+  }
+  Value *mask = triangleMask(ctx, shape, k, upper);
+  if (!mask)
+    return nullptr;
+  return ctx.create(OpKind::Where, {mask, x, ctx.scalarLike(x, 0.0)});
+}
+
 /// Trilu = where(mask, x, 0) with a constant [N, M] mask of the kept
 /// triangle (j - i >= k for upper, j - i <= k for lower).
 Values convertTrilu(NodeContext &ctx) {
@@ -701,6 +786,10 @@ Values convertTrilu(NodeContext &ctx) {
     ctx.emitError() << "needs an input of rank >= 2, got " << x->type().str();
     return {};
   }
+  const Dim &rows = x->type().shape[static_cast<size_t>(rank - 2)];
+  const Dim &cols = x->type().shape[static_cast<size_t>(rank - 1)];
+  if (!rows.isStatic() || !cols.isStatic())
+    return {symbolicTrilu(ctx, x, k, upper)};
   auto n = ctx.staticDim(x, rank - 2), m = ctx.staticDim(x, rank - 1);
   if (!n || !m)
     return {};

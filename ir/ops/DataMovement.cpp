@@ -3,7 +3,7 @@
 // Type inference and reference kernels of the ops that move elements without
 // arithmetic (reshape, transpose, flatten, squeeze, unsqueeze, concat, split,
 // slice, gather, expand, pad, resize) and of the ops that make tensors from
-// attributes (constant, shape, constant_of_shape, range). Semantics follow
+// attributes (constant, shape, constant_of_shape, range, iota). Semantics follow
 // ONNX opset 17, with ONNX's shape-like inputs as attributes.
 //
 // Kernels copy raw elements by dtype size, so every dtype works; reshape,
@@ -45,11 +45,18 @@ constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 
 FailureOr<Types> inferReshape(const OpContext &ctx) {
   const TensorType &in = ctx.operandType(0);
-  const std::vector<int64_t> &shape = ReshapeOp(ctx).shape();
+  const std::vector<DimExpr> &entries = ReshapeOp(ctx).shape();
+  // Entries are sizes, 0 (copy) and -1 (inferred), or expressions of the
+  // graph's symbols (`seq`, `4*batch`) that give the dim itself.
+  std::string shape = attrStr(Attribute(entries));
   Shape out;
   std::optional<size_t> inferred;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t v = shape[i];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].isConstant()) {
+      out.push_back(Dim::of(entries[i]));
+      continue;
+    }
+    int64_t v = entries[i].constant();
     if (v == -1) {
       if (inferred)
         return ctx.emitError() << "shape " << shape << " has more than one -1";
@@ -103,6 +110,14 @@ FailureOr<Types> inferReshape(const OpContext &ctx) {
   } else if (inferred && outCount.staticPart != 0) {
     if (auto q = exactDivDim(toDim(inCount), toDim(outCount)))
       out[*inferred] = *q;
+  } else if (!inferred) {
+    // Expression entries ([0, 32*S] of [N,S,64]): counts that differ by a
+    // constant factor never agree; others are checked once sizes are bound.
+    Dim a = toDim(inCount), b = toDim(outCount);
+    for (auto q : {exactDivDim(a, b), exactDivDim(b, a)})
+      if (q && q->isStatic() && q->size() != 1)
+        return ctx.emitError() << "cannot reshape " << in.str() << " to shape " << shape
+                               << ": element counts differ";
   }
   return one(ctx, in.dtype, std::move(out));
 }
@@ -481,7 +496,8 @@ bool takesWholeDim(int64_t start, int64_t end, int64_t step) {
 Dim symbolicSliceCount(const Dim &d, const DimExpr &start, const DimExpr &end, int64_t step) {
   if (step <= 0)
     return Dim::dynamic();
-  auto fromEnd = [&](int64_t b) { return maxDim(d - Dim(-b), Dim(0)); };
+  // `d + b` for a negative constant bound (no negation: b may be INT64_MIN).
+  auto fromEnd = [&](int64_t b) { return maxDim(addConstant(d, b), Dim(0)); };
   Dim hi = !end.isConstant()             ? minDim(Dim::of(end), d)
            : end.constant() == kInt64Max ? d
            : end.constant() >= 0         ? minDim(Dim(end.constant()), d)
@@ -489,9 +505,10 @@ Dim symbolicSliceCount(const Dim &d, const DimExpr &start, const DimExpr &end, i
   Dim lo = !start.isConstant()     ? Dim::of(start)
            : start.constant() >= 0 ? Dim(start.constant())
                                    : fromEnd(start.constant());
-  // The last k (`x[-k:]`): min(k, d).
-  bool lastK =
-      end.isConstant() && end.constant() == kInt64Max && start.isConstant() && start.constant() < 0;
+  // The last k (`x[-k:]`): min(k, d). k = INT64_MIN has no int64 negation;
+  // it takes the whole dim like any k past d (through `span` below).
+  bool lastK = end.isConstant() && end.constant() == kInt64Max && start.isConstant() &&
+               start.constant() < 0 && start.constant() != kInt64Min;
   Dim span = lastK ? minDim(Dim(-start.constant()), d) : maxDim(hi - lo, Dim(0));
   return step == 1 ? span : ceilDiv(span, step);
 }
@@ -744,6 +761,38 @@ FailureOr<Tensors> referenceRange(const OpContext &ctx, std::span<const Tensor>,
   Tensor out = allocResult(resultTypes);
   for (int64_t i = 0; i < out.numel(); ++i)
     out.setDouble(i, op.start() + static_cast<double>(i) * op.delta());
+  return Tensors{out};
+}
+
+// iota: the index along `axis` of a `shape` that may be symbolic, as
+// start + index * delta (XLA's iota, with a start and a step): what a
+// Range or a Trilu mask whose size comes from a sequence length imports to.
+FailureOr<Types> inferIota(const OpContext &ctx) {
+  IotaOp op(ctx);
+  if (op.dtype() == DType::Bool)
+    return ctx.emitError() << "dtype bool is not supported";
+  if (!std::isfinite(op.start()) || !std::isfinite(op.delta()))
+    return ctx.emitError() << "start " << formatDouble(op.start()) << " and delta "
+                           << formatDouble(op.delta()) << " must be finite";
+  auto shape = shapeAttr(ctx, op.shape());
+  if (failed(shape))
+    return failure();
+  if (failed(resolveAxis(ctx, op.axis(), static_cast<int64_t>(shape->size()))))
+    return failure();
+  return one(ctx, op.dtype(), std::move(*shape));
+}
+
+FailureOr<Tensors> referenceIota(const OpContext &ctx, std::span<const Tensor>,
+                                 std::span<const TensorType> resultTypes) {
+  IotaOp op(ctx);
+  Tensor out = allocResult(resultTypes);
+  auto axis = resolveAxis(ctx, op.axis(), out.rank());
+  if (failed(axis))
+    return failure();
+  size_t a = static_cast<size_t>(*axis);
+  forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    out.setDouble(flat, op.start() + static_cast<double>(idx[a]) * op.delta());
+  });
   return Tensors{out};
 }
 

@@ -4,14 +4,14 @@
 usage: check_model.py KILN MODEL_DIR RTOL ATOL [--expect-fail] [EXTRA_KILN_ARG ...]
 
 MODEL_DIR is OUT_DIR/<name>-op<N> as written by scripts/make_models.py. Runs
-`kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_0 --check
---rtol RTOL --atol ATOL`, prints the command and kiln's
-report, and exits 1 unless every output is within tolerance. With --compile
+`kiln run MODEL_DIR/model.onnx --data MODEL_DIR/test_data_set_K --check
+--rtol RTOL --atol ATOL` for every data set K (a dynamic model has one per
+size), prints the commands and kiln's reports, and exits 1 unless every output is within tolerance. With --compile
 it also requires the memory plan (checked by the compiler itself, see
 Executable::checkMemory) to be within 1.25x of its lower bound, the
 largest live set. With --artifact it compiles the model with `kiln compile
 -o` into a temporary `.kiln` artifact (symbolic dims bound to the test
-data's sizes from MODEL_DIR/info.json) and runs that instead. With
+set's sizes from MODEL_DIR/info.json) and runs that instead, per set. With
 --expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
 passes instead, so that a stale mark is noticed. A missing model or data set
 is an error, never a skip.
@@ -32,9 +32,9 @@ import kiln_onnx  # noqa: E402
 os.environ["KILN_CACHE"] = "off"
 
 
-def compile_artifact(kiln, model, model_dir, extra, path):
+def compile_artifact(kiln, model, model_dir, data_set, extra, path):
     """kiln compile MODEL -o PATH; (exit status, output, command)."""
-    cmd = [kiln, "compile", model, "-o", path] + kiln_onnx.dim_flags(model_dir) + extra
+    cmd = [kiln, "compile", model, "-o", path] + kiln_onnx.dim_flags(model_dir, data_set) + extra
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        errors="replace", timeout=600)
     return p.returncode, p.stdout, kiln_onnx.quote(cmd)
@@ -61,32 +61,40 @@ def main():
                  os.path.basename(model_dir).rsplit("-op", 1)[0]))
         return 1
     t0 = time.time()
-    if artifact:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "model.kiln")
-            rc, out, cmd = compile_artifact(kiln, model, model_dir, extra, path)
-            print("$ " + cmd)
-            print(out.rstrip())
-            if rc == 0:
-                threads = [a for i, a in enumerate(extra)
-                           if a == "--threads" or (i > 0 and extra[i - 1] == "--threads")]
-                rc, out, cmd = kiln_onnx.check(kiln, path, data, rtol, atol, threads)
+    # Every data set (a dynamic model has one per size), until one fails.
+    data_sets = sorted((d for d in os.listdir(model_dir) if d.startswith("test_data_set_")),
+                       key=lambda d: int(d.rsplit("_", 1)[1]))
+    rc = 0
+    for n, name in enumerate(data_sets):
+        data = os.path.join(model_dir, name)
+        if artifact:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "model.kiln")
+                rc, out, cmd = compile_artifact(kiln, model, model_dir, n, extra, path)
                 print("$ " + cmd)
                 print(out.rstrip())
-    else:
-        rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
-        print("$ " + cmd)
-        print(out.rstrip())
+                if rc == 0:
+                    threads = [a for i, a in enumerate(extra)
+                               if a == "--threads" or (i > 0 and extra[i - 1] == "--threads")]
+                    rc, out, cmd = kiln_onnx.check(kiln, path, data, rtol, atol, threads)
+                    print("$ " + cmd)
+                    print(out.rstrip())
+        else:
+            rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
+            print("$ " + cmd)
+            print(out.rstrip())
+        if "--compile" in extra and rc == 0:
+            m = re.search(r"arena / lower bound = ([0-9.]+)", out)
+            if not m:
+                print("check_model.py: FAIL: no memory plan line in kiln's output")
+                return 1
+            if float(m.group(1)) > ARENA_LIMIT:
+                print("check_model.py: FAIL: arena is %s x the lower bound (limit %.2f)"
+                      % (m.group(1), ARENA_LIMIT))
+                return 1
+        if rc != 0:
+            break
     took = time.time() - t0
-    if "--compile" in extra and rc == 0:
-        m = re.search(r"arena / lower bound = ([0-9.]+)", out)
-        if not m:
-            print("check_model.py: FAIL: no memory plan line in kiln's output")
-            return 1
-        if float(m.group(1)) > ARENA_LIMIT:
-            print("check_model.py: FAIL: arena is %s x the lower bound (limit %.2f)"
-                  % (m.group(1), ARENA_LIMIT))
-            return 1
     if expect_fail:
         if rc == 0:
             print("check_model.py: UNEXPECTED PASS in %.1fs: drop 'xfail' from tests/models/tolerances"

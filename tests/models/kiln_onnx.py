@@ -11,16 +11,19 @@ import shlex
 import subprocess
 
 
-def dim_flags(model_dir):
+def dim_flags(model_dir, data_set=0):
     """--dim SYM=N for each symbolic input dim of a zoo model, sized as in its
-    test data (MODEL_DIR/info.json, written by scripts/make_models.py)."""
+    test data set number `data_set` (MODEL_DIR/info.json, written by
+    scripts/make_models.py)."""
     with open(os.path.join(model_dir, "info.json")) as f:
         info = json.load(f)
     axes = info.get("dynamic_axes") or {}
+    inputs = info.get("inputs") or []
+    shapes = (info.get("data_sets") or [[i["shape"] for i in inputs]])[data_set]
     flags = set()
-    for inp in info.get("inputs") or []:
+    for inp, shape in zip(inputs, shapes):
         for axis, sym in (axes.get(inp["name"]) or {}).items():
-            flags.add("%s=%d" % (sym, inp["shape"][int(axis)]))
+            flags.add("%s=%d" % (sym, shape[int(axis)]))
     return [a for f in sorted(flags) for a in ("--dim", f)]
 
 

@@ -553,12 +553,14 @@ TEST(FusionDifferentialTest, ShapeRangeAndConstantOfShapeFallBack) {
   Value *shape = tg.op(OpKind::ShapeOf, {x});
   Value *r = tg.op(OpKind::Range, {}, {{"start", 0.0}, {"limit", 4.0}, {"dtype", DType::F32}});
   Value *c = tg.op(OpKind::ConstantOfShape, {}, {{"shape", Ints{3, 4}}, {"value", 2.0}});
-  Value *y = tg.op(OpKind::Add, {tg.op(OpKind::Mul, {x, r}), c});
+  Value *i =
+      tg.op(OpKind::Iota, {}, {{"shape", Ints{3, 4}}, {"axis", int64_t(0)}, {"dtype", DType::F32}});
+  Value *y = tg.op(OpKind::Add, {tg.op(OpKind::Mul, {x, r}), tg.op(OpKind::Add, {c, i})});
   tg.outputs({y, tg.op(OpKind::Cast, {shape}, {{"to", DType::F32}})});
   DiagnosticEngine diag;
   ScopedDiagnosticCollector collect(diag);
   Result res = check(*tg.graph);
-  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), 3) << res.plan.explain();
+  EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), 4) << res.plan.explain();
   auto plan = planFusion(*tg.graph, cpuFusion(), diag);
   ASSERT_TRUE(plan.succeeded());
   // The planner records why; the compiler turns it into the warning.

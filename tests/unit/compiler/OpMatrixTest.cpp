@@ -455,6 +455,11 @@ const std::map<std::string, CaseGen> &structuredCases() {
                         {{"pads", Ints{0, 2, 0, 1}}, {"mode", std::string("reflect")}}});
          return c;
        }},
+      {"iota",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{}, {}, {{"shape", Ints{kRows, n}}, {"axis", int64_t(1)}, {"dtype", DType::F32}}},
+                 {{}, {}, {{"shape", Ints{kRows, n}}, {"start", -2.0}, {"delta", 3.0}}}};
+       }},
       {"range",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{},

@@ -239,6 +239,12 @@ std::map<std::string, OpCase> opCases() {
       x23, [](const Ins &in) -> Outs {
         return {add(in[0], constant_of_shape({.shape = {2, 3}, .value = 1.5}))};
       }};
+  c["iota"] = {
+      x23, [](const Ins &in) -> Outs {
+        return {add(
+            in[0],
+            iota({.shape = {2, 3}, .axis = 1, .start = -1, .delta = 0.5, .dtype = DType::F32}))};
+      }};
   c["range"] = {
       {normal({4}, 1)}, [](const Ins &in) -> Outs {
         return {add(in[0], range({.start = 0, .limit = 2, .delta = 0.5, .dtype = DType::F32}))};

@@ -725,6 +725,33 @@ TEST(DataMovementTest, Range) {
                "must be finite");
 }
 
+TEST(DataMovementTest, Iota) {
+  expectValues(run(OpKind::Iota, {}, {{"shape", Ints{2, 3}}}), {2, 3}, {0, 0, 0, 1, 1, 1});
+  expectValues(run(OpKind::Iota, {},
+                   {{"shape", Ints{2, 3}},
+                    {"axis", int64_t(-1)},
+                    {"start", -1.0},
+                    {"delta", 0.5},
+                    {"dtype", DType::F32}}),
+               {2, 3}, {-1, -0.5, 0, -1, -0.5, 0});
+  expectValues(run(OpKind::Iota, {}, {{"shape", Ints{0, 4}}, {"axis", int64_t(1)}}), {0, 4}, {});
+  EXPECT_ERROR(infer(OpKind::Iota, {}, {{"shape", Ints{2}}, {"axis", int64_t(1)}}),
+               "axis 1 is out of range for rank 1");
+  EXPECT_ERROR(infer(OpKind::Iota, {}, {{"shape", Ints{}}}), "out of range for rank 0");
+  EXPECT_ERROR(infer(OpKind::Iota, {}, {{"shape", Ints{2}}, {"delta", std::nan("")}}),
+               "must be finite");
+}
+
+TEST(DataMovementTest, IotaKeepsASymbolicShape) {
+  Graph g;
+  DiagnosticEngine diag;
+  Builder b(g, diag);
+  std::vector<DimExpr> shape = {DimExpr::symbol("S"), DimExpr(4)};
+  auto n = b.create(OpKind::Iota, {}, {{"shape", shape}}, 1);
+  ASSERT_TRUE(n.succeeded());
+  EXPECT_EQ((*n)->result(0)->type().str(), "i64[S,4]");
+}
+
 //===----------------------------------------------------------------------===//
 // Robustness
 //===----------------------------------------------------------------------===//
