@@ -6,6 +6,20 @@
 // collected and thrown as one kiln::Error; runtime Statuses become an Error
 // with their message.
 //
+// Note [Compiling per size]
+// Compiled code has static shapes (codegen binds every symbol before
+// lowering). An Executable compiled with symbols left unbound therefore
+// keeps a copy of the graph and compiles it for each run's sizes:
+//   1. bindInputs (the interpreter's own check) gives the symbols' sizes
+//      from the inputs, or one error naming the inputs that disagree;
+//   2. the sizes are checked against CompileOptions::dims and ::ranges;
+//   3. a specialization for those sizes is looked up (LRU, bounded by
+//      maxSpecializations) or compiled (one compile at a time; the line
+//      onSpecialize gets says which sizes and why) and then run.
+// The compile cache makes a specialization compiled before by another
+// process a load. Kernels taking their sizes at run time would make step 3
+// one compile for all sizes; they do not exist yet.
+//
 //===----------------------------------------------------------------------===//
 #include "kiln/kiln.h"
 
@@ -15,8 +29,14 @@
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
 
+#include "ir/Interpreter.h"
+
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <list>
+#include <mutex>
+#include <set>
 
 namespace kiln {
 namespace {
@@ -47,11 +67,16 @@ std::vector<PortInfo> portsOf(const std::vector<runtime::ArtifactPort> &ports) {
   return out;
 }
 
-PortInfo portOf(const Value *v) {
-  PortInfo p{v->name(), v->type().dtype, {}};
-  for (const Dim &d : v->type().shape)
-    p.shape.push_back(d.isStatic() ? d.size() : -1);
-  return p;
+/// A graph's inputs or outputs as ports (symbolic dims as -1).
+std::vector<PortInfo> portsOf(const std::vector<Value *> &values) {
+  std::vector<PortInfo> out;
+  for (const Value *v : values) {
+    PortInfo p{v->name(), v->type().dtype, {}};
+    for (const Dim &d : v->type().shape)
+      p.shape.push_back(d.isStatic() ? d.size() : -1);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 } // namespace
@@ -101,29 +126,188 @@ const Graph &Model::graph() const {
 }
 
 std::vector<PortInfo> Model::inputs() const {
-  std::vector<PortInfo> out;
-  for (const Value *v : impl_->graph->inputs())
-    out.push_back(portOf(v));
-  return out;
+  return portsOf(impl_->graph->inputs());
 }
 
 std::vector<PortInfo> Model::outputs() const {
-  std::vector<PortInfo> out;
-  for (const Value *v : impl_->graph->outputs())
-    out.push_back(portOf(v));
+  return portsOf(impl_->graph->outputs());
+}
+
+namespace {
+
+/// One compiled size: the runtime executable and what save() records.
+struct Compiled {
+  std::shared_ptr<const runtime::Executable> exe;
+  runtime::ArtifactInfo info;
+};
+
+Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o) {
+  Collect c;
+  codegen::CompileReport report;
+  auto exe = codegen::compile(g, o, c.diag(), &report);
+  if (failed(exe))
+    c.raise("cannot compile the model");
+  Compiled out;
+  out.info = codegen::artifactInfo(codegen::GraphPorts::of(g), **exe, report, "");
+  out.exe = std::shared_ptr<const runtime::Executable>(exe.take());
   return out;
 }
 
+using Sizes = std::map<std::string, int64_t>;
+
+std::string sizesStr(const Sizes &sizes) {
+  std::string s;
+  for (const auto &[name, size] : sizes)
+    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(size);
+  return s;
+}
+
+/// An Executable that compiles per size (Note [Compiling per size]).
+class PerSize {
+public:
+  PerSize(const Graph &g, codegen::CompileOptions options, const CompileOptions &api,
+          std::set<std::string> symbols)
+      : graph_(g.clone()), options_(std::move(options)), ranges_(api.ranges),
+        symbols_(std::move(symbols)), maxKept_(std::max<size_t>(api.maxSpecializations, 1)),
+        log_(api.onSpecialize) {}
+
+  /// The specialization for `inputs`' sizes, compiled on first use.
+  std::shared_ptr<const Compiled> forInputs(std::span<const Tensor> inputs) const {
+    Sizes sizes = sizesOf(inputs);
+    if (auto hit = lookup(sizes))
+      return hit;
+    std::lock_guard<std::mutex> one(compileMutex_);
+    if (auto hit = lookup(sizes)) // another thread compiled it meanwhile
+      return hit;
+    size_t keptAfter = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      keptAfter = std::min(kept_.size() + 1, maxKept_);
+    }
+    std::string line = "kiln: compiling for " + sizesStr(sizes) +
+                       ": no specialization for these sizes yet (" + std::to_string(keptAfter) +
+                       " of at most " + std::to_string(maxKept_) + " kept)";
+    if (log_)
+      log_(line);
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+    codegen::CompileOptions o = options_;
+    for (const auto &[name, size] : sizes)
+      o.dims[name] = size;
+    auto compiled = std::make_shared<const Compiled>(compileGraph(*graph_, o));
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_.emplace_back(sizes, compiled);
+    if (kept_.size() > maxKept_)
+      kept_.pop_front();
+    return compiled;
+  }
+
+  const Graph &graph() const { return *graph_; }
+  const std::set<std::string> &symbols() const { return symbols_; }
+
+  std::vector<Sizes> kept() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Sizes> out;
+    for (const auto &[sizes, compiled] : kept_)
+      out.push_back(sizes);
+    return out;
+  }
+
+  std::string summary() const {
+    std::string names;
+    for (const std::string &s : symbols_)
+      names += (names.empty() ? "" : ", ") + s;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string s = "compiles per size of " + names + "; " + std::to_string(kept_.size()) +
+                    " specialization" + (kept_.size() == 1 ? "" : "s") + " kept";
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      auto it = std::next(kept_.begin(), static_cast<std::ptrdiff_t>(i));
+      s += (i ? "; " : " (") + sizesStr(it->first) + ": " + it->second->info.summary;
+    }
+    return kept_.empty() ? s : s + ")";
+  }
+
+private:
+  /// The unbound symbols' sizes in `inputs`, checked; throws Error.
+  Sizes sizesOf(std::span<const Tensor> inputs) const {
+    Collect c;
+    auto bound = bindInputs(*graph_, inputs, c.diag());
+    if (failed(bound))
+      c.raise("the inputs do not fit the model");
+    Sizes sizes;
+    for (const auto &[name, size] : *bound) {
+      auto fixed = options_.dims.find(name);
+      if (fixed != options_.dims.end()) {
+        if (fixed->second != size)
+          throw Error("the inputs give " + name + " = " + std::to_string(size) +
+                      ", but the model was compiled with " + name + " = " +
+                      std::to_string(fixed->second));
+        continue;
+      }
+      auto range = ranges_.find(name);
+      if (range != ranges_.end() && (size < range->second.min || size > range->second.max))
+        throw Error("the inputs give " + name + " = " + std::to_string(size) +
+                    ", outside its range " + std::to_string(range->second.min) + ".." +
+                    std::to_string(range->second.max));
+      sizes[name] = size;
+    }
+    return sizes;
+  }
+
+  std::shared_ptr<const Compiled> lookup(const Sizes &sizes) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->first == sizes) {
+        kept_.splice(kept_.end(), kept_, it); // most recently used last
+        return kept_.back().second;
+      }
+    return nullptr;
+  }
+
+  std::unique_ptr<Graph> graph_;
+  codegen::CompileOptions options_;
+  std::map<std::string, CompileOptions::Range> ranges_;
+  std::set<std::string> symbols_;
+  size_t maxKept_;
+  std::function<void(const std::string &)> log_;
+  mutable std::mutex mutex_;        // guards kept_
+  mutable std::mutex compileMutex_; // one compile at a time
+  mutable std::list<std::pair<Sizes, std::shared_ptr<const Compiled>>> kept_;
+};
+
+/// The symbols of `g`'s input dims that `dims` leaves unbound.
+std::set<std::string> unboundSymbols(const Graph &g, const Sizes &dims) {
+  std::set<std::string> all, out;
+  for (const Value *v : g.inputs())
+    for (const Dim &d : v->type().shape)
+      if (auto e = d.expr())
+        e->collectSymbols(all);
+  for (const std::string &s : all)
+    if (!dims.count(s))
+      out.insert(s);
+  return out;
+}
+
+} // namespace
+
 struct Executable::Impl {
-  std::shared_ptr<const runtime::Executable> exe;
-  runtime::ArtifactInfo info;
+  /// Compiled for one size; or null with `perSize` set.
+  std::shared_ptr<const Compiled> one;
+  std::unique_ptr<PerSize> perSize;
+
+  const Compiled &forInputs(std::span<const Tensor> inputs,
+                            std::shared_ptr<const Compiled> &hold) const {
+    if (!perSize)
+      return *one;
+    hold = perSize->forInputs(inputs);
+    return *hold;
+  }
 };
 
 Executable::Executable() = default;
 Executable::~Executable() = default;
 
 Executable compile(const Model &model, const CompileOptions &options) {
-  Collect c;
   codegen::CompileOptions o;
   o.threads = options.threads;
   o.cpu = options.cpu;
@@ -131,41 +315,57 @@ Executable compile(const Model &model, const CompileOptions &options) {
   o.fuse = options.fusion;
   o.useLibraries = options.libraries;
   o.cache = options.cache;
-  codegen::CompileReport report;
   const Graph &g = model.graph();
-  auto exe = codegen::compile(g, o, c.diag(), &report);
-  if (failed(exe))
-    c.raise("cannot compile the model");
   auto impl = std::make_shared<Executable::Impl>();
-  impl->info = codegen::artifactInfo(codegen::GraphPorts::of(g), **exe, report, "");
-  impl->exe = std::shared_ptr<const runtime::Executable>(exe.take());
+  std::set<std::string> unbound = unboundSymbols(g, options.dims);
+  for (const auto &[name, range] : options.ranges) {
+    if (!unbound.count(name))
+      throw Error("CompileOptions::ranges names " + name +
+                  ", which is not a symbolic input dim left out of dims");
+    if (range.min < 0 || range.min > range.max)
+      throw Error("the range " + std::to_string(range.min) + ".." + std::to_string(range.max) +
+                  " of " + name + " is empty or negative");
+  }
+  if (unbound.empty())
+    impl->one = std::make_shared<const Compiled>(compileGraph(g, o));
+  else
+    impl->perSize = std::make_unique<PerSize>(g, o, options, std::move(unbound));
   Executable e;
   e.impl_ = std::move(impl);
   return e;
 }
 
 Executable Executable::load(const std::string &path) {
-  auto impl = std::make_shared<Impl>();
+  auto compiled = std::make_shared<Compiled>();
   std::unique_ptr<runtime::Executable> exe;
-  if (runtime::Status st = runtime::loadArtifact(path, exe, &impl->info); !st.ok())
+  if (runtime::Status st = runtime::loadArtifact(path, exe, &compiled->info); !st.ok())
     throw Error(st.error);
-  impl->exe = std::move(exe);
+  compiled->exe = std::move(exe);
+  auto impl = std::make_shared<Impl>();
+  impl->one = std::move(compiled);
   Executable e;
   e.impl_ = std::move(impl);
   return e;
 }
 
 void Executable::save(const std::string &path) const {
-  if (runtime::Status st = runtime::saveArtifact(*impl_->exe, impl_->info, path); !st.ok())
+  if (impl_->perSize)
+    throw Error("cannot save a model that compiles per size (" + impl_->perSize->summary() +
+                "): an artifact holds one size; compile with every symbol in "
+                "CompileOptions::dims");
+  if (runtime::Status st = runtime::saveArtifact(*impl_->one->exe, impl_->one->info, path);
+      !st.ok())
     throw Error(st.error);
 }
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
+  std::shared_ptr<const Compiled> hold;
+  const Compiled &c = impl_->forInputs(inputs, hold);
   std::vector<runtime::HostTensor> in, out;
   in.reserve(inputs.size());
   for (const Tensor &t : inputs)
     in.push_back(codegen::toHostTensor(t));
-  if (runtime::Status st = impl_->exe->run(in, out); !st.ok())
+  if (runtime::Status st = c.exe->run(in, out); !st.ok())
     throw Error(st.error);
   std::vector<Tensor> result;
   result.reserve(out.size());
@@ -175,7 +375,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
 }
 
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
-  const std::vector<PortInfo> want = this->outputs();
+  std::shared_ptr<const Compiled> hold;
+  const std::vector<PortInfo> want = portsOf(impl_->forInputs(inputs, hold).info.outputs);
   if (outputs.size() != want.size())
     throw Error("runInto: " + std::to_string(outputs.size()) +
                 " output tensors given, the model has " + std::to_string(want.size()));
@@ -190,13 +391,18 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
 }
 
 std::vector<PortInfo> Executable::inputs() const {
-  return portsOf(impl_->info.inputs);
+  return impl_->perSize ? portsOf(impl_->perSize->graph().inputs())
+                        : portsOf(impl_->one->info.inputs);
 }
 std::vector<PortInfo> Executable::outputs() const {
-  return portsOf(impl_->info.outputs);
+  return impl_->perSize ? portsOf(impl_->perSize->graph().outputs())
+                        : portsOf(impl_->one->info.outputs);
 }
 std::string Executable::summary() const {
-  return impl_->info.summary;
+  return impl_->perSize ? impl_->perSize->summary() : impl_->one->info.summary;
+}
+std::vector<std::map<std::string, int64_t>> Executable::specializations() const {
+  return impl_->perSize ? impl_->perSize->kept() : std::vector<std::map<std::string, int64_t>>{};
 }
 
 } // namespace kiln

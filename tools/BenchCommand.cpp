@@ -51,7 +51,8 @@ const char kBenchUsage[] =
     "  --json                  print one JSON object instead of text\n"
     "  --serve                 the line protocol of bench/harness (see bench/README.md)\n"
     "  --graph NAME            the graph to compile (default: the first)\n"
-    "  (symbolic dims not given with --dim come from the inputs, else 1)\n";
+    "  (symbolic dims not given with --dim come from the inputs, else 1; the report\n"
+    "  says which sizes it measured)\n";
 
 void printBenchUsage(FILE *f) {
   std::fputs(kBenchUsage, f);
@@ -202,6 +203,7 @@ int benchCommand(const Args &args) {
   std::unique_ptr<runtime::Executable> exe;
   codegen::CompileReport report;
   std::vector<Tensor> inputs, expected;
+  std::string sizes; // the symbols' sizes, for the report
   size_t numNodes = 0;
   double loadSeconds = 0, compileSeconds = 0;
   std::vector<std::pair<DType, std::vector<int64_t>>> inputTypes;
@@ -276,11 +278,10 @@ int benchCommand(const Args &args) {
         if (shape[d].isSymbolic() && !shape[d].symbol().empty())
           options.dims.emplace(shape[d].symbol(), inputs[i].shape()[d]);
     }
+    if (g)
+      sizes = bindSymbolsForReport(*g, options.dims);
   } else if (g) {
-    for (const Value *v : g->inputs())
-      for (const Dim &d : v->type().shape)
-        if (d.isSymbolic() && !d.symbol().empty())
-          options.dims.emplace(d.symbol(), 1);
+    sizes = bindSymbolsForReport(*g, options.dims);
     inputs = randomInputs(*g, options.dims, 1234);
   } else {
     inputs = randomTensors(inputTypes, 1234);
@@ -339,7 +340,7 @@ int benchCommand(const Args &args) {
                       : report.cacheHit           ? "hit"
                       : report.cacheEntry.empty() ? "off"
                                                   : "miss")
-        << ",\"target\":" << jsonString(report.target)
+        << ",\"target\":" << jsonString(report.target) << ",\"sizes\":" << jsonString(sizes)
         << ",\"first_run_s\":" << number(firstRunSeconds) << ",\"check\":" << jsonString(check)
         << ",\"max_abs_err\":" << number(maxAbsErr) << ",\"kernels\":" << report.numKernels
         << ",\"library_calls\":" << report.numLibraryCalls
@@ -425,6 +426,8 @@ int benchCommand(const Args &args) {
     std::printf("compiled:    %s\n", report.summary().c_str());
   }
   std::printf("target:      %s\n", report.target.c_str());
+  if (!sizes.empty())
+    std::printf("sizes:       %s\n", sizes.c_str());
   std::printf("check:       %s (max abs error %.3g)\n", check.c_str(), maxAbsErr);
   std::printf("threads:     %d (cpu time / wall time during the runs: %.2f)\n", threads,
               wall > 0 ? cpu / wall : 0.0);

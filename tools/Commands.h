@@ -52,6 +52,12 @@ std::string findDataFile(const std::string &dir, const std::string &stem, size_t
 /// bools; symbolic dims from `dims` (else 1).
 std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
                                  unsigned seed);
+/// For a command that compiles `g` at one size to report on it (inspect,
+/// bench): binds every symbol of the input dims that `dims` lacks to 1 and
+/// returns every size of `dims` as the report's line ("batch=1, seq=16
+/// (symbols not given are 1; give --dim batch=N for other sizes)"); empty
+/// when there are none.
+std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims);
 /// Random tensors of the given types, as randomInputs makes them.
 std::vector<Tensor> randomTensors(const std::vector<std::pair<DType, std::vector<int64_t>>> &types,
                                   unsigned seed);

@@ -28,7 +28,7 @@ const char kInspectUsage[] =
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
-    "  (symbolic dims not given with --dim are 1)\n";
+    "  (symbolic dims not given with --dim are 1; the report says which sizes it is for)\n";
 
 void printInspectUsage(FILE *f) {
   std::fputs(kInspectUsage, f);
@@ -132,16 +132,15 @@ int inspectCommand(const Args &args) {
   if (failed(model))
     return 1;
   Graph *g = model->graph;
-  for (const Value *v : g->inputs())
-    for (const Dim &d : v->type().shape)
-      if (d.isSymbolic() && !d.symbol().empty())
-        options.dims.emplace(d.symbol(), 1);
+  const std::string sizes = bindSymbolsForReport(*g, options.dims);
 
   std::printf("model: %s, graph @%s\n", file.c_str(), g->name().c_str());
   for (const Value *v : g->inputs())
     std::printf("  input  %%%s : %s\n", v->name().c_str(), v->type().str().c_str());
   for (const Value *v : g->outputs())
     std::printf("  output %%%s : %s\n", v->name().c_str(), v->type().str().c_str());
+  if (!sizes.empty())
+    std::printf("sizes: %s; the plan and figures below are for these sizes\n", sizes.c_str());
   std::map<std::string, int> histogram;
   uint64_t paramBytes = 0, params = 0;
   for (const Node *n : g->nodes()) {

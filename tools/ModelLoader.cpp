@@ -92,4 +92,23 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
   return randomTensors(types, seed);
 }
 
+std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims) {
+  std::set<std::string> symbols;
+  for (const Value *v : g.inputs())
+    for (const Dim &d : v->type().shape)
+      if (auto e = d.expr())
+        e->collectSymbols(symbols);
+  std::string defaulted;
+  for (const std::string &s : symbols)
+    if (dims.emplace(s, 1).second)
+      defaulted += (defaulted.empty() ? "" : " ") + std::string("--dim ") + s + "=N";
+  // Every size, whether --dim bound it at import or here.
+  std::string line;
+  for (const auto &[name, size] : dims)
+    line += (line.empty() ? "" : ", ") + name + "=" + std::to_string(size);
+  if (!defaulted.empty())
+    line += " (symbols not given are 1; give " + defaulted + " for other sizes)";
+  return line;
+}
+
 } // namespace kiln::tools

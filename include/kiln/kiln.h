@@ -24,6 +24,7 @@
 #include "kiln/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,8 +47,24 @@ struct CompileOptions {
   /// refused. oneDNN takes one ISA cap per process: compiling for two
   /// different non-native CPUs in one process is an error.
   std::string cpu = "native";
-  /// Sizes of symbolic input dims, by symbol ("batch" -> 8).
+  /// Sizes of symbolic input dims, by symbol ("batch" -> 8). A symbol
+  /// left out stays symbolic: the Executable then compiles the model for
+  /// the sizes of each run's inputs, once per distinct set of sizes (a
+  /// specialization, kept for later runs; see Executable::run).
   std::map<std::string, int64_t> dims;
+  /// The sizes a symbol left out of `dims` may take, inclusive; a run with
+  /// inputs outside is an error naming the symbol and the range.
+  struct Range {
+    int64_t min = 0, max = INT64_MAX;
+  };
+  std::map<std::string, Range> ranges;
+  /// Specializations kept at once (least recently used dropped first).
+  size_t maxSpecializations = 8;
+  /// Called with one line for each specialization compiled ("compiling
+  /// for batch=8, seq=128: no specialization for these sizes yet (1 of at
+  /// most 8 kept)"); nullptr writes the line to stderr. Compiles never
+  /// happen silently.
+  std::function<void(const std::string &)> onSpecialize;
   /// Fuse nodes into kernels; run conv/matmul/pools through oneDNN.
   bool fusion = true, libraries = true;
   /// Reuse and store compiled models in the compile cache
@@ -56,7 +73,8 @@ struct CompileOptions {
 };
 
 /// An input or output of a model: its name, dtype and shape (symbolic dims
-/// as -1 in a Model, as compiled in an Executable).
+/// as -1 in a Model and in an Executable that compiles per size, as
+/// compiled in any other Executable).
 struct PortInfo {
   std::string name;
   DType dtype = DType::F32;
@@ -87,8 +105,13 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-/// A compiled model. Immutable; run() may be called from many threads at
-/// once. Copies share the compiled code.
+/// A compiled model. run() may be called from many threads at once.
+/// Copies share the compiled code. An Executable compiled with symbols
+/// left unbound compiles a specialization on the first run at each new set
+/// of sizes (logged through CompileOptions::onSpecialize) and reuses it;
+/// it checks the inputs' sizes against each other (two inputs that give
+/// `batch` different sizes are an error naming both) and against
+/// CompileOptions::ranges.
 class Executable {
 public:
   /// Loads an artifact written by save() or `kiln compile -o`.
@@ -96,7 +119,8 @@ public:
 
   /// Writes the compiled model as an artifact (atomically: a failed save
   /// leaves what was at `path`). A model with a step run by a reference
-  /// kernel cannot be saved.
+  /// kernel cannot be saved, nor can one that compiles per size (an
+  /// artifact holds one size: compile with every symbol in `dims`).
   void save(const std::string &path) const;
 
   /// Runs on `inputs` (in input order; their bytes are read in place, not
@@ -109,8 +133,13 @@ public:
 
   std::vector<PortInfo> inputs() const;
   std::vector<PortInfo> outputs() const;
-  /// "3 kernels, 2 library calls, 0 fallbacks".
+  /// "3 kernels, 2 library calls, 0 fallbacks"; for one that compiles
+  /// per size, "compiles per size of batch, seq; 2 specializations kept
+  /// (batch=1, seq=5: ...; batch=3, seq=17: ...)".
   std::string summary() const;
+  /// The sizes of the specializations kept, least recently used first
+  /// (empty for an Executable compiled for one size).
+  std::vector<std::map<std::string, int64_t>> specializations() const;
 
   Executable(const Executable &) = default;
   Executable &operator=(const Executable &) = default;

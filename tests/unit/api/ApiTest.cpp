@@ -2,12 +2,14 @@
 #include "kiln/kiln.h"
 
 #include "ir/Compare.h"
+#include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "kiln/Trace.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <thread>
 #include <unistd.h>
 
@@ -116,6 +118,148 @@ TEST(ApiTest, ErrorsAreKilnErrorsNamingTheProblem) {
               kiln::compile(kiln::Model::load(kMlp + "mlp.kir"), bad);
             }).find("unknown CPU 'pentium-pro'"),
             std::string::npos);
+}
+
+/// A model with a symbolic batch N and sequence S: a broadcast add, a
+/// softmax (a JIT kernel) and a matmul by a static weight (oneDNN).
+kiln::Model symbolicModel() {
+  const std::string path = "/tmp/kiln-api-test-symbolic-" + std::to_string(::getpid()) + ".kir";
+  std::ofstream(path) << "graph @sym(%x: f32[N,S,8], %y: f32[N,1,8], %w: f32[8,4]) -> "
+                         "(f32[N,S,4]) {\n"
+                         "  %0 = add(%x, %y) : f32[N,S,8]\n"
+                         "  %1 = softmax(%0) {axis = -1} : f32[N,S,8]\n"
+                         "  %2 = matmul(%1, %w) : f32[N,S,4]\n"
+                         "  %3 = relu(%2) : f32[N,S,4]\n"
+                         "  return %3\n"
+                         "}\n";
+  kiln::Model m = kiln::Model::load(path);
+  std::remove(path.c_str());
+  return m;
+}
+
+std::vector<kiln::Tensor> symbolicInputs(int64_t n, int64_t s, uint64_t seed) {
+  return {kiln::randn({n, s, 8}, seed), kiln::randn({n, 1, 8}, seed + 1),
+          kiln::randn({8, 4}, /*seed=*/99)};
+}
+
+std::vector<kiln::Tensor> interpreted(const kiln::Model &m, const std::vector<kiln::Tensor> &in) {
+  kiln::DiagnosticEngine diag;
+  auto out = kiln::interpret(m.graph(), in, diag);
+  EXPECT_TRUE(out.succeeded());
+  return out.take();
+}
+
+std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const kiln::Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
+  kiln::Model model = symbolicModel();
+  std::vector<std::string> log;
+  kiln::CompileOptions options;
+  options.threads = 1;
+  options.maxSpecializations = 2;
+  options.onSpecialize = [&](const std::string &line) { log.push_back(line); };
+  kiln::Executable exe = kiln::compile(model, options);
+  EXPECT_TRUE(log.empty()); // nothing compiled before the first run
+  EXPECT_EQ(exe.inputs()[0].shape, (std::vector<int64_t>{-1, -1, 8}));
+  // Sizes around the vector width (remainders) and an empty batch.
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1}, {3, 17}, {1, 1}, {0, 5}};
+  for (auto [n, s] : sizes) {
+    std::vector<kiln::Tensor> in = symbolicInputs(n, s, 10 + static_cast<uint64_t>(n * 100 + s));
+    std::vector<kiln::Tensor> got = exe.run(in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{n, s, 4}));
+    expectClose(got[0], interpreted(model, in)[0]);
+  }
+  // {1,1} was kept when run again; {0,5} dropped the least recently used {3,17}.
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_NE(log[0].find("compiling for N=1, S=1: no specialization for these sizes yet"),
+            std::string::npos)
+      << log[0];
+  EXPECT_NE(log[2].find("N=0, S=5"), std::string::npos) << log[2];
+  auto kept = exe.specializations();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0], (std::map<std::string, int64_t>{{"N", 1}, {"S", 1}}));
+  EXPECT_EQ(kept[1], (std::map<std::string, int64_t>{{"N", 0}, {"S", 5}}));
+  EXPECT_NE(exe.summary().find("compiles per size of N, S; 2 specializations kept"),
+            std::string::npos)
+      << exe.summary();
+  // Into the caller's tensor, at a new size.
+  std::vector<kiln::Tensor> in = symbolicInputs(2, 9, 7);
+  std::vector<kiln::Tensor> mine{kiln::Tensor::zeros(kiln::DType::F32, {2, 9, 4})};
+  exe.runInto(in, mine);
+  expectClose(mine[0], interpreted(model, in)[0]);
+}
+
+TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
+  kiln::Model model = symbolicModel();
+  kiln::CompileOptions options;
+  options.ranges["S"] = {1, 64};
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable exe = kiln::compile(model, options);
+  // Two inputs that give N different sizes: one error naming both.
+  std::vector<kiln::Tensor> bad = symbolicInputs(2, 3, 1);
+  bad[1] = kiln::randn({5, 1, 8}, 2);
+  std::string e = errorOf([&] { exe.run(bad); });
+  EXPECT_NE(e.find("input 1 ('%y') has N = 5 but input 0 ('%x') bound N = 2"), std::string::npos)
+      << e;
+  e = errorOf([&] { exe.run(symbolicInputs(1, 65, 1)); });
+  EXPECT_NE(e.find("the inputs give S = 65, outside its range 1..64"), std::string::npos) << e;
+  e = errorOf([&] { exe.save("/tmp/kiln-api-test-never-written.kiln"); });
+  EXPECT_NE(e.find("cannot save a model that compiles per size"), std::string::npos) << e;
+  // A size fixed in dims is checked, and the others still compile per size.
+  kiln::CompileOptions fixed;
+  fixed.dims["N"] = 2;
+  fixed.onSpecialize = [](const std::string &) {};
+  kiln::Executable half = kiln::compile(model, fixed);
+  e = errorOf([&] { half.run(symbolicInputs(3, 4, 1)); });
+  EXPECT_NE(e.find("the inputs give N = 3, but the model was compiled with N = 2"),
+            std::string::npos)
+      << e;
+  std::vector<kiln::Tensor> in = symbolicInputs(2, 4, 1);
+  expectClose(half.run(in)[0], interpreted(model, in)[0]);
+  // Ranges name symbols left out of dims, and are not empty.
+  kiln::CompileOptions wrong;
+  wrong.ranges["T"] = {1, 2};
+  e = errorOf([&] { kiln::compile(model, wrong); });
+  EXPECT_NE(e.find("ranges names T"), std::string::npos) << e;
+  wrong.ranges = {{"S", {5, 4}}};
+  e = errorOf([&] { kiln::compile(model, wrong); });
+  EXPECT_NE(e.find("the range 5..4 of S is empty"), std::string::npos) << e;
+}
+
+TEST(ApiTest, SymbolicModelRunsManySizesOnManyThreads) {
+  kiln::Model model = symbolicModel();
+  kiln::CompileOptions options;
+  options.maxSpecializations = 3; // fewer than the sizes: entries come and go
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable exe = kiln::compile(model, options);
+  std::vector<std::vector<kiln::Tensor>> inputs, want;
+  for (int64_t s = 1; s <= 5; ++s) {
+    inputs.push_back(symbolicInputs(2, s, static_cast<uint64_t>(s)));
+    want.push_back(interpreted(model, inputs.back()));
+  }
+  std::vector<int> failures(8, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < failures.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t r = 0; r < 10; ++r) {
+        size_t k = (t + r) % inputs.size();
+        kiln::Comparison c = kiln::compareTensors(exe.run(inputs[k])[0], want[k][0], {});
+        failures[t] += !c.ok();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int f : failures)
+    EXPECT_EQ(f, 0);
+  EXPECT_LE(exe.specializations().size(), 3u);
 }
 
 } // namespace
