@@ -49,6 +49,23 @@ template <OpKind Kind> Values convertBinary(NodeContext &ctx) {
   return {ctx.create(Kind, {ctx.input(0, "A"), ctx.input(1, "B")})};
 }
 
+/// Entry `i` of shape values of length `n` or 1 (a broadcast).
+const SymInt &broadcastEntry(const SymInts &e, size_t i) {
+  return e[e.size() == 1 ? 0 : i];
+}
+
+/// The length of the entry-wise result of shape values, or nullopt when
+/// they do not broadcast.
+std::optional<size_t> broadcastLength(std::initializer_list<const SymInts *> values) {
+  size_t n = 1;
+  for (const SymInts *e : values)
+    n = std::max(n, e->size());
+  for (const SymInts *e : values)
+    if (e->size() != n && e->size() != 1)
+      return std::nullopt;
+  return n;
+}
+
 /// One entry of `a <op> b` for shape values; unknown when it has no
 /// expression (ONNX's integer Div truncates: an expression divides only
 /// when it is provably >= 0 and the divisor a positive constant).
@@ -90,13 +107,12 @@ template <OpKind Kind> Values convertShapeArith(NodeContext &ctx) {
   auto ea = ctx.shapeValueOf(a), eb = ctx.shapeValueOf(b);
   if (!ea || !eb)
     return {out};
-  size_t n = std::max(ea->size(), eb->size());
-  if ((ea->size() != n && ea->size() != 1) || (eb->size() != n && eb->size() != 1))
+  auto n = broadcastLength({&*ea, &*eb});
+  if (!n)
     return {out};
   SymInts entries;
-  for (size_t i = 0; i < n; ++i)
-    entries.push_back(
-        shapeEntry(Kind, (*ea)[ea->size() == 1 ? 0 : i], (*eb)[eb->size() == 1 ? 0 : i]));
+  for (size_t i = 0; i < *n; ++i)
+    entries.push_back(shapeEntry(Kind, broadcastEntry(*ea, i), broadcastEntry(*eb, i)));
   ctx.setShapeValue(out, std::move(entries));
   return {out};
 }
@@ -153,9 +169,61 @@ Values convertXor(NodeContext &ctx) {
       ctx.create(OpKind::And, {ctx.create(OpKind::Or, {a, b}), ctx.create(OpKind::Not, {both})})};
 }
 
+/// Equal; on shape values, an entry is known when both sides are, when both
+/// are one expression (true), or when an expression of sizes (>= 0) meets
+/// a negative number (false): torch 1.13's `expand(b, -1, -1)` compares
+/// [b, -1, -1] with -1 entry by entry.
+Values convertEqual(NodeContext &ctx) {
+  Value *a = ctx.input(0, "A"), *b = ctx.input(1, "B");
+  Value *out = ctx.create(OpKind::Equal, {a, b});
+  if (!out || constantOf(out) || out->type().rank() > 1)
+    return {out};
+  auto ea = ctx.shapeValueOf(a), eb = ctx.shapeValueOf(b);
+  if (!ea || !eb)
+    return {out};
+  auto n = broadcastLength({&*ea, &*eb});
+  if (!n)
+    return {out};
+  SymInts entries;
+  for (size_t i = 0; i < *n; ++i) {
+    const SymInt &x = broadcastEntry(*ea, i), &y = broadcastEntry(*eb, i);
+    auto ex = x.asExpr(), ey = y.asExpr();
+    auto sizeVsNegative = [](const SymInt &size, const SymInt &number) {
+      return size.expr && size.expr->isProvablyNonNegative() && number.isKnown() &&
+             *number.value < 0;
+    };
+    if (x.isKnown() && y.isKnown())
+      entries.push_back(SymInt::of(*x.value == *y.value));
+    else if (ex && ey && *ex == *ey)
+      entries.push_back(SymInt::of(1));
+    else if (sizeVsNegative(x, y) || sizeVsNegative(y, x))
+      entries.push_back(SymInt::of(0));
+    else
+      entries.push_back(SymInt::unknown());
+  }
+  ctx.setShapeValue(out, std::move(entries));
+  return {out};
+}
+
+/// Where; on shape values whose condition entries are all known, the
+/// result's entries are picked from X and Y.
 Values convertWhere(NodeContext &ctx) {
-  return {
-      ctx.create(OpKind::Where, {ctx.input(0, "condition"), ctx.input(1, "X"), ctx.input(2, "Y")})};
+  Value *c = ctx.input(0, "condition"), *x = ctx.input(1, "X"), *y = ctx.input(2, "Y");
+  Value *out = ctx.create(OpKind::Where, {c, x, y});
+  if (!out || constantOf(out) || out->type().rank() > 1)
+    return {out};
+  auto ec = ctx.shapeValueOf(c), ex = ctx.shapeValueOf(x), ey = ctx.shapeValueOf(y);
+  if (!ec || !ex || !ey)
+    return {out};
+  auto n = broadcastLength({&*ec, &*ex, &*ey});
+  if (!n || !std::all_of(ec->begin(), ec->end(), [](const SymInt &e) { return e.isKnown(); }))
+    return {out};
+  SymInts entries;
+  for (size_t i = 0; i < *n; ++i)
+    entries.push_back(*broadcastEntry(*ec, i).value != 0 ? broadcastEntry(*ex, i)
+                                                         : broadcastEntry(*ey, i));
+  ctx.setShapeValue(out, std::move(entries));
+  return {out};
 }
 
 /// Max, Min, Sum: a left-to-right chain of the binary op.
@@ -458,7 +526,7 @@ const Converter kConverters[] = {
     {"Div", 7, convertShapeArith<OpKind::Div>},
     {"Dropout", 10, convertDropout},
     {"Elu", 6, convertElu},
-    {"Equal", 11, convertBinary<OpKind::Equal>},
+    {"Equal", 11, convertEqual},
     {"Erf", 9, convertUnary<OpKind::Erf>},
     {"Exp", 6, convertUnary<OpKind::Exp>},
     {"Floor", 6, convertUnary<OpKind::Floor>},

@@ -288,6 +288,10 @@ Values convertReshape(NodeContext &ctx) {
     return {};
   }
   Value *y = ctx.create(OpKind::Reshape, {x}, {{"shape", shape}});
+  // A shape value reshaped to a vector keeps its entries, in order.
+  if (y && !constantOf(y) && y->type().rank() <= 1)
+    if (auto e = ctx.shapeValueOf(x))
+      ctx.setShapeValue(y, *e);
   // An entry known as an expression must be what the element counts give.
   for (size_t i = 0; y && i < entries->size(); ++i) {
     const SymInt &e = (*entries)[i];

@@ -182,6 +182,32 @@ TEST(OnnxConvertersTest, ShapeSubgraphOverASymbolicDim) {
             "  %y = reshape(%x) {shape = [5, -1]} : f32[5,12]\n");
 }
 
+/// torch 1.13's `cls.expand(x.size(0), -1, -1)` on x: [N, 4]: the shape
+/// [N, -1, -1] is compared with -1 entry by entry (Equal), -1 entries
+/// replaced by 1 (Where), after a Reshape of the shape vector to [-1].
+TEST(OnnxConvertersTest, ExpandByAShapeWithMinusOnes) {
+  ModelBuilder b(17);
+  b.input("x", {std::string("N"), int64_t(4)});
+  b.init("cls", {1, 1, 4}, {1, 2, 3, 4});
+  b.initInts("i0", {1}, {0});
+  b.initInts("rest", {2}, {-1, -1});
+  b.initInts("flat", {1}, {-1});
+  b.initInts("ones", {3}, {1, 1, 1});
+  b.initInts("neg", {}, {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"n"});
+  attrInt(b.node("Concat", {"n", "rest"}, {"shape0"}), "axis", 0);
+  b.node("Reshape", {"shape0", "flat"}, {"shape"});
+  b.node("Mul", {"ones", "neg"}, {"minus"});
+  b.node("Equal", {"shape", "minus"}, {"isMinus"});
+  b.node("Where", {"isMinus", "ones", "shape"}, {"target"});
+  b.node("Expand", {"cls", "target"}, {"y"});
+  b.output("y");
+  ImportResult r = importModel(b);
+  EXPECT_NE(r.text.find("expand(%cls) {shape = [N, 1, 1]} : f32[N,1,4]"), std::string::npos)
+      << r.text << r.errors;
+}
+
 /// x: [N, S, 64] -> Reshape(x, Concat(first, Cast(Cast(S * mult)))) where
 /// first is N (Gather(Shape(x), 0)) or 2 * N.
 ModelBuilder reshapeByArithmetic(bool doubleBatch, int64_t mult) {
