@@ -38,7 +38,6 @@ from kiln_onnx import dim_flags  # noqa: E402
 
 
 def ort_worker(model_dir):
-    import resource
     import time
 
     sys.path.insert(0, os.path.join(ROOT, "bench", "harness"))
@@ -59,7 +58,7 @@ def ort_worker(model_dir):
     names = [i.name for i in sess.get_inputs()]
     sess.run(None, {n: a for n, (_, a) in zip(names, inputs)})
     print(json.dumps({"session_s": t1 - t0,
-                      "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                      "peak_rss_kb": common.peak_rss_kb()}))
 
 
 def run_json(cmd):

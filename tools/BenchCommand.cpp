@@ -74,7 +74,22 @@ double cpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+/// This process's peak RSS: VmHWM of /proc/self/status (this address
+/// space's high-water mark). getrusage's ru_maxrss is not used: Linux
+/// carries the parent's peak over fork and exec into it, so `kiln bench`
+/// started by a large process (a Python driver holding PyTorch) reported
+/// the parent's size.
 long peakRssKb() {
+  if (FILE *f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long kb = -1;
+    while (kb < 0 && std::fgets(line, sizeof(line), f))
+      if (std::sscanf(line, "VmHWM: %ld kB", &kb) != 1)
+        kb = -1;
+    std::fclose(f);
+    if (kb >= 0)
+      return kb;
+  }
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss;

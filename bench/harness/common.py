@@ -43,6 +43,20 @@ def set_thread_env(threads):
         os.environ[var] = str(threads)
 
 
+def peak_rss_kb():
+    """This process's peak RSS: VmHWM of /proc/self/status. Not ru_maxrss:
+    Linux carries the parent's peak over fork and exec into it, so a worker
+    started by a large driver would report the driver's size."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def model_name(model_dir):
     base = os.path.basename(os.path.normpath(model_dir))
     name, sep, opset = base.rpartition("-op")
@@ -115,8 +129,7 @@ def serve(run_once):
             w1, c1 = time.perf_counter(), cpu_seconds()
             emit({"event": "run", "times": times, "cpu_s": c1 - c0, "wall_s": w1 - w0})
         elif cmd == "quit":
-            emit({"event": "quit",
-                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+            emit({"event": "quit", "peak_rss_kb": peak_rss_kb()})
             return
         else:
             emit({"event": "error", "message": "unknown command %r" % cmd})

@@ -289,7 +289,7 @@ class Report:
         t = self.threads[0]
         self.w("## Memory (at %d thread%s)" % (t, "" if t == 1 else "s"))
         self.w()
-        self.w("Peak RSS (getrusage ru_maxrss at quit, MiB) of each worker process: the whole process, "
+        self.w("Peak RSS (VmHWM at quit, MiB) of each worker process: the whole process, "
                "so the PyTorch workers carry the PyTorch library itself (the PyPI wheel, with its CUDA "
                "libraries loaded though unused). Kiln's arena: the bytes of its one activation arena, "
                "the lower bound (the largest sum of simultaneously live tensors) and the naive sum of "

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Dynamic shapes measured: one model exported with symbolic dims, run at several
+sizes by Kiln and by ONNX Runtime, side by side.
+
+usage: build/venv/bin/python bench/dynamic.py [--build build] [--threads 1]
+                                              [--runs 10] [--out bench/DYNAMIC.md]
+
+Two models, exported once by torch.onnx's dynamo exporter (torch 2.x of the
+venv) with symbolic dims into BUILD/bench-dynamic (cached):
+  resnet18   torchvision, batch symbolic; run at batch 1, 8 and 64 (3x224x224)
+  causal_lm  scripts/make_models.py's CausalLM (GPT-style, 2 layers, dim 64,
+             positions up to 512), batch and sequence symbolic; run at batch 1
+             and sequence 16, 128 and 512
+For each size, in fresh processes, at --threads:
+  kiln       `kiln bench MODEL --dim ... --no-cache --json`: the compile for
+             that size (Kiln compiles per set of sizes: its kernels have static
+             shapes, so "one symbolic compile" and "a static compile per size"
+             are the same code), the median latency and the peak RSS
+  ort        one InferenceSession (ORT_ENABLE_ALL) created once, then run at
+             every size: its session time once, the median latency per size
+             and the process's peak RSS after all sizes
+Writes a markdown table with the latency ratios (kiln / ort) and the compile
+times: Kiln's per size and summed against ORT's one session.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = {
+    "resnet18": dict(inputs=[("input", "image", (1, 3, 224, 224))],
+                     axes={"input": {0: "batch"}}, out_axes={0: "batch"},
+                     sizes=[{"batch": 1}, {"batch": 8}, {"batch": 64}]),
+    "causal_lm": dict(inputs=[("ids", "ids", (2, 32))],
+                      axes={"ids": {0: "batch", 1: "seq"}}, out_axes={0: "batch", 1: "seq"},
+                      sizes=[{"batch": 1, "seq": 16}, {"batch": 1, "seq": 128},
+                             {"batch": 1, "seq": 512}]),
+}
+
+
+def shape_at(name, sizes):
+    """The input shape of `name` at `sizes` (symbolic dims replaced)."""
+    spec = MODELS[name]
+    (_, _, shape), = spec["inputs"]
+    axes = spec["axes"][spec["inputs"][0][0]]
+    return tuple(sizes[axes[d]] if d in axes else s for d, s in enumerate(shape))
+
+
+def export(name, out_dir):
+    """Exports MODELS[name] with its dims symbolic; returns the .onnx path."""
+    path = os.path.join(out_dir, name + ".onnx")
+    if os.path.exists(path):
+        return path
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import make_models as mm  # noqa: E402
+    import torch
+
+    spec = MODELS[name]
+    torch.manual_seed(mm.SEED)
+    gen = torch.Generator().manual_seed(mm.SEED + 1)
+    model = mm.tv("resnet18")() if name == "resnet18" else mm.CausalLM(max_seq=512)
+    mm.randomize(model, gen)
+    model.eval()
+    args = tuple(mm.make_input(shape, kind, gen) for _, kind, shape in spec["inputs"])
+    tmp = path + ".tmp.onnx"
+    torch.onnx.export(model, args, tmp, dynamo=True, opset_version=18,
+                      input_names=[n for n, _, _ in spec["inputs"]], output_names=["output_0"],
+                      dynamic_axes=dict(spec["axes"], output_0=spec["out_axes"]),
+                      external_data=False)
+    os.replace(tmp, path)
+    return path
+
+
+def make_inputs(name, sizes):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shape = shape_at(name, sizes)
+    if name == "causal_lm":
+        return [rng.integers(1, 1000, size=shape, dtype=np.int64)]
+    return [rng.standard_normal(shape, dtype=np.float32)]
+
+
+def ort_worker(name, path, threads, runs, warmup):
+    sys.path.insert(0, os.path.join(ROOT, "bench", "harness"))
+    import common  # noqa: E402
+
+    common.set_thread_env(threads)
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+    session_s = time.perf_counter() - t0
+    input_name = sess.get_inputs()[0].name
+    medians = []
+    for sizes in MODELS[name]["sizes"]:
+        feed = {input_name: make_inputs(name, sizes)[0]}
+        for _ in range(warmup):
+            sess.run(None, feed)
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            sess.run(None, feed)
+            times.append(time.perf_counter() - t)
+        medians.append(statistics.median(times))
+    # common.peak_rss_kb: not ru_maxrss, which holds this driver's peak
+    # (it imported PyTorch to export).
+    print(json.dumps({"session_s": session_s, "median_s": medians, "ort": ort.__version__,
+                      "peak_rss_kb": common.peak_rss_kb()}))
+
+
+def run_json(cmd, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not lines:
+        raise RuntimeError("%s failed: %s" % (" ".join(cmd), (p.stderr or p.stdout)[-800:]))
+    return json.loads(lines[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "DYNAMIC.md"))
+    ap.add_argument("--ort-worker", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.ort_worker:
+        return ort_worker(args.ort_worker[0], args.ort_worker[1], args.threads, args.runs,
+                          args.warmup)
+    kiln = os.path.join(args.build, "tools", "kiln")
+    out_dir = os.path.join(args.build, "bench-dynamic")
+    os.makedirs(out_dir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    lines = []
+    for name in filter(None, args.models.split(",")):
+        path = export(name, out_dir)
+        ort = run_json([sys.executable, __file__, "--ort-worker", name, path, "--threads",
+                        str(args.threads), "--runs", str(args.runs), "--warmup",
+                        str(args.warmup)])
+        rows = []
+        for k, sizes in enumerate(MODELS[name]["sizes"]):
+            dims = [a for s, v in sizes.items() for a in ("--dim", "%s=%d" % (s, v))]
+            r = run_json([kiln, "bench", path, "--json", "--no-cache", "--threads",
+                          str(args.threads), "--runs", str(args.runs), "--warmup",
+                          str(args.warmup)] + dims, env=env)
+            rows.append((sizes, r, ort["median_s"][k]))
+            print("%s %s: kiln %.3f ms (compile %.2f s), ort %.3f ms" % (
+                name, sizes, r["median_s"] * 1e3, r["compile_s"], ort["median_s"][k] * 1e3),
+                file=sys.stderr)
+        compile_total = sum(r["compile_s"] for _, r, _ in rows)
+        lines.append("### %s (`%s`)\n" % (name, ", ".join(
+            "%s: %s" % (i, "x".join(str(d) for d in s)) for i, _, s in MODELS[name]["inputs"])))
+        lines.append("| sizes | kiln median | ORT median | kiln / ORT | kiln compile | "
+                     "kiln peak RSS |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for sizes, r, o in rows:
+            lines.append("| %s | %.3f ms | %.3f ms | %.2f | %.2f s | %.0f MiB |" % (
+                ", ".join("%s=%d" % kv for kv in sizes.items()), r["median_s"] * 1e3, o * 1e3,
+                r["median_s"] / o, r["compile_s"], r["peak_rss_kb"] / 1024))
+        lines.append("")
+        lines.append("Compile: Kiln %.2f s over the %d sizes (one compile each), ORT's session "
+                     "%.2f s once; ORT's peak RSS over all sizes %.0f MiB (ORT %s).\n" % (
+                         compile_total, len(rows), ort["session_s"], ort["peak_rss_kb"] / 1024,
+                         ort["ort"]))
+    header = [
+        "# Dynamic shapes: one export, several sizes",
+        "",
+        "Generated by `build/venv/bin/python bench/dynamic.py --threads %d --runs %d` "
+        "(bench/dynamic.py says what each column is). Machine: %s, %d CPUs, %s; "
+        "%d thread(s), median of %d runs after %d warm-up, each engine in its own process." % (
+            args.threads, args.runs, platform.processor() or platform.machine(),
+            os.cpu_count(), platform.platform(), args.threads, args.runs, args.warmup),
+        "",
+        "Kiln compiles each set of sizes on its own (its kernels take static shapes; the "
+        "embedding API's per-size Executable does this on first use, the CLI per command), "
+        "so its latency at a size is that of a static compile for it, and its compile time "
+        "grows with the number of sizes, where ONNX Runtime creates one session for all.",
+        "",
+    ]
+    with open(args.out, "w") as f:
+        f.write("\n".join(header + lines))
+    print("wrote %s" % args.out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
