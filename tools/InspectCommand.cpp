@@ -139,6 +139,18 @@ int inspectCommand(const Args &args) {
     std::printf("  input  %%%s : %s\n", v->name().c_str(), v->type().str().c_str());
   for (const Value *v : g->outputs())
     std::printf("  output %%%s : %s\n", v->name().c_str(), v->type().str().c_str());
+  // Where each symbol is read from when the model runs (the first input
+  // dim that is the symbol itself; another dim naming it is checked).
+  std::map<std::string, std::string> sources;
+  for (const Value *v : g->inputs())
+    for (size_t d = 0; d < v->type().shape.size(); ++d)
+      if (const std::string &s = v->type().shape[d].symbol(); !s.empty())
+        sources.emplace(s, "%" + v->name() + " dim " + std::to_string(d));
+  std::string symbols;
+  for (const auto &[s, where] : sources)
+    symbols += (symbols.empty() ? "" : ", ") + s + " (" + where + ")";
+  if (!symbols.empty())
+    std::printf("symbols: %s\n", symbols.c_str());
   if (!sizes.empty())
     std::printf("sizes: %s; the plan and figures below are for these sizes\n", sizes.c_str());
   std::map<std::string, int> histogram;
