@@ -141,10 +141,20 @@ struct Compiled {
   runtime::ArtifactInfo info;
 };
 
-Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o) {
+/// Compiles `g`; a failure throws an Error, prefixed with `context` (the
+/// sizes of a specialization) when it is not empty.
+Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o,
+                      const std::string &context = "") {
   Collect c;
   codegen::CompileReport report;
   auto exe = codegen::compile(g, o, c.diag(), &report);
+  if (failed(exe) && !context.empty()) {
+    try {
+      c.raise("cannot compile the model");
+    } catch (const Error &e) {
+      throw Error(context + ": " + e.what());
+    }
+  }
   if (failed(exe))
     c.raise("cannot compile the model");
   Compiled out;
@@ -194,7 +204,8 @@ public:
     codegen::CompileOptions o = options_;
     for (const auto &[name, size] : sizes)
       o.dims[name] = size;
-    auto compiled = std::make_shared<const Compiled>(compileGraph(*graph_, o));
+    auto compiled = std::make_shared<const Compiled>(
+        compileGraph(*graph_, o, "compiling for " + sizesStr(sizes)));
     std::lock_guard<std::mutex> lock(mutex_);
     kept_.emplace_back(sizes, compiled);
     if (kept_.size() > maxKept_)
@@ -277,15 +288,20 @@ private:
 
 /// The symbols of `g`'s input dims that `dims` leaves unbound.
 std::set<std::string> unboundSymbols(const Graph &g, const Sizes &dims) {
-  std::set<std::string> all, out;
-  for (const Value *v : g.inputs())
-    for (const Dim &d : v->type().shape)
-      if (auto e = d.expr())
-        e->collectSymbols(all);
-  for (const std::string &s : all)
+  std::set<std::string> out;
+  for (const std::string &s : inputSymbols(g))
     if (!dims.count(s))
       out.insert(s);
   return out;
+}
+
+/// True when an input dim is an anonymous `?` (no name to compile per).
+bool hasAnonymousDim(const Graph &g) {
+  for (const Value *v : g.inputs())
+    for (const Dim &d : v->type().shape)
+      if (d.isDynamic())
+        return true;
+  return false;
 }
 
 } // namespace
@@ -326,7 +342,8 @@ Executable compile(const Model &model, const CompileOptions &options) {
       throw Error("the range " + std::to_string(range.min) + ".." + std::to_string(range.max) +
                   " of " + name + " is empty or negative");
   }
-  if (unbound.empty())
+  // An anonymous `?` has no size to compile for: compiling now names it.
+  if (unbound.empty() || hasAnonymousDim(g))
     impl->one = std::make_shared<const Compiled>(compileGraph(g, o));
   else
     impl->perSize = std::make_unique<PerSize>(g, o, options, std::move(unbound));
@@ -358,9 +375,8 @@ void Executable::save(const std::string &path) const {
     throw Error(st.error);
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
-  std::shared_ptr<const Compiled> hold;
-  const Compiled &c = impl_->forInputs(inputs, hold);
+namespace {
+std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &inputs) {
   std::vector<runtime::HostTensor> in, out;
   in.reserve(inputs.size());
   for (const Tensor &t : inputs)
@@ -373,10 +389,17 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
     result.push_back(codegen::fromHostTensor(t));
   return result;
 }
+} // namespace
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
+  std::shared_ptr<const Compiled> hold;
+  return runCompiled(impl_->forInputs(inputs, hold), inputs);
+}
 
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
-  std::shared_ptr<const Compiled> hold;
-  const std::vector<PortInfo> want = portsOf(impl_->forInputs(inputs, hold).info.outputs);
+  std::shared_ptr<const Compiled> hold; // one specialization for the check and the run
+  const Compiled &c = impl_->forInputs(inputs, hold);
+  const std::vector<PortInfo> want = portsOf(c.info.outputs);
   if (outputs.size() != want.size())
     throw Error("runInto: " + std::to_string(outputs.size()) +
                 " output tensors given, the model has " + std::to_string(want.size()));
@@ -385,7 +408,7 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
       throw Error("runInto: output " + std::to_string(k) + " ('" + want[k].name + "') is " +
                   outputs[k].type().str() + ", the model writes " +
                   runtime::typeString(want[k].dtype, want[k].shape));
-  std::vector<Tensor> got = run(inputs);
+  std::vector<Tensor> got = runCompiled(c, inputs);
   for (size_t k = 0; k < got.size(); ++k)
     std::memcpy(outputs[k].mutableRawData(), got[k].rawData(), got[k].byteSize());
 }

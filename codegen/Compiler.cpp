@@ -687,7 +687,10 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
     }
     v->setType(t);
   }
-  // Symbolic attributes (slice bounds) take the bound values too.
+  // Symbolic attributes (slice bounds, reshape, expand, constant_of_shape
+  // and iota shapes) take the bound values too. A reshape entry that
+  // evaluates to 0 or -1 then means copy or infer, as the shape tensor an
+  // ONNX model computes at run time does.
   for (Node *n : g.nodes())
     for (unsigned i = 0; ok && i < n->attrs().size(); ++i)
       if (hasSymbols(n->attr(i)))

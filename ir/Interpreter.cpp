@@ -85,6 +85,15 @@ FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<c
   return values;
 }
 
+std::set<std::string> inputSymbols(const Graph &g) {
+  std::set<std::string> out;
+  for (const Value *v : g.inputs())
+    for (const Dim &d : v->type().shape)
+      if (auto e = d.expr())
+        e->collectSymbols(out);
+  return out;
+}
+
 LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag) {
   return failed(bindInputs(g, inputs, diag)) ? failure() : success();
 }

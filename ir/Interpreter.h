@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "ir/Graph.h"
@@ -24,6 +25,8 @@ namespace kiln {
 FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
                                                      DiagnosticEngine &diag);
 LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag);
+/// The symbols the graph's input dims name (`N` of f32[N,2*S+1] and S).
+std::set<std::string> inputSymbols(const Graph &g);
 
 /// Runs one node's reference kernel on concrete operands (its result types
 /// are inferred from the operands' concrete types).

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxImporter.h"
+#include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
 #include "tools/Commands.h"
@@ -93,13 +94,8 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
 }
 
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims) {
-  std::set<std::string> symbols;
-  for (const Value *v : g.inputs())
-    for (const Dim &d : v->type().shape)
-      if (auto e = d.expr())
-        e->collectSymbols(symbols);
   std::string defaulted;
-  for (const std::string &s : symbols)
+  for (const std::string &s : inputSymbols(g))
     if (dims.emplace(s, 1).second)
       defaulted += (defaulted.empty() ? "" : " ") + std::string("--dim ") + s + "=N";
   // Every size, whether --dim bound it at import or here.

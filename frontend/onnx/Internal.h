@@ -105,9 +105,14 @@ using SymInts = std::vector<SymInt>;
 // graph, and the importer also records what each entry of the small integer
 // vectors derived from it is (ImportState::shapeValues): a number or a
 // symbolic expression; Add, Sub, Mul, Div and integer Cast of such vectors
-// compute on the expressions (`seq + 1`, `batch * heads`). Reshape and Expand then turn a symbolic
-// entry into `0` / `-1` (a dim copied from their input), so `x.view(x.size(0), -1)` imports with a
-// symbolic batch. The Shape / Gather / ... nodes become dead and are removed.
+// compute on the expressions (`seq + 1`, `batch * heads`), Equal and Where
+// pick entries (`expand(b, -1, -1)`), and a Reshape to a vector keeps them.
+// Reshape then turns an entry that is its input's dim at the same position
+// into `0` (copy) and keeps any other expression as an entry (the dim
+// itself), so `x.view(x.size(0), -1, 32)` imports with a symbolic batch;
+// Expand, ConstantOfShape and Slice take expression entries, Range a
+// symbolic limit (an iota). The Shape / Gather / ... nodes become dead and
+// are removed.
 
 /// State shared by all nodes of one import.
 struct ImportState {

@@ -63,7 +63,8 @@ struct CompileOptions {
   /// Called with one line for each specialization compiled ("compiling
   /// for batch=8, seq=128: no specialization for these sizes yet (1 of at
   /// most 8 kept)"); nullptr writes the line to stderr. Compiles never
-  /// happen silently.
+  /// happen silently. It is called with the Executable's compile lock held:
+  /// it must not run the same Executable.
   std::function<void(const std::string &)> onSpecialize;
   /// Fuse nodes into kernels; run conv/matmul/pools through oneDNN.
   bool fusion = true, libraries = true;

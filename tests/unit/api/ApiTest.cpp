@@ -234,6 +234,24 @@ TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
   EXPECT_NE(e.find("the range 5..4 of S is empty"), std::string::npos) << e;
 }
 
+TEST(ApiTest, SymbolicModelNamesTheSizesAFailedCompileWasFor) {
+  const std::string path = "/tmp/kiln-api-test-odd-" + std::to_string(::getpid()) + ".kir";
+  // reshape to [3, -1] compiles only where 4*N divides by 3.
+  std::ofstream(path) << "graph @odd(%x: f32[N,4]) -> (f32[3,?]) {\n"
+                         "  %0 = reshape(%x) {shape = [3, -1]} : f32[3,?]\n"
+                         "  return %0\n"
+                         "}\n";
+  kiln::Model model = kiln::Model::load(path);
+  std::remove(path.c_str());
+  kiln::CompileOptions options;
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable exe = kiln::compile(model, options);
+  EXPECT_EQ(exe.run({kiln::randn({3, 4}, 1)})[0].shape(), (std::vector<int64_t>{3, 4}));
+  std::string e = errorOf([&] { exe.run({kiln::randn({2, 4}, 1)}); });
+  EXPECT_NE(e.find("compiling for N=2: "), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot reshape"), std::string::npos) << e;
+}
+
 TEST(ApiTest, SymbolicModelRunsManySizesOnManyThreads) {
   kiln::Model model = symbolicModel();
   kiln::CompileOptions options;

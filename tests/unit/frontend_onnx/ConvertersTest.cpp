@@ -182,6 +182,30 @@ TEST(OnnxConvertersTest, ShapeSubgraphOverASymbolicDim) {
             "  %y = reshape(%x) {shape = [5, -1]} : f32[5,12]\n");
 }
 
+/// torch.arange(2, S, 3) and torch.triu(m, 1) for m: [S, S] with S symbolic:
+/// an iota of length max(ceil((S - 2) / 3), 0) = S/3 (sizes are >= 0), and
+/// a mask from an iota column and row (j - i > 0).
+TEST(OnnxConvertersTest, RangeAndTriluOverASymbolicLength) {
+  ModelBuilder b(17);
+  b.input("m", {std::string("S"), std::string("S")});
+  b.initInts("i0", {1}, {0});
+  b.initInts("start", {}, {2});
+  b.initInts("delta", {}, {3});
+  b.initInts("one", {}, {1});
+  b.node("Shape", {"m"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"n1"});
+  b.node("Squeeze", {"n1"}, {"n"});
+  b.node("Range", {"start", "n", "delta"}, {"r"});
+  b.node("Trilu", {"m", "one"}, {"t"});
+  b.output("r");
+  b.output("t");
+  ImportResult r = importModel(b);
+  for (const char *want : {"iota() {delta = 3.0, shape = [S/3], start = 2.0} : i64[S/3]",
+                           "iota() {shape = [S, 1]} : i64[S,1]",
+                           "iota() {axis = 1, shape = [1, S]} : i64[1,S]", "greater(%", "where("})
+    EXPECT_NE(r.text.find(want), std::string::npos) << want << "\n" << r.text << r.errors;
+}
+
 /// torch 1.13's `cls.expand(x.size(0), -1, -1)` on x: [N, 4]: the shape
 /// [N, -1, -1] is compared with -1 entry by entry (Equal), -1 entries
 /// replaced by 1 (Where), after a Reshape of the shape vector to [-1].
