@@ -161,7 +161,7 @@ def main():
                 name, sizes, r["median_s"] * 1e3, r["compile_s"], ort["median_s"][k] * 1e3),
                 file=sys.stderr)
         compile_total = sum(r["compile_s"] for _, r, _ in rows)
-        lines.append("### %s (`%s`)\n" % (name, ", ".join(
+        lines.append("### %s (exported at `%s`)\n" % (name, ", ".join(
             "%s: %s" % (i, "x".join(str(d) for d in s)) for i, _, s in MODELS[name]["inputs"])))
         lines.append("| sizes | kiln median | ORT median | kiln / ORT | kiln compile | "
                      "kiln peak RSS |")
