@@ -45,13 +45,18 @@ namespace {
 class Collect {
 public:
   DiagnosticEngine &diag() { return diag_; }
-  [[noreturn]] void raise(const std::string &fallback) {
+  /// Throws the errors collected (their messages prefixed with `context`
+  /// and ": " when it is not empty), or `fallback` when there are none.
+  [[noreturn]] void raise(const std::string &fallback, const std::string &context = "") {
     std::vector<Diagnostic> errors;
     for (const Diagnostic &d : collector_.diagnostics())
-      if (d.severity == Severity::Error)
+      if (d.severity == Severity::Error) {
         errors.push_back(d);
+        if (!context.empty())
+          errors.back().message = context + ": " + d.message;
+      }
     if (errors.empty())
-      throw Error(fallback);
+      throw Error(context.empty() ? fallback : context + ": " + fallback);
     throw Error(std::move(errors));
   }
 
@@ -148,15 +153,8 @@ Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o,
   Collect c;
   codegen::CompileReport report;
   auto exe = codegen::compile(g, o, c.diag(), &report);
-  if (failed(exe) && !context.empty()) {
-    try {
-      c.raise("cannot compile the model");
-    } catch (const Error &e) {
-      throw Error(context + ": " + e.what());
-    }
-  }
   if (failed(exe))
-    c.raise("cannot compile the model");
+    c.raise("cannot compile the model", context);
   Compiled out;
   out.info = codegen::artifactInfo(codegen::GraphPorts::of(g), **exe, report, "");
   out.exe = std::shared_ptr<const runtime::Executable>(exe.take());

@@ -66,10 +66,30 @@ std::optional<size_t> broadcastLength(std::initializer_list<const SymInts *> val
   return n;
 }
 
+/// One entry of Equal on shape values: known when both sides are, when
+/// both are one expression (true), or when an expression of sizes (>= 0)
+/// meets a negative number (false): torch 1.13's `expand(b, -1, -1)`
+/// compares [b, -1, -1] with -1 entry by entry.
+SymInt equalEntry(const SymInt &a, const SymInt &b) {
+  auto sizeVsNegative = [](const SymInt &size, const SymInt &number) {
+    return size.expr && size.expr->isProvablyNonNegative() && number.isKnown() && *number.value < 0;
+  };
+  auto x = a.asExpr(), y = b.asExpr();
+  if (a.isKnown() && b.isKnown())
+    return SymInt::of(*a.value == *b.value);
+  if (x && y && *x == *y)
+    return SymInt::of(1);
+  if (sizeVsNegative(a, b) || sizeVsNegative(b, a))
+    return SymInt::of(0);
+  return SymInt::unknown();
+}
+
 /// One entry of `a <op> b` for shape values; unknown when it has no
 /// expression (ONNX's integer Div truncates: an expression divides only
 /// when it is provably >= 0 and the divisor a positive constant).
 SymInt shapeEntry(OpKind kind, const SymInt &a, const SymInt &b) {
+  if (kind == OpKind::Equal)
+    return equalEntry(a, b);
   auto x = a.asExpr(), y = b.asExpr();
   if (!x || !y)
     return SymInt::unknown();
@@ -97,12 +117,14 @@ SymInt shapeEntry(OpKind kind, const SymInt &a, const SymInt &b) {
   return r ? SymInt::ofExpr(*r) : SymInt::unknown();
 }
 
-/// Add/Sub/Mul/Div; on shape values (Note [Shape values]) the result's
-/// entries are computed too, entry by entry with a length-1 side broadcast.
-template <OpKind Kind> Values convertShapeArith(NodeContext &ctx) {
+/// Add/Sub/Mul/Div/Equal; on shape values (Note [Shape values]) the
+/// result's entries are computed too (shapeEntry), entry by entry with a
+/// length-1 side broadcast.
+template <OpKind Kind> Values convertShapeBinary(NodeContext &ctx) {
   Value *a = ctx.input(0, "A"), *b = ctx.input(1, "B");
   Value *out = ctx.create(Kind, {a, b});
-  if (!out || constantOf(out) || !isInteger(out->type().dtype) || out->type().rank() > 1)
+  DType t = out ? out->type().dtype : DType::F32;
+  if (!out || constantOf(out) || isFloat(t) || out->type().rank() > 1)
     return {out};
   auto ea = ctx.shapeValueOf(a), eb = ctx.shapeValueOf(b);
   if (!ea || !eb)
@@ -167,42 +189,6 @@ Values convertXor(NodeContext &ctx) {
   Value *both = ctx.create(OpKind::And, {a, b});
   return {
       ctx.create(OpKind::And, {ctx.create(OpKind::Or, {a, b}), ctx.create(OpKind::Not, {both})})};
-}
-
-/// Equal; on shape values, an entry is known when both sides are, when both
-/// are one expression (true), or when an expression of sizes (>= 0) meets
-/// a negative number (false): torch 1.13's `expand(b, -1, -1)` compares
-/// [b, -1, -1] with -1 entry by entry.
-Values convertEqual(NodeContext &ctx) {
-  Value *a = ctx.input(0, "A"), *b = ctx.input(1, "B");
-  Value *out = ctx.create(OpKind::Equal, {a, b});
-  if (!out || constantOf(out) || out->type().rank() > 1)
-    return {out};
-  auto ea = ctx.shapeValueOf(a), eb = ctx.shapeValueOf(b);
-  if (!ea || !eb)
-    return {out};
-  auto n = broadcastLength({&*ea, &*eb});
-  if (!n)
-    return {out};
-  SymInts entries;
-  for (size_t i = 0; i < *n; ++i) {
-    const SymInt &x = broadcastEntry(*ea, i), &y = broadcastEntry(*eb, i);
-    auto ex = x.asExpr(), ey = y.asExpr();
-    auto sizeVsNegative = [](const SymInt &size, const SymInt &number) {
-      return size.expr && size.expr->isProvablyNonNegative() && number.isKnown() &&
-             *number.value < 0;
-    };
-    if (x.isKnown() && y.isKnown())
-      entries.push_back(SymInt::of(*x.value == *y.value));
-    else if (ex && ey && *ex == *ey)
-      entries.push_back(SymInt::of(1));
-    else if (sizeVsNegative(x, y) || sizeVsNegative(y, x))
-      entries.push_back(SymInt::of(0));
-    else
-      entries.push_back(SymInt::unknown());
-  }
-  ctx.setShapeValue(out, std::move(entries));
-  return {out};
 }
 
 /// Where; on shape values whose condition entries are all known, the
@@ -508,7 +494,7 @@ Values convertGelu(NodeContext &ctx) {
 const Converter kConverters[] = {
     {"Abs", 6, convertUnary<OpKind::Abs>},
     {"Acosh", 9, convertAcosh},
-    {"Add", 7, convertShapeArith<OpKind::Add>},
+    {"Add", 7, convertShapeBinary<OpKind::Add>},
     {"And", 7, convertBinary<OpKind::And>},
     {"Cast", 9, convertCast, checkCast},
     {"CastLike", 15, convertCastLike},
@@ -523,10 +509,10 @@ const Converter kConverters[] = {
     {"Clip", 11, convertClip},
     {"Cos", 7, convertUnary<OpKind::Cos>},
     {"Cosh", 9, convertHyperbolic<1>},
-    {"Div", 7, convertShapeArith<OpKind::Div>},
+    {"Div", 7, convertShapeBinary<OpKind::Div>},
     {"Dropout", 10, convertDropout},
     {"Elu", 6, convertElu},
-    {"Equal", 11, convertEqual},
+    {"Equal", 11, convertShapeBinary<OpKind::Equal>},
     {"Erf", 9, convertUnary<OpKind::Erf>},
     {"Exp", 6, convertUnary<OpKind::Exp>},
     {"Floor", 6, convertUnary<OpKind::Floor>},
@@ -547,7 +533,7 @@ const Converter kConverters[] = {
     {"Min", 8, convertVariadic<OpKind::Min>},
     {"Mish", 18, convertMish},
     {"Mod", 10, convertMod, checkMod},
-    {"Mul", 7, convertShapeArith<OpKind::Mul>},
+    {"Mul", 7, convertShapeBinary<OpKind::Mul>},
     {"Neg", 6, convertUnary<OpKind::Neg>},
     {"Not", 1, convertUnary<OpKind::Not>},
     {"Or", 7, convertBinary<OpKind::Or>},
@@ -565,7 +551,7 @@ const Converter kConverters[] = {
     {"Softplus", 1, convertUnary<OpKind::Softplus>},
     {"Softsign", 1, convertSoftsign},
     {"Sqrt", 6, convertUnary<OpKind::Sqrt>},
-    {"Sub", 7, convertShapeArith<OpKind::Sub>},
+    {"Sub", 7, convertShapeBinary<OpKind::Sub>},
     {"Sum", 8, convertVariadic<OpKind::Add>},
     {"Tan", 7, convertTan},
     {"Tanh", 6, convertUnary<OpKind::Tanh>},
