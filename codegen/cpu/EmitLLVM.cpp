@@ -245,6 +245,30 @@ Value *KernelEmitter::emitStageValue(const ScalarNode &n) {
   return stageValues_[static_cast<size_t>(n.slot)];
 }
 
+// Note [Rows computed by one code path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Float sum and product reductions carry `reassoc`, so LLVM may fold a row
+// in any order, and it picks the order per copy of the code: when an inner
+// loop is short enough to unroll fully, the loop vectorizer vectorizes the
+// outer loop across rows (each lane folds its row in order) while the
+// scalar remainder rows are SLP-vectorized into a tree reduction. A row's
+// bits then depend on whether it fell in the vector body, i.e. on the
+// range [begin, end) it was run in: on the thread split and on in-place
+// versus out-of-place compiles (their alias checks differ). So the outer
+// loop of a kernel with such a reduction is never vectorized, interleaved
+// or unrolled: every row runs the same code. Max and min reductions are
+// exact in any order and keep the outer vectorization (softmax over 7
+// columns: its sum stage makes it one of these kernels).
+// tests/unit/codegen_cpu: RowBitsDoNotDependOnTheRange checks it.
+bool KernelEmitter::reassociatesReductions() const {
+  for (const Stage &st : k_.stages)
+    if (st.kind == Stage::Kind::Reduce &&
+        (st.reduce == ReduceKind::Sum || st.reduce == ReduceKind::Prod) &&
+        isFloat(k_.dag.node(st.value).type))
+      return true;
+  return false;
+}
+
 // for (iv = lo; iv < hi; ++iv) with loop-carried values; returns the carried
 // values at exit. Inner loops get the schedule's vector width hint.
 std::vector<Value *> KernelEmitter::emitLoop(Value *lo, Value *hi, const std::string &name,
@@ -279,15 +303,24 @@ std::vector<Value *> KernelEmitter::emitLoop(Value *lo, Value *hi, const std::st
   for (size_t i = 0; i < phis.size(); ++i)
     phis[i]->addIncoming(next.size() == phis.size() ? next[i] : phis[i], latchBlock);
 
-  if (innerLoop && s_.vectorWidth > 0) {
-    llvm::SmallVector<llvm::Metadata *, 3> ops;
-    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, std::nullopt);
-    ops.push_back(self.get());
+  llvm::SmallVector<llvm::Metadata *, 4> ops;
+  auto hint = [&](const char *key, llvm::Constant *value) {
     ops.push_back(llvm::MDNode::get(
-        ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
-               llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(s_.vectorWidth)))}));
-    ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                                           llvm::ConstantAsMetadata::get(b_.getTrue())}));
+        ctx_, {llvm::MDString::get(ctx_, key), llvm::ConstantAsMetadata::get(value)}));
+  };
+  if (innerLoop && s_.vectorWidth > 0) {
+    hint("llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(s_.vectorWidth)));
+    hint("llvm.loop.vectorize.enable", b_.getTrue());
+  }
+  if (!innerLoop && reassociatesReductions()) {
+    // Note [Rows computed by one code path].
+    hint("llvm.loop.vectorize.enable", b_.getFalse());
+    hint("llvm.loop.interleave.count", b_.getInt32(1));
+    ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
+  }
+  if (!ops.empty()) {
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, std::nullopt);
+    ops.insert(ops.begin(), self.get());
     llvm::MDNode *loopId = llvm::MDNode::getDistinct(ctx_, ops);
     loopId->replaceOperandWith(0, loopId);
     latch->setMetadata(llvm::LLVMContext::MD_loop, loopId);

@@ -64,6 +64,8 @@ private:
   // Structure.
   using LoopBody =
       std::function<std::vector<Value *>(Value *iv, const std::vector<Value *> &carried)>;
+  /// Whether a Reduce stage folds floats with reassociation (sum, prod).
+  bool reassociatesReductions() const;
   std::vector<Value *> emitLoop(Value *lo, Value *hi, const std::string &name,
                                 const std::vector<Value *> &init, const LoopBody &body,
                                 bool innerLoop);

@@ -669,6 +669,36 @@ TEST(CpuJit, SubRangesEqualOneCall) {
     ASSERT_EQ(untouched.getDouble(i), 0.0);
 }
 
+TEST(CpuJit, RowBitsDoNotDependOnTheRange) {
+  // Note [Rows computed by one code path]: a row run alone (the scalar
+  // path) has the bits it has inside a long range (where LLVM may
+  // vectorize across rows), for float sums and products over every short
+  // row length, for softmax (a sum of exps) and at each dtype a reduction
+  // reassociates. Threads split ranges like this.
+  const int64_t rows = 41;
+  for (int64_t cols = 1; cols <= 40; ++cols) {
+    std::vector<Kernel> kernels = {softmaxKernel(rows, cols)};
+    for (DType t : {DType::F32, DType::F64})
+      for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Prod})
+        kernels.push_back(reduceKernel("rows_" + std::string(reduceKindName(kind)) + "_" +
+                                           std::string(dtypeName(t)) + "_" + std::to_string(cols),
+                                       t, kind, rows, cols));
+    for (const Kernel &k : kernels) {
+      DiagnosticEngine diag;
+      auto fn = sharedJit().compile(k, Schedule{}, diag);
+      ASSERT_TRUE(fn.succeeded()) << k.name;
+      DType t = k.inputs[0].dtype;
+      HostBuffer x = randomBuffer(t, rows * cols, -2, 2, static_cast<uint32_t>(cols));
+      int64_t outN = k.outputs[0].numElements();
+      HostBuffer whole(t, outN), alone(t, outN);
+      runKernel(*fn, {&x, &whole}, 0, rows);
+      for (int64_t r = 0; r < rows; ++r)
+        runKernel(*fn, {&x, &alone}, r, r + 1);
+      EXPECT_EQ(std::memcmp(whole.data(), alone.data(), whole.bytes.size()), 0) << k.name;
+    }
+  }
+}
+
 TEST(CpuJit, OddInnerSizes) {
   uint32_t seed = 700;
   for (int64_t inner : {1, 3, 17, 1023}) {
