@@ -132,8 +132,26 @@ Value *emitScalarAbs(KernelEmitter &e, const ScalarNode &n, Value *const *args, 
     return args[0];
   return e.builder().CreateBinaryIntrinsic(llvm::Intrinsic::abs, args[0], e.builder().getFalse());
 }
+// Note [Exp below the subnormals]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// exp(x) rounds to +0 for x < -104 (f32; exp(-104) ~ 6.8e-46 is under half
+// the least subnormal, 7.0e-46) and for x < -746 (f64). libmvec computes
+// such lanes, -inf among them, by calling scalar expf once per lane, and
+// causal attention's masked scores (-inf, or x - max with a huge
+// negative x) are half of all its exps: at sequence 512 the scalar
+// callouts took more time than the vector code. So those lanes take the
+// exp of 0 and their result is replaced by 0: the same value, in vector
+// code. NaN compares false and still gives NaN.
 Value *emitScalarExp(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
-  return e.mathCall(MathFn::Exp, n.type, args[0]);
+  if (!isFloat(n.type))
+    return e.mathCall(MathFn::Exp, n.type, args[0]);
+  llvm::IRBuilder<> &b = e.builder();
+  Value *x = args[0];
+  double lowest = n.type == DType::F64 ? -746.0 : -104.0;
+  Value *under = b.CreateFCmpOLT(x, llvm::ConstantFP::get(x->getType(), lowest));
+  Value *zero = llvm::ConstantFP::get(x->getType(), 0.0);
+  Value *r = e.mathCall(MathFn::Exp, n.type, b.CreateSelect(under, zero, x));
+  return b.CreateSelect(under, zero, r);
 }
 Value *emitScalarLog(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
   return e.mathCall(MathFn::Log, n.type, args[0]);
