@@ -11,7 +11,9 @@
 // lowering). An Executable compiled with symbols left unbound therefore
 // keeps a copy of the graph and compiles it for each run's sizes:
 //   1. bindInputs (the interpreter's own check) gives the symbols' sizes
-//      from the inputs, or one error naming the inputs that disagree;
+//      from the inputs, or one error naming the inputs that disagree,
+//      including on dims the graph assumes equal (two batch symbols that
+//      broadcast; collected once, Note [Assumed equal dims]);
 //   2. the sizes are checked against CompileOptions::dims and ::ranges;
 //   3. a specialization for those sizes is looked up (LRU, bounded by
 //      maxSpecializations) or compiled (one compile at a time; the line
@@ -175,9 +177,9 @@ class PerSize {
 public:
   PerSize(const Graph &g, codegen::CompileOptions options, const CompileOptions &api,
           std::set<std::string> symbols)
-      : graph_(g.clone()), options_(std::move(options)), ranges_(api.ranges),
-        symbols_(std::move(symbols)), maxKept_(std::max<size_t>(api.maxSpecializations, 1)),
-        log_(api.onSpecialize) {}
+      : graph_(g.clone()), assumed_(dimAssumptions(*graph_)), options_(std::move(options)),
+        ranges_(api.ranges), symbols_(std::move(symbols)),
+        maxKept_(std::max<size_t>(api.maxSpecializations, 1)), log_(api.onSpecialize) {}
 
   /// The specialization for `inputs`' sizes, compiled on first use.
   std::shared_ptr<const Compiled> forInputs(std::span<const Tensor> inputs) const {
@@ -240,7 +242,7 @@ private:
   /// The unbound symbols' sizes in `inputs`, checked; throws Error.
   Sizes sizesOf(std::span<const Tensor> inputs) const {
     Collect c;
-    auto bound = bindInputs(*graph_, inputs, c.diag());
+    auto bound = bindInputs(*graph_, inputs, c.diag(), assumed_);
     if (failed(bound))
       c.raise("the inputs do not fit the model");
     Sizes sizes;
@@ -274,6 +276,7 @@ private:
   }
 
   std::unique_ptr<Graph> graph_;
+  std::vector<DimAssumption> assumed_; // Note [Assumed equal dims] in ir/Interpreter.cpp
   codegen::CompileOptions options_;
   std::map<std::string, CompileOptions::Range> ranges_;
   std::set<std::string> symbols_;

@@ -6,8 +6,9 @@ namespace kiln {
 FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
                                               std::span<const TensorType> operandTypes,
                                               std::span<const Attribute> attrs, unsigned numResults,
-                                              const Location &loc, DiagnosticEngine &diag) {
-  OpContext ctx{info, operandTypes, attrs, numResults, loc, diag};
+                                              const Location &loc, DiagnosticEngine &diag,
+                                              std::vector<DimEquality> *assumed) {
+  OpContext ctx{info, operandTypes, attrs, numResults, loc, diag, assumed};
   int n = static_cast<int>(operandTypes.size());
   if (n < info.minOperands || (info.maxOperands != kVariadic && n > info.maxOperands)) {
     auto d = ctx.emitError();
@@ -33,11 +34,12 @@ FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
   return types;
 }
 
-FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag) {
+FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag,
+                                                  std::vector<DimEquality> *assumed) {
   std::vector<TensorType> operandTypes;
   for (Value *v : n.operands())
     operandTypes.push_back(v->type());
-  return inferTypes(n.info(), operandTypes, n.attrs(), n.numResults(), n.loc(), diag);
+  return inferTypes(n.info(), operandTypes, n.attrs(), n.numResults(), n.loc(), diag, assumed);
 }
 
 FailureOr<std::vector<Attribute>> buildAttrs(const OpInfo &info, std::vector<NamedAttr> named,

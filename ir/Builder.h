@@ -24,14 +24,17 @@ using Ints = std::vector<int64_t>;
 using Floats = std::vector<double>;
 using NamedAttr = std::pair<std::string, Attribute>;
 
-/// Runs `n`'s type inference on its operands' current types.
-FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag);
+/// Runs `n`'s type inference on its operands' current types; the dims it
+/// assumes equal are appended to `assumed` when given.
+FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag,
+                                                  std::vector<DimEquality> *assumed = nullptr);
 
 /// Runs `info`'s type inference on the given operand types and attributes.
 FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
                                               std::span<const TensorType> operandTypes,
                                               std::span<const Attribute> attrs, unsigned numResults,
-                                              const Location &loc, DiagnosticEngine &diag);
+                                              const Location &loc, DiagnosticEngine &diag,
+                                              std::vector<DimEquality> *assumed = nullptr);
 
 /// Builds the full attribute list of `info` from named attributes: defaults
 /// filled in, unknown names, wrong kinds and missing required ones reported.

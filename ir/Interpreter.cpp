@@ -9,8 +9,48 @@
 
 namespace kiln {
 
+// Note [Assumed equal dims]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Type inference meets dims it cannot compare: add(f32[n,4], f32[m,4]), a
+// matmul contracting k with k2, a concat of [b,8] and [c,8]. Rather than
+// give up (`?`, which loses the batch of everything after it), it assumes
+// them equal (OpContext::assumeEqual; broadcasting assumes neither is 1,
+// as torch.export's guards do) and the result keeps one of them. The
+// assumptions are not stored: dimAssumptions re-infers the graph and
+// collects them, so they always match the nodes a pass left. Each run
+// checks them once, in bindInputs, before any kernel runs; a broken one is
+// one error at the node naming both symbols, their sizes and the inputs
+// that bound them. `kiln inspect` lists them.
+
+std::string DimAssumption::str() const {
+  return dims.lhs.str() + " == " + dims.rhs.str();
+}
+
+std::vector<DimAssumption> dimAssumptions(const Graph &g) {
+  std::vector<DimAssumption> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  DiagnosticEngine quiet;
+  ScopedDiagnosticCollector drop(quiet); // a node that does not infer is the verifier's to report
+  for (const Node *n : g.nodes()) {
+    std::vector<DimEquality> eq;
+    (void)inferNodeTypes(*n, quiet, &eq);
+    for (DimEquality &e : eq) {
+      std::string a = e.lhs.str(), b = e.rhs.str();
+      if (seen.insert({std::min(a, b), std::max(a, b)}).second)
+        out.push_back(DimAssumption{std::move(e), n});
+    }
+  }
+  return out;
+}
+
 FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
                                                      DiagnosticEngine &diag) {
+  return bindInputs(g, inputs, diag, dimAssumptions(g));
+}
+
+FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
+                                                     DiagnosticEngine &diag,
+                                                     std::span<const DimAssumption> assumed) {
   if (inputs.size() != g.numInputs())
     return diag.emitError(Location()) << "graph '@" << g.name() << "' takes " << g.numInputs()
                                       << " input(s), got " << inputs.size();
@@ -50,7 +90,8 @@ FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<c
         if (!dim.isDynamic())
           deferred.push_back(Deferred{dim, got, what, d});
       } else {
-        auto [it, inserted] = bound.emplace(dim.symbol(), std::make_pair(got, what));
+        auto [it, inserted] =
+            bound.emplace(dim.symbol(), std::make_pair(got, what + " dim " + std::to_string(d)));
         if (!inserted && it->second.first != got) {
           diag.emitError(Location())
               << what << " has " << dim.symbol() << " = " << got << " but " << it->second.second
@@ -77,6 +118,28 @@ FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<c
     } else if (*want != e.got) {
       diag.emitError(Location()) << e.what << " has dim " << e.axis << " = " << e.got << " but "
                                  << e.dim.str() << " = " << *want;
+      ok = false;
+    }
+  }
+  if (!ok)
+    return failure();
+  // Note [Assumed equal dims].
+  auto side = [&](const Dim &d) -> std::pair<std::optional<int64_t>, std::string> {
+    std::optional<int64_t> v = evaluateDim(d, values);
+    std::string s = d.str();
+    if (!v || d.isStatic())
+      return {v, s};
+    s += " = " + std::to_string(*v);
+    if (auto it = bound.find(d.symbol()); !d.symbol().empty() && it != bound.end())
+      s += " (from " + it->second.second + ")";
+    return {v, s};
+  };
+  for (const DimAssumption &a : assumed) {
+    auto [lhs, lhsText] = side(a.dims.lhs);
+    auto [rhs, rhsText] = side(a.dims.rhs);
+    if (lhs && rhs && *lhs != *rhs) {
+      diag.emitError(a.node->loc()) << "'" << a.node->mnemonic() << "' op assumes " << a.str()
+                                    << ", but the inputs give " << lhsText << " and " << rhsText;
       ok = false;
     }
   }

@@ -19,9 +19,27 @@
 
 namespace kiln {
 
+/// A dim equality that a node's type inference assumed (DimEquality in
+/// ir/Ops.h): `n == m` of add(f32[n,4], f32[m,4]).
+struct DimAssumption {
+  DimEquality dims;
+  const Node *node;
+  /// `n == m`.
+  std::string str() const;
+};
+/// Every equality the graph's nodes assume, re-inferred from the current
+/// operand types: each pair once, with the first node that assumes it.
+std::vector<DimAssumption> dimAssumptions(const Graph &g);
+
 /// Checks `inputs` against the graph's inputs: count, dtype and shape; a
-/// symbolic dim binds to the first size seen and must agree everywhere.
+/// symbolic dim binds to the first size seen and must agree everywhere,
+/// and the bound sizes must keep every assumption of `assumed` (one error
+/// per broken one, at its node, naming the inputs that bound each side).
 /// Returns the symbols' values.
+FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
+                                                     DiagnosticEngine &diag,
+                                                     std::span<const DimAssumption> assumed);
+/// The same with the graph's own dimAssumptions.
 FailureOr<std::map<std::string, int64_t>> bindInputs(const Graph &g, std::span<const Tensor> inputs,
                                                      DiagnosticEngine &diag);
 LogicalResult checkInputs(const Graph &g, std::span<const Tensor> inputs, DiagnosticEngine &diag);

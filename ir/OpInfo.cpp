@@ -114,6 +114,11 @@ InFlightDiagnostic OpContext::emitError() const {
   return d;
 }
 
+void OpContext::assumeEqual(const Dim &a, const Dim &b) const {
+  if (assumed && a != b && !a.isDynamic() && !b.isDynamic())
+    assumed->push_back(DimEquality{a, b});
+}
+
 OpView::OpView(const Node &node) : attrs_(node.attrs()) {}
 
 } // namespace kiln

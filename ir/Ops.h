@@ -70,6 +70,15 @@ struct AttrSpec {
   const char *defaultText;
 };
 
+/// Two dims that type inference took to be equal without being able to
+/// tell: two different symbols that broadcast against each other, a
+/// matmul's contracting dims, concat's dims off the axis. The result type
+/// uses `lhs`; every run checks that the inputs bind both to one size
+/// (dimAssumptions in ir/Interpreter.h).
+struct DimEquality {
+  Dim lhs, rhs;
+};
+
 /// What a hook sees of a node: operand types, attributes, result count, and
 /// where to report errors. Built from a Node (verifier, passes) or from
 /// concrete tensors (interpreter).
@@ -81,9 +90,15 @@ struct OpContext {
   unsigned numResults;
   Location loc;
   DiagnosticEngine &diag;
+  /// Where inference records the dims it assumes equal; null when the
+  /// caller does not collect them.
+  std::vector<DimEquality> *assumed = nullptr;
 
   /// An error at the node's location, prefixed with `'mnemonic' op `.
   InFlightDiagnostic emitError() const;
+  /// Records that `a` and `b` are taken to be equal (nothing when they are
+  /// the same dim or either is `?`).
+  void assumeEqual(const Dim &a, const Dim &b) const;
   const TensorType &operandType(unsigned i) const { return operandTypes[i]; }
   unsigned numOperands() const { return static_cast<unsigned>(operandTypes.size()); }
 };

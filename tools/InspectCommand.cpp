@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "ir/Interpreter.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 #include "tools/Progress.h"
@@ -151,6 +152,10 @@ int inspectCommand(const Args &args) {
     symbols += (symbols.empty() ? "" : ", ") + s + " (" + where + ")";
   if (!symbols.empty())
     std::printf("symbols: %s\n", symbols.c_str());
+  // Note [Assumed equal dims] in ir/Interpreter.cpp: checked at every run.
+  for (const DimAssumption &a : dimAssumptions(*g))
+    std::printf("assumes: %s ('%s' at %s)\n", a.str().c_str(),
+                std::string(a.node->mnemonic()).c_str(), a.node->loc().diagPrefix().c_str());
   if (!sizes.empty())
     std::printf("sizes: %s; the plan and figures below are for these sizes\n", sizes.c_str());
   std::map<std::string, int> histogram;

@@ -33,14 +33,14 @@ FailureOr<Shape> broadcastShapes(const OpContext &ctx, std::span<const TensorTyp
         o = d;
       } else if (o.isDynamic() || d.isDynamic()) {
         o = Dim::dynamic();
-      } else if (o.symbol().empty() != d.symbol().empty()) {
-        // A symbol and an expression (`seq` and `min(seq,64)`): taken as
-        // equal, keeping the symbol; the exact rule applies once the symbols
-        // are bound (a mismatch is then the located error above).
-        if (o.symbol().empty())
-          o = d;
       } else {
-        o = Dim::dynamic(); // two different symbols (or expressions)
+        // Two different symbols or expressions (`N` and `M`, `seq` and
+        // `min(seq,64)`): assumed equal, as torch.export's guards do, not
+        // one of them 1; the result keeps a lone symbol over an expression,
+        // else the first. Runs check the assumption (DimEquality).
+        ctx.assumeEqual(o, d);
+        if (o.symbol().empty() && !d.symbol().empty())
+          o = d;
       }
     }
   }

@@ -291,12 +291,14 @@ FailureOr<Types> inferConcat(const OpContext &ctx) {
       if (d == ax)
         continue;
       const Dim &a = out[d], &b = t.shape[d];
-      if (a == b || b.isSymbolic())
+      if (a == b)
         continue;
-      if (a.isStatic())
+      if (a.isStatic() && b.isStatic())
         return ctx.emitError() << "operand " << i << " has type " << t.str()
                                << " which does not match " << first.str() << " in dim " << d;
-      out[d] = b; // a symbol meets a static size: the size wins
+      ctx.assumeEqual(a, b);
+      if (a.isSymbolic() && b.isStatic())
+        out[d] = b; // a symbol meets a static size: the size wins
     }
     axisDims.push_back(t.shape[ax]);
   }

@@ -20,7 +20,9 @@ namespace kiln::ops {
 
 /// Numpy broadcasting of operand shapes. Symbolic rules: equal dims stay;
 /// 1 yields to the other; a symbol against a static size > 1 takes the
-/// static size; two different symbols give `?`. Static mismatches are
+/// static size; two different symbols (or expressions) are assumed equal
+/// (OpContext::assumeEqual) and give the lone symbol, else the first; `?`
+/// against a symbol gives `?`. Static mismatches are
 /// reported as "operands have incompatible shapes ...".
 FailureOr<Shape> broadcastShapes(const OpContext &ctx, std::span<const TensorType> types);
 

@@ -757,6 +757,7 @@ FailureOr<std::vector<TensorType>> inferMatMul(const OpContext &ctx) {
   if (ka.isStatic() && kb.isStatic() && ka != kb)
     return ctx.emitError() << "contracting dims " << ka.size() << " and " << kb.size()
                            << " do not match in " << a.str() << " x " << b.str();
+  ctx.assumeEqual(ka, kb);
   const Shape lhsBatch(lhs.begin(), lhs.end() - 2), rhsBatch(rhs.begin(), rhs.end() - 2);
   // Report batch mismatches in terms of the operands; broadcastShapes below
   // only merges what is known to be compatible.
@@ -837,6 +838,7 @@ FailureOr<std::vector<TensorType>> inferGemm(const OpContext &ctx) {
                            << " do not match in " << a.str()
                            << " (trans_a = " << (op.trans_a() ? "true" : "false") << ") x "
                            << b.str() << " (trans_b = " << (op.trans_b() ? "true" : "false") << ")";
+  ctx.assumeEqual(ka, kb);
   Shape out{m, n};
   if (ctx.numOperands() == 3) {
     const TensorType &c = ctx.operandType(2);

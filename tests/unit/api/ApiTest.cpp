@@ -120,21 +120,27 @@ TEST(ApiTest, ErrorsAreKilnErrorsNamingTheProblem) {
             std::string::npos);
 }
 
-/// A model with a symbolic batch N and sequence S: a broadcast add, a
-/// softmax (a JIT kernel) and a matmul by a static weight (oneDNN).
-kiln::Model symbolicModel() {
-  const std::string path = "/tmp/kiln-api-test-symbolic-" + std::to_string(::getpid()) + ".kir";
-  std::ofstream(path) << "graph @sym(%x: f32[N,S,8], %y: f32[N,1,8], %w: f32[8,4]) -> "
-                         "(f32[N,S,4]) {\n"
-                         "  %0 = add(%x, %y) : f32[N,S,8]\n"
-                         "  %1 = softmax(%0) {axis = -1} : f32[N,S,8]\n"
-                         "  %2 = matmul(%1, %w) : f32[N,S,4]\n"
-                         "  %3 = relu(%2) : f32[N,S,4]\n"
-                         "  return %3\n"
-                         "}\n";
+/// A model loaded from .kir text (through a temporary file named after
+/// `stem`, removed again).
+kiln::Model modelFromText(const std::string &stem, const std::string &text) {
+  const std::string path = "/tmp/kiln-api-test-" + stem + "-" + std::to_string(::getpid()) + ".kir";
+  std::ofstream(path) << text;
   kiln::Model m = kiln::Model::load(path);
   std::remove(path.c_str());
   return m;
+}
+
+/// A model with a symbolic batch N and sequence S: a broadcast add, a
+/// softmax (a JIT kernel) and a matmul by a static weight (oneDNN).
+kiln::Model symbolicModel() {
+  return modelFromText("symbolic", "graph @sym(%x: f32[N,S,8], %y: f32[N,1,8], %w: f32[8,4]) -> "
+                                   "(f32[N,S,4]) {\n"
+                                   "  %0 = add(%x, %y) : f32[N,S,8]\n"
+                                   "  %1 = softmax(%0) {axis = -1} : f32[N,S,8]\n"
+                                   "  %2 = matmul(%1, %w) : f32[N,S,4]\n"
+                                   "  %3 = relu(%2) : f32[N,S,4]\n"
+                                   "  return %3\n"
+                                   "}\n");
 }
 
 std::vector<kiln::Tensor> symbolicInputs(int64_t n, int64_t s, uint64_t seed) {
@@ -197,6 +203,27 @@ TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
   expectClose(mine[0], interpreted(model, in)[0]);
 }
 
+TEST(ApiTest, DimsTheModelAssumesEqualAreCheckedAtEveryRun) {
+  // Two inputs with their own batch symbols, broadcast together: the model
+  // assumes B == C (Note [Assumed equal dims]) and compiles per size of both.
+  kiln::Model model = modelFromText("assumed", "graph @two(%a: f32[B,8], %b: f32[C,8]) -> "
+                                               "(f32[B,8]) {\n"
+                                               "  %0 = mul(%a, %b) : f32[B,8]\n"
+                                               "  %1 = tanh(%0) : f32[B,8]\n"
+                                               "  return %1\n"
+                                               "}\n");
+  kiln::CompileOptions options;
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable exe = kiln::compile(model, options);
+  std::vector<kiln::Tensor> in = {kiln::randn({3, 8}, 1), kiln::randn({3, 8}, 2)};
+  expectClose(exe.run(in)[0], interpreted(model, in)[0]);
+  std::string e = errorOf([&] { exe.run({kiln::randn({3, 8}, 1), kiln::randn({4, 8}, 2)}); });
+  EXPECT_NE(e.find("'mul' op assumes B == C, but the inputs give B = 3 (from input 0 ('%a') dim "
+                   "0) and C = 4 (from input 1 ('%b') dim 0)"),
+            std::string::npos)
+      << e;
+}
+
 TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
   kiln::Model model = symbolicModel();
   kiln::CompileOptions options;
@@ -207,7 +234,8 @@ TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
   std::vector<kiln::Tensor> bad = symbolicInputs(2, 3, 1);
   bad[1] = kiln::randn({5, 1, 8}, 2);
   std::string e = errorOf([&] { exe.run(bad); });
-  EXPECT_NE(e.find("input 1 ('%y') has N = 5 but input 0 ('%x') bound N = 2"), std::string::npos)
+  EXPECT_NE(e.find("input 1 ('%y') has N = 5 but input 0 ('%x') dim 0 bound N = 2"),
+            std::string::npos)
       << e;
   e = errorOf([&] { exe.run(symbolicInputs(1, 65, 1)); });
   EXPECT_NE(e.find("the inputs give S = 65, outside its range 1..64"), std::string::npos) << e;
@@ -235,14 +263,11 @@ TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
 }
 
 TEST(ApiTest, SymbolicModelNamesTheSizesAFailedCompileWasFor) {
-  const std::string path = "/tmp/kiln-api-test-odd-" + std::to_string(::getpid()) + ".kir";
   // reshape to [3, -1] compiles only where 4*N divides by 3.
-  std::ofstream(path) << "graph @odd(%x: f32[N,4]) -> (f32[3,?]) {\n"
-                         "  %0 = reshape(%x) {shape = [3, -1]} : f32[3,?]\n"
-                         "  return %0\n"
-                         "}\n";
-  kiln::Model model = kiln::Model::load(path);
-  std::remove(path.c_str());
+  kiln::Model model = modelFromText("odd", "graph @odd(%x: f32[N,4]) -> (f32[3,?]) {\n"
+                                           "  %0 = reshape(%x) {shape = [3, -1]} : f32[3,?]\n"
+                                           "  return %0\n"
+                                           "}\n");
   kiln::CompileOptions options;
   options.onSpecialize = [](const std::string &) {};
   kiln::Executable exe = kiln::compile(model, options);

@@ -72,7 +72,56 @@ TEST(InterpreterTest, SymbolsMustBindConsistently) {
   std::vector<Tensor> in = {Tensor::zeros(DType::F32, {2}), Tensor::zeros(DType::F32, {3})};
   EXPECT_TRUE(interpret(*m->graphs()[0], in, diag).failed());
   ASSERT_EQ(c.diagnostics().size(), 1u);
-  EXPECT_EQ(c.diagnostics()[0].message, "input 1 ('%b') has N = 3 but input 0 ('%a') bound N = 2");
+  EXPECT_EQ(c.diagnostics()[0].message,
+            "input 1 ('%b') has N = 3 but input 0 ('%a') dim 0 bound N = 2");
+}
+
+TEST(InterpreterTest, AssumedEqualDimsAreCheckedOncePerRun) {
+  // Note [Assumed equal dims]: broadcasting N against M, a matmul
+  // contracting K with K2 and a concat's B against C are assumed equal,
+  // the results keep the first; the inputs must bind them alike.
+  auto m = parse(
+      R"(graph @g(%a: f32[N,4], %b: f32[M,4], %x: f32[2,K], %w: f32[K2,3], %c: f32[B,8], %d: f32[C,8]) -> (f32[N,4], f32[N,4], f32[2,3], f32[B,16]) {
+  %0 = add(%a, %b) : f32[N,4]
+  %1 = mul(%a, %b) : f32[N,4]
+  %2 = matmul(%x, %w) : f32[2,3]
+  %3 = concat(%c, %d) {axis = 1} : f32[B,16]
+  return %0, %1, %2, %3
+}
+)");
+  ASSERT_TRUE(m);
+  const Graph &g = *m->graphs()[0];
+  std::vector<DimAssumption> assumed = dimAssumptions(g);
+  std::vector<std::string> texts;
+  for (const DimAssumption &a : assumed)
+    texts.push_back(a.str() + " by " + std::string(a.node->mnemonic()));
+  // add and mul assume the same pair: listed once, with the first node.
+  EXPECT_EQ(texts,
+            (std::vector<std::string>{"N == M by add", "K == K2 by matmul", "B == C by concat"}));
+
+  auto run = [&](int64_t n, int64_t mm, int64_t k, int64_t k2, int64_t b, int64_t c) {
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    std::vector<Tensor> in = {Tensor::zeros(DType::F32, {n, 4}), Tensor::zeros(DType::F32, {mm, 4}),
+                              Tensor::zeros(DType::F32, {2, k}), Tensor::zeros(DType::F32, {k2, 3}),
+                              Tensor::zeros(DType::F32, {b, 8}), Tensor::zeros(DType::F32, {c, 8})};
+    bool ok = interpret(g, in, diag).succeeded();
+    std::vector<std::string> messages;
+    for (const Diagnostic &d : collect.diagnostics())
+      messages.push_back(d.message);
+    return std::make_pair(ok, messages);
+  };
+  EXPECT_TRUE(run(3, 3, 5, 5, 2, 2).first);
+  auto [ok, messages] = run(2, 3, 5, 6, 2, 2);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(messages, (std::vector<std::string>{
+                          "'add' op assumes N == M, but the inputs give N = 2 (from input 0 ('%a') "
+                          "dim 0) and M = 3 (from input 1 ('%b') dim 0)",
+                          "'matmul' op assumes K == K2, but the inputs give K = 5 (from input 2 "
+                          "('%x') dim 1) and K2 = 6 (from input 3 ('%w') dim 0)"}));
+  // Broadcasting a 1 is refused too: the assumption is equality.
+  EXPECT_FALSE(run(3, 1, 5, 5, 2, 2).first);
+  EXPECT_FALSE(run(3, 3, 5, 5, 2, 4).first);
 }
 
 TEST(InterpreterTest, ExpressionDimsAreCheckedAgainstTheBoundSymbols) {
