@@ -33,6 +33,7 @@
 
 #include "ir/Interpreter.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -217,11 +218,14 @@ public:
   const std::set<std::string> &symbols() const { return symbols_; }
 
   std::vector<Sizes> kept() const {
-    std::lock_guard<std::mutex> lock(mutex_);
     std::vector<Sizes> out;
-    for (const auto &[sizes, compiled] : kept_)
+    for (const auto &[sizes, compiled] : keptCompiled())
       out.push_back(sizes);
     return out;
+  }
+  std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>> keptCompiled() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {kept_.begin(), kept_.end()};
   }
 
   std::string summary() const {
@@ -307,17 +311,50 @@ bool hasAnonymousDim(const Graph &g) {
 
 } // namespace
 
+/// "batch=1, seq=5" back into sizes (the labels of a size set).
+Sizes parseSizes(const std::string &text) {
+  Sizes out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(", ", at);
+    if (end == std::string::npos)
+      end = text.size();
+    const std::string item = text.substr(at, end - at);
+    if (size_t eq = item.find('='); eq != std::string::npos)
+      out[item.substr(0, eq)] = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
+    at = end + 2;
+  }
+  return out;
+}
+
 struct Executable::Impl {
-  /// Compiled for one size; or null with `perSize` set.
+  /// Compiled for one size (a loaded size set's first); null with `perSize`.
   std::shared_ptr<const Compiled> one;
   std::unique_ptr<PerSize> perSize;
+  /// A loaded size set of more than one size (runtime/artifact/Artifact.h).
+  std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>> set;
 
   const Compiled &forInputs(std::span<const Tensor> inputs,
                             std::shared_ptr<const Compiled> &hold) const {
-    if (!perSize)
+    if (perSize) {
+      hold = perSize->forInputs(inputs);
+      return *hold;
+    }
+    if (set.empty())
       return *one;
-    hold = perSize->forInputs(inputs);
-    return *hold;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.shape());
+    std::string given, sizes;
+    for (const auto &[s, compiled] : set) {
+      if (compiled->exe->takesShapes(shapes))
+        return *compiled;
+      sizes += (sizes.empty() ? "" : "; ") + sizesStr(s);
+    }
+    for (const Tensor &t : inputs)
+      given += (given.empty() ? "" : ", ") + t.type().str();
+    throw Error("no size of this size set fits the inputs (" + given + "); it was compiled for " +
+                sizes);
   }
 };
 
@@ -354,23 +391,45 @@ Executable compile(const Model &model, const CompileOptions &options) {
 }
 
 Executable Executable::load(const std::string &path) {
-  auto compiled = std::make_shared<Compiled>();
-  std::unique_ptr<runtime::Executable> exe;
-  if (runtime::Status st = runtime::loadArtifact(path, exe, &compiled->info); !st.ok())
+  std::vector<runtime::ArtifactSetMember> members;
+  if (runtime::Status st = runtime::loadArtifactSet(path, members); !st.ok())
     throw Error(st.error);
-  compiled->exe = std::move(exe);
   auto impl = std::make_shared<Impl>();
-  impl->one = std::move(compiled);
+  for (runtime::ArtifactSetMember &m : members) {
+    auto compiled = std::make_shared<Compiled>();
+    compiled->exe = std::move(m.exe);
+    compiled->info = std::move(m.info);
+    if (members.size() > 1)
+      impl->set.emplace_back(parseSizes(m.sizes), compiled);
+    if (!impl->one)
+      impl->one = std::move(compiled);
+  }
   Executable e;
   e.impl_ = std::move(impl);
   return e;
 }
 
 void Executable::save(const std::string &path) const {
-  if (impl_->perSize)
-    throw Error("cannot save a model that compiles per size (" + impl_->perSize->summary() +
-                "): an artifact holds one size; compile with every symbol in "
-                "CompileOptions::dims");
+  if (impl_->perSize || !impl_->set.empty()) {
+    // A size set of the specializations kept (Note [Size sets]).
+    auto kept = impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set;
+    if (kept.empty())
+      throw Error("cannot save a model that compiles per size before it has run (" +
+                  impl_->perSize->summary() +
+                  "): run it at each size to keep, then save; or compile with every symbol "
+                  "in CompileOptions::dims");
+    std::sort(kept.begin(), kept.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::vector<std::string> labels;
+    for (const auto &[sizes, compiled] : kept)
+      labels.push_back(sizesStr(sizes));
+    std::vector<runtime::ArtifactSetEntry> entries;
+    for (size_t i = 0; i < kept.size(); ++i)
+      entries.push_back({labels[i], kept[i].second->exe.get(), &kept[i].second->info});
+    if (runtime::Status st = runtime::saveArtifactSet(entries, path); !st.ok())
+      throw Error(st.error);
+    return;
+  }
   if (runtime::Status st = runtime::saveArtifact(*impl_->one->exe, impl_->one->info, path);
       !st.ok())
     throw Error(st.error);
@@ -423,10 +482,23 @@ std::vector<PortInfo> Executable::outputs() const {
                         : portsOf(impl_->one->info.outputs);
 }
 std::string Executable::summary() const {
-  return impl_->perSize ? impl_->perSize->summary() : impl_->one->info.summary;
+  if (impl_->perSize)
+    return impl_->perSize->summary();
+  if (impl_->set.empty())
+    return impl_->one->info.summary;
+  std::string s = "a size set of " + std::to_string(impl_->set.size()) + " sizes (";
+  for (size_t i = 0; i < impl_->set.size(); ++i)
+    s +=
+        (i ? "; " : "") + sizesStr(impl_->set[i].first) + ": " + impl_->set[i].second->info.summary;
+  return s + ")";
 }
 std::vector<std::map<std::string, int64_t>> Executable::specializations() const {
-  return impl_->perSize ? impl_->perSize->kept() : std::vector<std::map<std::string, int64_t>>{};
+  if (impl_->perSize)
+    return impl_->perSize->kept();
+  std::vector<std::map<std::string, int64_t>> out;
+  for (const auto &[sizes, compiled] : impl_->set)
+    out.push_back(sizes);
+  return out;
 }
 
 } // namespace kiln

@@ -180,6 +180,15 @@ enum ArgKind : uint8_t { kAbsolute, kArena, kInput, kOutputBlock };
 Executable::Executable() : pools_(std::make_shared<Pools>()) {}
 Executable::~Executable() = default;
 
+bool Executable::takesShapes(std::span<const std::vector<int64_t>> shapes) const {
+  if (shapes.size() != numInputs_)
+    return false;
+  for (size_t i = 0; i < numInputs_; ++i)
+    if (buffers_[static_cast<size_t>(inputIds_[i])].shape != shapes[i])
+      return false;
+  return true;
+}
+
 int32_t Executable::addInput(DType dtype, std::vector<int64_t> shape, std::string name) {
   BufferDesc b;
   b.kind = BufferDesc::Kind::Input;

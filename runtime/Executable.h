@@ -281,6 +281,8 @@ public:
   const std::vector<Step> &steps() const { return steps_; }
   const std::vector<int32_t> &outputs() const { return outputs_; }
   size_t numInputs() const { return numInputs_; }
+  /// Whether the inputs have exactly `shapes`, in input order.
+  bool takesShapes(std::span<const std::vector<int64_t>> shapes) const;
   int defaultThreads() const { return defaultThreads_; }
   const TargetInfo &target() const { return target_; }
   /// The thread count a run with `requested` threads uses (>= 1).

@@ -227,26 +227,20 @@ int benchCommand(const Args &args) {
   LoadedModel model;
   Graph *g = nullptr;
   const auto loadStart = Clock::now();
+  // An artifact, possibly a size set: --data's inputs pick the size, else
+  // the set's first.
+  std::vector<runtime::ArtifactSetMember> sizeSet;
   if (isArtifact) {
-    runtime::ArtifactInfo info;
-    if (runtime::Status st = runtime::loadArtifact(file, exe, &info); !st.ok()) {
+    if (runtime::Status st = runtime::loadArtifactSet(file, sizeSet); !st.ok()) {
       std::fprintf(stderr, "kiln bench: error: %s\n", st.error.c_str());
       return 1;
     }
     loadSeconds = secondsSince(loadStart);
-    for (const runtime::ArtifactPort &p : info.inputs) {
+    for (const runtime::ArtifactPort &p : sizeSet.front().info.inputs) {
       inputTypes.emplace_back(p.dtype, p.dims);
       inputNames.push_back(p.name);
     }
-    numOutputs = info.outputs.size();
-    for (const runtime::Step &st : exe->steps()) {
-      report.numKernels += st.kind == runtime::Step::Kind::Kernel;
-      report.numLibraryCalls += st.kind == runtime::Step::Kind::Extern;
-    }
-    report.target = "--cpu " + info.target.requested + " (cpu " + info.target.cpu + ", artifact)";
-    report.memory.arenaBytes = exe->arenaBytes();
-    report.memory.outputBytes = exe->outputBlockBytes();
-    report.memory.constantBytes = info.constantBytes;
+    numOutputs = sizeSet.front().info.outputs.size();
   } else {
     auto loaded = loadModel(file, graphName, options.dims, diag);
     if (failed(loaded))
@@ -302,6 +296,24 @@ int benchCommand(const Args &args) {
     inputs = randomTensors(inputTypes, 1234);
   }
 
+  if (isArtifact) {
+    const int k = pickSetMember("kiln bench", file, sizeSet, inputs);
+    if (k < 0)
+      return 1;
+    runtime::ArtifactSetMember &m = sizeSet[static_cast<size_t>(k)];
+    exe = std::move(m.exe);
+    for (const runtime::Step &st : exe->steps()) {
+      report.numKernels += st.kind == runtime::Step::Kind::Kernel;
+      report.numLibraryCalls += st.kind == runtime::Step::Kind::Extern;
+    }
+    const runtime::ArtifactInfo &info = m.info;
+    report.target = "--cpu " + info.target.requested + " (cpu " + info.target.cpu + ", artifact)";
+    report.memory.arenaBytes = exe->arenaBytes();
+    report.memory.outputBytes = exe->outputBlockBytes();
+    report.memory.constantBytes = info.constantBytes;
+    if (sizeSet.size() > 1)
+      sizes = m.sizes + " (of " + std::to_string(sizeSet.size()) + " in the set)";
+  }
   if (g) {
     const auto compileStart = Clock::now();
     // The compiler takes the graph over (see compile(std::unique_ptr<Graph>)).

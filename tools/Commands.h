@@ -10,6 +10,7 @@
 #include "codegen/Compiler.h"
 #include "ir/Compare.h"
 #include "ir/Graph.h"
+#include "runtime/artifact/Artifact.h"
 
 #include <map>
 #include <memory>
@@ -46,6 +47,12 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
 
 /// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
 FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag);
+/// The member of a loaded size set (runtime/artifact/Artifact.h) whose
+/// inputs have `inputs`' shapes: for a lone artifact always it (its run
+/// reports a wrong input); for a set, -1 with one error on stderr, from
+/// `cmd`, naming `file`, the inputs and the sizes the set has.
+int pickSetMember(const char *cmd, const std::string &file,
+                  std::span<const runtime::ArtifactSetMember> set, std::span<const Tensor> inputs);
 /// DIR/stem_K.pb, else DIR/stem_K.npy; empty when neither exists.
 std::string findDataFile(const std::string &dir, const std::string &stem, size_t k);
 /// Random inputs for `g`: floats uniform in [-1, 1], integers in [0, 4),

@@ -23,10 +23,12 @@
 #include "tools/Commands.h"
 #include "tools/Progress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -38,6 +40,9 @@ const char kCompileUsageHead[] =
     "  --graph NAME            the graph to compile (default: the first)\n"
     "  -o FILE, --output FILE  save the compiled model as an artifact (.kiln) that\n"
     "                          kiln run/bench/inspect and the runtime load without LLVM\n"
+    "  --dim SYM=A,B,...       with -o: compile at each listed size (every combination\n"
+    "                          of the listed symbols) into one artifact, a size set;\n"
+    "                          a run picks the size its inputs have\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
     "                          optimization) or llvm-opt (after O3); repeatable\n"
@@ -57,6 +62,111 @@ void printCompileUsage(FILE *f) {
   std::fputs(kToleranceUsage, f);
 }
 
+/// `--dim SYM=A,B,...`: the symbols compiled at several sizes.
+using SizeLists = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+bool parseSizeList(const std::string &value, SizeLists &lists) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    std::fprintf(stderr, "kiln compile: error: --dim expects SYM=A,B,..., got '%s'\n",
+                 value.c_str());
+    return false;
+  }
+  const std::string sym = value.substr(0, eq);
+  for (const auto &[name, sizes] : lists)
+    if (name == sym) {
+      std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
+      return false;
+    }
+  std::vector<int64_t> sizes;
+  std::string rest = value.substr(eq + 1);
+  for (size_t start = 0; start <= rest.size();) {
+    size_t comma = rest.find(',', start);
+    if (comma == std::string::npos)
+      comma = rest.size();
+    int64_t n;
+    if (!parseIntArg("kiln compile", "--dim " + sym, rest.substr(start, comma - start), 0,
+                     int64_t(1) << 40, n))
+      return false;
+    if (std::find(sizes.begin(), sizes.end(), n) != sizes.end()) {
+      std::fprintf(stderr, "kiln compile: error: --dim %s lists %lld twice\n", sym.c_str(),
+                   static_cast<long long>(n));
+      return false;
+    }
+    sizes.push_back(n);
+    start = comma + 1;
+  }
+  lists.emplace_back(sym, std::move(sizes));
+  return true;
+}
+
+/// Every combination of `lists` added to `fixed`, the first symbol slowest.
+std::vector<std::map<std::string, int64_t>>
+combinations(const SizeLists &lists, const std::map<std::string, int64_t> &fixed) {
+  std::vector<std::map<std::string, int64_t>> out{fixed};
+  for (const auto &[sym, sizes] : lists) {
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto &partial : out)
+      for (int64_t n : sizes) {
+        next.push_back(partial);
+        next.back()[sym] = n;
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string sizesText(const std::map<std::string, int64_t> &dims) {
+  std::string s;
+  for (const auto &[name, n] : dims)
+    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(n);
+  return s;
+}
+
+/// `kiln compile MODEL --dim SYM=A,B,... -o FILE`: one compile per
+/// combination of sizes, saved as a size set (runtime/artifact/Artifact.h).
+int compileSizeSet(const std::string &file, const std::string &graphName,
+                   const codegen::CompileOptions &options, const SizeLists &lists,
+                   const std::string &outputPath) {
+  std::vector<std::unique_ptr<runtime::Executable>> exes;
+  std::vector<runtime::ArtifactInfo> infos;
+  std::vector<std::string> labels;
+  for (const std::map<std::string, int64_t> &dims : combinations(lists, options.dims)) {
+    DiagnosticEngine diag;
+    installStderrHandler(diag);
+    auto model = loadModel(file, graphName, dims, diag);
+    if (failed(model))
+      return 1;
+    codegen::CompileOptions o = options;
+    o.dims = dims;
+    codegen::CompileReport report;
+    std::optional<CompileProgress> progress(std::in_place, file);
+    auto exe = codegen::compile(*model->graph, o, diag, &report);
+    progress.reset();
+    if (failed(exe)) {
+      std::fprintf(stderr, "kiln compile: error: compiling for %s failed\n",
+                   sizesText(dims).c_str());
+      return 1;
+    }
+    labels.push_back(sizesText(dims));
+    std::printf("size %s: %s\n", labels.back().c_str(), report.summary().c_str());
+    infos.push_back(codegen::artifactInfo(codegen::GraphPorts::of(*model->graph), **exe, report,
+                                          std::filesystem::path(file).filename().string()));
+    exes.push_back(exe.take());
+  }
+  std::vector<runtime::ArtifactSetEntry> entries;
+  for (size_t i = 0; i < exes.size(); ++i)
+    entries.push_back({labels[i], exes[i].get(), &infos[i]});
+  if (runtime::Status st = runtime::saveArtifactSet(entries, outputPath); !st.ok()) {
+    std::fprintf(stderr, "kiln compile: error: %s\n", st.error.c_str());
+    return 1;
+  }
+  std::error_code ec;
+  std::printf("artifact: %s (%zu sizes, %ju bytes)\n", outputPath.c_str(), exes.size(),
+              static_cast<uintmax_t>(std::filesystem::file_size(outputPath, ec)));
+  return 0;
+}
+
 double secondsOf(const std::function<bool()> &fn, bool &ok) {
   const auto t0 = std::chrono::steady_clock::now();
   ok = fn();
@@ -72,9 +182,16 @@ int compileCommand(const Args &args) {
   bool printSteps = false, reportMemory = false;
   int profileRuns = 0;
   CheckFlags checks;
+  SizeLists sizeLists;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
+    if (size_t j = i; matchFlag(args, j, "--dim", v) && v.find(',') != std::string::npos) {
+      if (!parseSizeList(v, sizeLists))
+        return 2;
+      i = j;
+      continue;
+    }
     FlagMatch m = matchCompileFlag("kiln compile", args, i, options);
     if (m == FlagMatch::No)
       m = matchCheckFlag("kiln compile", args, i, checks);
@@ -152,6 +269,23 @@ int compileCommand(const Args &args) {
                  "artifact\n",
                  file.c_str());
     return 1;
+  }
+  if (!sizeLists.empty()) {
+    for (const auto &[sym, sizes] : sizeLists)
+      if (options.dims.count(sym)) {
+        std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
+        return 2;
+      }
+    if (outputPath.empty() || checks.check || checks.each || profileRuns > 0 || printSteps ||
+        reportMemory || options.explain || options.emitKernels || options.emitLLVM ||
+        options.emitLLVMOptimized) {
+      std::fprintf(stderr, "kiln compile: error: --dim SYM=A,B,... compiles a size set: it "
+                           "needs -o FILE and takes none of --check, --profile, --emit, "
+                           "--steps, --report-memory, --explain-fusion (compile one size "
+                           "with --dim SYM=N for those)\n");
+      return 2;
+    }
+    return compileSizeSet(file, graphName, options, sizeLists, outputPath);
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);

@@ -17,6 +17,7 @@
 #include "tools/Progress.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -47,34 +48,47 @@ std::string portString(const runtime::ArtifactPort &p) {
   return s + "]";
 }
 
-/// `kiln inspect ART.kiln`: what the artifact says about itself.
+/// `kiln inspect ART.kiln`: what the artifact says about itself; for a size
+/// set, each of its sizes.
 int inspectArtifact(const std::string &file, bool steps) {
-  std::unique_ptr<runtime::Executable> exe;
-  runtime::ArtifactInfo info;
-  if (runtime::Status st = runtime::loadArtifact(file, exe, &info); !st.ok()) {
+  std::vector<runtime::ArtifactSetMember> set;
+  if (runtime::Status st = runtime::loadArtifactSet(file, set); !st.ok()) {
     std::fprintf(stderr, "kiln inspect: error: %s\n", st.error.c_str());
     return 1;
   }
+  const runtime::ArtifactInfo &first = set.front().info;
   std::printf("artifact: %s, compiled from %s by Kiln %s (%s)\n", file.c_str(),
-              info.model.empty() ? "?" : info.model.c_str(), info.kilnVersion.c_str(),
-              info.dnnlVersion.c_str());
-  for (const runtime::ArtifactPort &p : info.inputs)
-    std::printf("  input  %%%s : %s\n", p.name.c_str(), portString(p).c_str());
-  for (const runtime::ArtifactPort &p : info.outputs)
-    std::printf("  output %%%s : %s\n", p.name.c_str(), portString(p).c_str());
-  std::printf("compiled: %s\n", info.summary.c_str());
-  std::printf("target: --cpu %s (cpu %s, oneDNN ISA %s)\n", info.target.requested.c_str(),
-              info.target.cpu.c_str(),
-              info.target.dnnlIsa.empty()    ? "unused"
-              : info.target.dnnlIsa == "all" ? "uncapped"
-                                             : info.target.dnnlIsa.c_str());
-  std::printf("file: %s: constants %s, machine code %s (%zu kernels), %zu steps\n",
-              formatBytes(info.fileBytes).c_str(), formatBytes(info.constantBytes).c_str(),
-              formatBytes(info.codeBytes).c_str(), info.numKernels, info.numSteps);
-  std::printf("memory: arena %s, output block %s\n", formatBytes(exe->arenaBytes()).c_str(),
-              formatBytes(exe->outputBlockBytes()).c_str());
-  if (steps)
-    std::printf("// steps\n%s", exe->describe().c_str());
+              first.model.empty() ? "?" : first.model.c_str(), first.kilnVersion.c_str(),
+              first.dnnlVersion.c_str());
+  if (set.size() > 1) {
+    std::error_code ec;
+    std::printf("sizes: %zu in one file of %s (a size set; a run picks the size its inputs "
+                "have): %s\n",
+                set.size(), formatBytes(std::filesystem::file_size(file, ec)).c_str(),
+                runtime::setSizesList(set).c_str());
+  }
+  for (const runtime::ArtifactSetMember &m : set) {
+    const runtime::ArtifactInfo &info = m.info;
+    if (set.size() > 1)
+      std::printf("// size %s\n", m.sizes.c_str());
+    for (const runtime::ArtifactPort &p : info.inputs)
+      std::printf("  input  %%%s : %s\n", p.name.c_str(), portString(p).c_str());
+    for (const runtime::ArtifactPort &p : info.outputs)
+      std::printf("  output %%%s : %s\n", p.name.c_str(), portString(p).c_str());
+    std::printf("compiled: %s\n", info.summary.c_str());
+    std::printf("target: --cpu %s (cpu %s, oneDNN ISA %s)\n", info.target.requested.c_str(),
+                info.target.cpu.c_str(),
+                info.target.dnnlIsa.empty()    ? "unused"
+                : info.target.dnnlIsa == "all" ? "uncapped"
+                                               : info.target.dnnlIsa.c_str());
+    std::printf("file: %s: constants %s, machine code %s (%zu kernels), %zu steps\n",
+                formatBytes(info.fileBytes).c_str(), formatBytes(info.constantBytes).c_str(),
+                formatBytes(info.codeBytes).c_str(), info.numKernels, info.numSteps);
+    std::printf("memory: arena %s, output block %s\n", formatBytes(m.exe->arenaBytes()).c_str(),
+                formatBytes(m.exe->outputBlockBytes()).c_str());
+    if (steps)
+      std::printf("// steps\n%s", m.exe->describe().c_str());
+  }
   return 0;
 }
 

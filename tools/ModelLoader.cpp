@@ -40,6 +40,22 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
   return m;
 }
 
+int pickSetMember(const char *cmd, const std::string &file,
+                  std::span<const runtime::ArtifactSetMember> set, std::span<const Tensor> inputs) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::string given;
+  for (const Tensor &t : inputs) {
+    shapes.push_back(t.shape());
+    given += (given.empty() ? "" : ", ") + t.type().str();
+  }
+  int k = runtime::findSetMember(set, shapes);
+  if (k >= 0 || set.size() == 1)
+    return std::max(k, 0);
+  std::fprintf(stderr, "%s: error: no size of '%s' fits the inputs (%s); it was compiled for %s\n",
+               cmd, file.c_str(), given.c_str(), runtime::setSizesList(set).c_str());
+  return -1;
+}
+
 FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag) {
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".pb") == 0)
     return readOnnxTensorFile(path, diag);

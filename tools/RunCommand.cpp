@@ -160,6 +160,9 @@ int runCommand(const Args &args) {
   // An artifact: compiled already; its signature stands in for the graph.
   std::unique_ptr<runtime::Executable> exe;
   runtime::ArtifactInfo artifact;
+  // A size set's members (runtime/artifact/Artifact.h); a lone artifact is
+  // a set of one. The inputs pick the member that runs.
+  std::vector<runtime::ArtifactSetMember> sizeSet;
   const bool isArtifact = runtime::isArtifactFile(file);
   if (isArtifact) {
     if (!onlyThreadsForArtifact("kiln run", copts, file))
@@ -171,10 +174,11 @@ int runCommand(const Args &args) {
                    file.c_str());
       return 2;
     }
-    if (runtime::Status st = runtime::loadArtifact(file, exe, &artifact); !st.ok()) {
+    if (runtime::Status st = runtime::loadArtifactSet(file, sizeSet); !st.ok()) {
       std::fprintf(stderr, "kiln run: error: %s\n", st.error.c_str());
       return 1;
     }
+    artifact = sizeSet.front().info;
     compiled = true;
   }
   bool isOnnx = isOnnxPath(file);
@@ -197,7 +201,10 @@ int runCommand(const Args &args) {
   if (isArtifact) {
     for (const runtime::ArtifactPort &p : artifact.inputs) {
       inputNames.push_back(p.name);
-      inputTypes.push_back(runtime::typeString(p.dtype, p.dims));
+      inputTypes.push_back(runtime::typeString(p.dtype, p.dims) +
+                           (sizeSet.size() > 1 ? " or another size of the set (" +
+                                                     runtime::setSizesList(sizeSet) + ")"
+                                               : ""));
     }
     for (const runtime::ArtifactPort &p : artifact.outputs)
       outputNames.push_back(p.name);
@@ -274,6 +281,17 @@ int runCommand(const Args &args) {
   }
   if (!ok)
     return 1;
+
+  if (isArtifact) {
+    const int k = pickSetMember("kiln run", file, sizeSet, values);
+    if (k < 0)
+      return 1;
+    exe = std::move(sizeSet[static_cast<size_t>(k)].exe);
+    artifact = sizeSet[static_cast<size_t>(k)].info;
+    if (sizeSet.size() > 1)
+      std::printf("size: %s (of %zu in the set)\n", sizeSet[static_cast<size_t>(k)].sizes.c_str(),
+                  sizeSet.size());
+  }
 
   // The compiled path: bind the graph's symbolic dims from the inputs given,
   // compile once, then run.

@@ -115,13 +115,15 @@ private:
 /// CompileOptions::ranges.
 class Executable {
 public:
-  /// Loads an artifact written by save() or `kiln compile -o`.
+  /// Loads an artifact written by save() or `kiln compile -o`; a size set
+  /// (several sizes in one file) runs whichever of its sizes the inputs
+  /// have, without compiling.
   static Executable load(const std::string &path);
 
   /// Writes the compiled model as an artifact (atomically: a failed save
   /// leaves what was at `path`). A model with a step run by a reference
-  /// kernel cannot be saved, nor can one that compiles per size (an
-  /// artifact holds one size: compile with every symbol in `dims`).
+  /// kernel cannot be saved. One that compiles per size writes the
+  /// specializations kept so far as a size set (an error before any run).
   void save(const std::string &path) const;
 
   /// Runs on `inputs` (in input order; their bytes are read in place, not
@@ -138,8 +140,9 @@ public:
   /// per size, "compiles per size of batch, seq; 2 specializations kept
   /// (batch=1, seq=5: ...; batch=3, seq=17: ...)".
   std::string summary() const;
-  /// The sizes of the specializations kept, least recently used first
-  /// (empty for an Executable compiled for one size).
+  /// The sizes of the specializations kept, least recently used first, or
+  /// of a loaded size set's members (empty for an Executable compiled for
+  /// one size).
   std::vector<std::map<std::string, int64_t>> specializations() const;
 
   Executable(const Executable &) = default;

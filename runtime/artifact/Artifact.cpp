@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #ifndef KILN_VERSION_STRING
@@ -26,6 +27,8 @@ namespace kiln::runtime {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+constexpr char kSetMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'T', '\0'};
+constexpr uint32_t kSetFormatVersion = 1;
 /// Bumped by any change of the layout or of Artifact.proto that is not a
 /// pure addition.
 constexpr uint32_t kFormatVersion = 1;
@@ -42,6 +45,22 @@ struct Header {
   uint64_t reserved;
 };
 static_assert(sizeof(Header) == kHeaderBytes);
+
+/// The header of a size set; the table (SizeSet in Artifact.proto) follows
+/// the last member.
+struct SetHeader {
+  char magic[8];
+  uint32_t format;
+  uint32_t count;
+  uint64_t tableOffset, tableBytes;
+  uint64_t checksum; ///< Hasher over this header (this field read as 0) and the table
+  uint64_t reserved[3];
+};
+static_assert(sizeof(SetHeader) == kHeaderBytes);
+
+bool isSetMagic(const void *base, size_t size) {
+  return size >= 8 && std::memcmp(base, kSetMagic, 8) == 0;
+}
 
 size_t alignUp(size_t v, size_t a) {
   return (v + a - 1) / a * a;
@@ -173,12 +192,16 @@ bool isArtifactFile(const std::string &path) {
   if (!f)
     return false;
   char magic[8] = {};
-  const bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kMagic, 8) == 0;
+  const bool ok = std::fread(magic, 1, 8, f) == 8 &&
+                  (std::memcmp(magic, kMagic, 8) == 0 || std::memcmp(magic, kSetMagic, 8) == 0);
   std::fclose(f);
   return ok;
 }
 
-Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::string &path) {
+namespace {
+
+/// Writes the artifact of `exe` at `fd`'s position; `written` gets its size.
+Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, uint64_t &written) {
   if (!exe.finalized())
     return Status::failure("the executable is not finalized");
   artifact::Artifact meta;
@@ -328,9 +351,18 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
     return Status::success();
   });
   h.checksum = hasher.finish();
+  Status st = writeAll(fd, &h, sizeof(h));
+  if (st.ok())
+    st = forEachPiece([&](const void *p, size_t n) { return writeAll(fd, p, n); });
+  written = h.dataOffset + h.dataBytes;
+  return st;
+}
 
-  // Temporary file next to `path`, renamed over it once complete; created
-  // 0666 so that the process's umask applies (mkstemp would make it 0600).
+/// Creates `path` through a temporary file next to it that `write` fills
+/// and that is renamed over `path` once complete (a failure leaves what was
+/// there); created 0666 so that the process's umask applies (mkstemp would
+/// make it 0600).
+Status writeFileAtomically(const std::string &path, const std::function<Status(int fd)> &write) {
   static std::atomic<unsigned> counter{0};
   std::string tmp;
   int fd = -1;
@@ -342,9 +374,7 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
   }
   if (fd < 0)
     return Status::failure("cannot create '" + tmp + "': " + std::strerror(errno));
-  Status st = writeAll(fd, &h, sizeof(h));
-  if (st.ok())
-    st = forEachPiece([&](const void *p, size_t n) { return writeAll(fd, p, n); });
+  Status st = write(fd);
   if (::close(fd) != 0 && st.ok())
     st = Status::failure(std::strerror(errno));
   if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -356,11 +386,20 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
   return Status::success();
 }
 
-Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut,
-                    ArtifactInfo *infoOut) {
-  auto fail = [&](const std::string &what) {
-    return Status::failure("artifact '" + path + "': " + what);
-  };
+} // namespace
+
+Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::string &path) {
+  return writeFileAtomically(path, [&](int fd) {
+    uint64_t written = 0;
+    return writeArtifact(fd, exe, info, written);
+  });
+}
+
+namespace {
+
+/// Maps the file at `path` read-only; `fail` words the errors.
+Status mapFile(const std::string &path, std::shared_ptr<Mapping> &out,
+               const std::function<Status(const std::string &)> &fail) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return fail(std::string("cannot open: ") + std::strerror(errno));
@@ -381,7 +420,20 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
   if (p == MAP_FAILED)
     return fail(std::string("cannot map: ") + std::strerror(errno));
   map->base = p;
-  const auto *bytes = static_cast<const uint8_t *>(p);
+  out = std::move(map);
+  return Status::success();
+}
+
+/// Loads the artifact in bytes [offset, offset + size) of `map` (offset a
+/// multiple of the page size); `label` names it in errors.
+Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t size,
+                  const std::string &label, std::unique_ptr<Executable> &exeOut,
+                  ArtifactInfo *infoOut) {
+  auto fail = [&](const std::string &what) { return Status::failure(label + ": " + what); };
+  if (size < kHeaderBytes)
+    return fail("truncated (" + std::to_string(size) + " bytes; the header alone is " +
+                std::to_string(kHeaderBytes) + ")");
+  const auto *bytes = static_cast<const uint8_t *>(map->base) + offset;
   Header h;
   std::memcpy(&h, bytes, sizeof(h));
   if (std::memcmp(h.magic, kMagic, 8) != 0)
@@ -390,16 +442,16 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     return fail("format version " + std::to_string(h.format) + "; this Kiln (" + kilnVersion() +
                 ") reads version " + std::to_string(kFormatVersion) + ": compile the model again");
   if (h.headerBytes != kHeaderBytes || h.metaOffset != kHeaderBytes ||
-      h.metaBytes > map->size - kHeaderBytes || h.metaBytes > (uint64_t(1) << 30) ||
+      h.metaBytes > size - kHeaderBytes || h.metaBytes > (uint64_t(1) << 30) ||
       h.dataOffset < h.metaOffset + h.metaBytes || h.dataOffset % kPage != 0 ||
-      h.dataOffset > map->size || h.dataBytes != map->size - h.dataOffset)
+      h.dataOffset > size || h.dataBytes != size - h.dataOffset)
     return fail("truncated or corrupt: the header's sizes do not match the file's " +
-                std::to_string(map->size) + " bytes");
+                std::to_string(size) + " bytes");
   Header unsummed = h;
   unsummed.checksum = 0;
   Hasher hasher;
   hasher.update(&unsummed, sizeof(unsummed));
-  hasher.update(bytes + kHeaderBytes, map->size - kHeaderBytes);
+  hasher.update(bytes + kHeaderBytes, size - kHeaderBytes);
   if (hasher.finish() != h.checksum)
     return fail("corrupt: its checksum does not match its contents");
   artifact::Artifact meta;
@@ -509,8 +561,7 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     if (meta.dnnl_version() != onednn::version())
       return fail("written with " + meta.dnnl_version() + "; this process has " +
                   onednn::version() + ": compile the model again");
-    if (Status st = onednn::capIsa(meta.dnnl_isa().empty() ? "all" : meta.dnnl_isa(),
-                                   "artifact '" + path + "'");
+    if (Status st = onednn::capIsa(meta.dnnl_isa().empty() ? "all" : meta.dnnl_isa(), label);
         !st.ok())
       return fail(st.error);
   }
@@ -592,7 +643,7 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
     for (const artifact::Port &p : meta.outputs())
       if (!getPort(p, info.outputs.emplace_back()))
         return fail("corrupt output signature");
-    info.fileBytes = map->size;
+    info.fileBytes = size;
     info.constantBytes = constantBytes;
     info.codeBytes = codeBytes;
     info.numKernels = fns.size();
@@ -600,6 +651,143 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
   }
   exeOut = std::move(exe);
   return Status::success();
+}
+
+} // namespace
+
+Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut,
+                    ArtifactInfo *infoOut) {
+  const std::string label = "artifact '" + path + "'";
+  auto fail = [&](const std::string &what) { return Status::failure(label + ": " + what); };
+  std::shared_ptr<Mapping> map;
+  if (Status st = mapFile(path, map, fail); !st.ok())
+    return st;
+  if (isSetMagic(map->base, map->size))
+    return fail("holds several sizes (kiln compile --dim N=A,B,...); load it with "
+                "loadArtifactSet");
+  return loadMapped(map, 0, map->size, label, exeOut, infoOut);
+}
+
+// Note [Size sets]
+// ~~~~~~~~~~~~~~~~
+// Compiled code has static shapes, so a model with symbolic dims is compiled
+// once per set of sizes (Note [Compiling per size] in api/Kiln.cpp). A size
+// set keeps several such compiles in one file for a machine without the
+// compiler: a 64-byte SetHeader, each member a whole artifact (its own
+// header, metadata, data and checksum) at a page-aligned offset, then the
+// table naming each member's offset, size and sizes. The header's checksum
+// covers itself and the table; every member is checked as a lone artifact
+// is. Loading maps the file once and loads every member, so a damaged
+// member is an error before anything runs; a run picks the member whose
+// inputs have exactly the shapes given (findSetMember).
+
+Status saveArtifactSet(std::span<const ArtifactSetEntry> members, const std::string &path) {
+  if (members.empty())
+    return Status::failure("cannot write '" + path + "': a size set needs at least one size");
+  return writeFileAtomically(path, [&](int fd) -> Status {
+    static const char zeros[kPage] = {};
+    SetHeader h{};
+    if (Status st = writeAll(fd, &h, sizeof(h)); !st.ok())
+      return st;
+    uint64_t at = sizeof(h);
+    artifact::SizeSet table;
+    for (const ArtifactSetEntry &m : members) {
+      const uint64_t start = alignUp(at, kPage);
+      if (Status st = writeAll(fd, zeros, start - at); !st.ok())
+        return st;
+      uint64_t written = 0;
+      if (Status st = writeArtifact(fd, *m.exe, *m.info, written); !st.ok())
+        return st;
+      artifact::SizeSet::Member *row = table.add_members();
+      row->set_offset(start);
+      row->set_bytes(written);
+      row->set_sizes(m.sizes);
+      at = start + written;
+    }
+    std::string tableBytes;
+    if (!table.SerializeToString(&tableBytes))
+      return Status::failure("cannot serialize the size set's table");
+    if (Status st = writeAll(fd, tableBytes.data(), tableBytes.size()); !st.ok())
+      return st;
+    std::memcpy(h.magic, kSetMagic, 8);
+    h.format = kSetFormatVersion;
+    h.count = static_cast<uint32_t>(members.size());
+    h.tableOffset = at;
+    h.tableBytes = tableBytes.size();
+    Hasher hasher;
+    hasher.update(&h, sizeof(h));
+    hasher.update(tableBytes.data(), tableBytes.size());
+    h.checksum = hasher.finish();
+    if (::pwrite(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)))
+      return Status::failure(std::strerror(errno));
+    return Status::success();
+  });
+}
+
+Status loadArtifactSet(const std::string &path, std::vector<ArtifactSetMember> &out) {
+  out.clear();
+  const std::string label = "artifact '" + path + "'";
+  auto fail = [&](const std::string &what) { return Status::failure(label + ": " + what); };
+  std::shared_ptr<Mapping> map;
+  if (Status st = mapFile(path, map, fail); !st.ok())
+    return st;
+  if (!isSetMagic(map->base, map->size)) {
+    ArtifactSetMember one;
+    if (Status st = loadMapped(map, 0, map->size, label, one.exe, &one.info); !st.ok())
+      return st;
+    out.push_back(std::move(one));
+    return Status::success();
+  }
+  SetHeader h;
+  std::memcpy(&h, map->base, sizeof(h));
+  if (h.format != kSetFormatVersion)
+    return fail("size set format version " + std::to_string(h.format) + "; this Kiln (" +
+                kilnVersion() + ") reads version " + std::to_string(kSetFormatVersion) +
+                ": compile the model again");
+  if (h.tableOffset < sizeof(h) || h.tableOffset > map->size ||
+      h.tableBytes != map->size - h.tableOffset || h.tableBytes > (uint64_t(1) << 30))
+    return fail("truncated or corrupt: the size set's header does not match the file's " +
+                std::to_string(map->size) + " bytes");
+  const auto *bytes = static_cast<const uint8_t *>(map->base);
+  SetHeader unsummed = h;
+  unsummed.checksum = 0;
+  Hasher hasher;
+  hasher.update(&unsummed, sizeof(unsummed));
+  hasher.update(bytes + h.tableOffset, h.tableBytes);
+  if (hasher.finish() != h.checksum)
+    return fail("corrupt: the size set's checksum does not match its table");
+  artifact::SizeSet table;
+  if (!table.ParseFromArray(bytes + h.tableOffset, static_cast<int>(h.tableBytes)) ||
+      table.members_size() != static_cast<int>(h.count) || h.count == 0)
+    return fail("corrupt size set table");
+  for (const artifact::SizeSet::Member &m : table.members()) {
+    if (m.offset() % kPage != 0 || m.offset() < sizeof(h) || m.offset() > h.tableOffset ||
+        m.bytes() > h.tableOffset - m.offset())
+      return fail("the member for " + m.sizes() + " lies outside the file");
+    ArtifactSetMember member;
+    member.sizes = m.sizes();
+    if (Status st = loadMapped(map, m.offset(), m.bytes(), label + " (" + m.sizes() + ")",
+                               member.exe, &member.info);
+        !st.ok())
+      return st;
+    out.push_back(std::move(member));
+  }
+  return Status::success();
+}
+
+int findSetMember(std::span<const ArtifactSetMember> members,
+                  std::span<const std::vector<int64_t>> shapes) {
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].exe->takesShapes(shapes))
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::string setSizesList(std::span<const ArtifactSetMember> members) {
+  std::string out;
+  for (const ArtifactSetMember &m : members)
+    out += (out.empty() ? "" : "; ") + m.sizes;
+  return out;
 }
 
 } // namespace kiln::runtime

@@ -29,6 +29,7 @@
 #include "runtime/Executable.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,7 @@ struct ArtifactInfo {
 /// The Kiln version artifacts record ("0.1.0").
 const char *kilnVersion();
 
-/// True when the file at `path` starts with the artifact magic.
+/// True when the file at `path` starts with the artifact or size set magic.
 bool isArtifactFile(const std::string &path);
 
 /// Writes `exe` (finalized, every kernel step with its KernelObject, every
@@ -80,8 +81,39 @@ bool isArtifactFile(const std::string &path);
 Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::string &path);
 
 /// Loads the artifact at `path`; on success `exe` is finalized and ready to
-/// run, and `info` (when given) describes it.
+/// run, and `info` (when given) describes it. A size set is an error naming
+/// loadArtifactSet.
 Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exe,
                     ArtifactInfo *info = nullptr);
+
+// Size sets (Note [Size sets] in Artifact.cpp): one model compiled at
+// several sizes of its symbolic dims, in one file (`kiln compile --dim
+// batch=1,8,64 -o`, kiln::Executable::save of a per-size model).
+
+/// One size of a set to save.
+struct ArtifactSetEntry {
+  /// The sizes it was compiled at ("batch=8, seq=128").
+  std::string sizes;
+  const Executable *exe;
+  const ArtifactInfo *info;
+};
+/// Writes `members` (each as saveArtifact requires) to `path` as one file,
+/// the same way saveArtifact does (a temporary file renamed over it).
+Status saveArtifactSet(std::span<const ArtifactSetEntry> members, const std::string &path);
+
+/// One loaded size of a set.
+struct ArtifactSetMember {
+  std::string sizes;
+  std::unique_ptr<Executable> exe;
+  ArtifactInfo info;
+};
+/// Loads every member of the size set at `path`, or a lone artifact as a
+/// set of one (its sizes empty); any damaged member fails the load.
+Status loadArtifactSet(const std::string &path, std::vector<ArtifactSetMember> &members);
+/// The member whose inputs have exactly `shapes` (in input order), or -1.
+int findSetMember(std::span<const ArtifactSetMember> members,
+                  std::span<const std::vector<int64_t>> shapes);
+/// "batch=1; batch=8" for errors and reports.
+std::string setSizesList(std::span<const ArtifactSetMember> members);
 
 } // namespace kiln::runtime

@@ -104,36 +104,62 @@ int main(int argc, char **argv) {
   if (file.empty())
     return usage(nullptr);
 
-  std::unique_ptr<kiln::runtime::Executable> exe;
-  kiln::runtime::ArtifactInfo info;
-  if (kiln::runtime::Status st = kiln::runtime::loadArtifact(file, exe, &info); !st.ok()) {
+  // A size set runs the size whose inputs have the given files' shapes.
+  std::vector<kiln::runtime::ArtifactSetMember> set;
+  if (kiln::runtime::Status st = kiln::runtime::loadArtifactSet(file, set); !st.ok()) {
     std::fprintf(stderr, "kiln-runner: error: %s\n", st.error.c_str());
     return 1;
   }
-  std::vector<HostTensor> inputs;
-  for (const kiln::runtime::ArtifactPort &p : info.inputs) {
-    auto it = inputFiles.find(p.name);
-    if (it == inputFiles.end()) {
-      inputs.push_back(HostTensor::allocate(p.dtype, p.dims));
-      continue;
+  std::map<std::string, kiln::Tensor> given;
+  for (const auto &[name, path] : inputFiles) {
+    bool known = false;
+    for (const kiln::runtime::ArtifactPort &p : set.front().info.inputs)
+      known |= p.name == name;
+    if (!known) {
+      std::fprintf(stderr, "kiln-runner: error: the artifact has no input '%s'\n", name.c_str());
+      return 1;
     }
     kiln::DiagnosticEngine diag;
     kiln::installStderrHandler(diag);
-    auto t = kiln::readNpy(it->second, diag);
+    auto t = kiln::readNpy(path, diag);
     if (kiln::failed(t))
       return 1;
-    if (t->dtype() != p.dtype || t->shape() != p.dims) {
-      std::fprintf(stderr, "kiln-runner: error: input '%s' from '%s': shape %s, expected %s\n",
-                   p.name.c_str(), it->second.c_str(), t->type().str().c_str(),
-                   kiln::runtime::typeString(p.dtype, p.dims).c_str());
+    given.emplace(name, t.take());
+  }
+  size_t pick = 0;
+  for (size_t m = 0; m < set.size(); ++m) {
+    bool fits = true;
+    for (const kiln::runtime::ArtifactPort &p : set[m].info.inputs)
+      if (auto it = given.find(p.name); it != given.end())
+        fits &= it->second.shape() == p.dims;
+    if (fits) {
+      pick = m;
+      break;
+    }
+  }
+  std::unique_ptr<kiln::runtime::Executable> exe = std::move(set[pick].exe);
+  const kiln::runtime::ArtifactInfo &info = set[pick].info;
+  if (set.size() > 1)
+    std::printf("size: %s (of %zu in the set)\n", set[pick].sizes.c_str(), set.size());
+  std::vector<HostTensor> inputs;
+  for (const kiln::runtime::ArtifactPort &p : info.inputs) {
+    auto it = given.find(p.name);
+    if (it == given.end()) {
+      inputs.push_back(HostTensor::allocate(p.dtype, p.dims));
+      continue;
+    }
+    const kiln::Tensor &t = it->second;
+    if (t.dtype() != p.dtype || t.shape() != p.dims) {
+      std::fprintf(
+          stderr, "kiln-runner: error: input '%s' from '%s': shape %s, expected %s%s\n",
+          p.name.c_str(), inputFiles[p.name].c_str(), t.type().str().c_str(),
+          kiln::runtime::typeString(p.dtype, p.dims).c_str(),
+          set.size() > 1
+              ? (" (or another size of the set: " + kiln::runtime::setSizesList(set) + ")").c_str()
+              : "");
       return 1;
     }
-    inputs.push_back(hostTensorOf(*t));
-    inputFiles.erase(it);
-  }
-  for (const auto &[name, path] : inputFiles) {
-    std::fprintf(stderr, "kiln-runner: error: the artifact has no input '%s'\n", name.c_str());
-    return 1;
+    inputs.push_back(hostTensorOf(t));
   }
   kiln::runtime::RunOptions options;
   options.threads = threads;

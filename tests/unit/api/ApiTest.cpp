@@ -224,7 +224,34 @@ TEST(ApiTest, DimsTheModelAssumesEqualAreCheckedAtEveryRun) {
       << e;
 }
 
-TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
+TEST(ApiTest, PerSizeModelSavesItsSpecializationsAsASizeSet) {
+  // Note [Size sets]: save() after runs at two sizes writes both; load()
+  // runs either without compiling and refuses a third, naming the sizes.
+  kiln::Model model = symbolicModel();
+  kiln::CompileOptions options;
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable exe = kiln::compile(model, options);
+  std::vector<kiln::Tensor> small = symbolicInputs(1, 3, 4), big = symbolicInputs(2, 9, 5);
+  exe.run(big);
+  exe.run(small);
+  const std::string path = "/tmp/kiln-api-test-set-" + std::to_string(::getpid()) + ".kiln";
+  exe.save(path);
+  kiln::Executable loaded = kiln::Executable::load(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(loaded.specializations(), (std::vector<std::map<std::string, int64_t>>{
+                                          {{"N", 1}, {"S", 3}}, {{"N", 2}, {"S", 9}}}));
+  EXPECT_NE(loaded.summary().find("a size set of 2 sizes (N=1, S=3: "), std::string::npos)
+      << loaded.summary();
+  expectClose(loaded.run(small)[0], interpreted(model, small)[0]);
+  expectClose(loaded.run(big)[0], interpreted(model, big)[0]);
+  std::string e = errorOf([&] { loaded.run(symbolicInputs(2, 4, 6)); });
+  EXPECT_NE(e.find("no size of this size set fits the inputs (f32[2,4,8], f32[2,1,8], f32[8,4]); "
+                   "it was compiled for N=1, S=3; N=2, S=9"),
+            std::string::npos)
+      << e;
+}
+
+TEST(ApiTest, SymbolicModelChecksSizes) {
   kiln::Model model = symbolicModel();
   kiln::CompileOptions options;
   options.ranges["S"] = {1, 64};
@@ -240,7 +267,9 @@ TEST(ApiTest, SymbolicModelChecksSizesAndRefusesToSave) {
   e = errorOf([&] { exe.run(symbolicInputs(1, 65, 1)); });
   EXPECT_NE(e.find("the inputs give S = 65, outside its range 1..64"), std::string::npos) << e;
   e = errorOf([&] { exe.save("/tmp/kiln-api-test-never-written.kiln"); });
-  EXPECT_NE(e.find("cannot save a model that compiles per size"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot save a model that compiles per size before it has run"),
+            std::string::npos)
+      << e;
   // A size fixed in dims is checked, and the others still compile per size.
   kiln::CompileOptions fixed;
   fixed.dims["N"] = 2;
