@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   protobuf-compiler libprotobuf-dev libonnx-dev
   libdnnl-dev
-  python3 python3-numpy
+  python3 python3-dev python3-numpy pybind11-dev
   python3-torch python3-torchvision python3-onnx
   python3-matplotlib
 )

@@ -1,0 +1,256 @@
+//===- KilnModule.cpp - The Python module kiln._kiln -------------*- C++ -*-===//
+//
+// pybind11 bindings of include/kiln/kiln.h: Model, Executable, compile and
+// kiln.Error (docs/PYTHON.md). Arrays cross without copies where they can:
+//
+//   - an input that is a C-contiguous, aligned buffer (a NumPy array) of a
+//     dtype Kiln has is borrowed (kiln::Tensor::borrow keeps a reference to
+//     it, dropped under the GIL); any other object with __dlpack__ (a
+//     torch.Tensor on the CPU) becomes one through numpy.from_dlpack, also
+//     without a copy; a non-contiguous array is copied to C order first
+//     (the one copy, documented);
+//   - an output is numpy.asarray of an _OutputBuffer, a buffer-protocol
+//     object holding the kiln::Tensor: an array over the run's output
+//     block that keeps it alive; when an input was a torch.Tensor, outputs
+//     are torch tensors over the same memory (torch.from_dlpack).
+//
+// run() releases the GIL, so Python threads can run one Executable at once.
+//
+//===----------------------------------------------------------------------===//
+#include "kiln/kiln.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// Only the buffer protocol (PEP 3118) and Python-level NumPy calls cross
+// into NumPy: pybind11 2.10's py::array reads NumPy 1.x struct layouts,
+// which NumPy 2 changed (the build tree's venv has NumPy 2).
+
+/// The PEP 3118 format of a Kiln dtype; bf16 has none.
+const char *bufferFormat(kiln::DType t) {
+  switch (t) {
+  case kiln::DType::F32:
+    return "f";
+  case kiln::DType::F16:
+    return "e";
+  case kiln::DType::F64:
+    return "d";
+  case kiln::DType::I8:
+    return "b";
+  case kiln::DType::U8:
+    return "B";
+  case kiln::DType::I32:
+    return "i";
+  case kiln::DType::I64:
+    return "q";
+  case kiln::DType::Bool:
+    return "?";
+  case kiln::DType::BF16:
+    break;
+  }
+  throw kiln::Error("dtype " + std::string(kiln::dtypeName(t)) +
+                    " has no NumPy dtype (cast the model's output to f32)");
+}
+
+/// The Kiln dtype of a buffer's format and item size, or an error naming
+/// input `index`.
+kiln::DType kilnDType(const py::buffer_info &b, size_t index) {
+  std::string f = b.format;
+  if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@'))
+    f = f.substr(1);
+  const char kind = f.size() == 1 ? f[0] : '\0';
+  const bool isInt = std::string("bhilq").find(kind) != std::string::npos && kind != '\0';
+  const bool isUInt = std::string("BHILQ").find(kind) != std::string::npos && kind != '\0';
+  if (kind == 'f' && b.itemsize == 4)
+    return kiln::DType::F32;
+  if (kind == 'd' && b.itemsize == 8)
+    return kiln::DType::F64;
+  if (kind == 'e' && b.itemsize == 2)
+    return kiln::DType::F16;
+  if (kind == '?' && b.itemsize == 1)
+    return kiln::DType::Bool;
+  if (isInt && b.itemsize == 1)
+    return kiln::DType::I8;
+  if (isUInt && b.itemsize == 1)
+    return kiln::DType::U8;
+  if (isInt && b.itemsize == 4)
+    return kiln::DType::I32;
+  if (isInt && b.itemsize == 8)
+    return kiln::DType::I64;
+  throw kiln::Error("input " + std::to_string(index) + " has elements of format '" + b.format +
+                    "' (" + std::to_string(b.itemsize) +
+                    " bytes), which Kiln has no dtype for (it takes float32, float16, float64, "
+                    "int8, uint8, int32, int64 and bool)");
+}
+
+bool isTorchTensor(py::handle obj) {
+  py::object module = py::type::handle_of(obj).attr("__module__");
+  return py::isinstance<py::str>(module) && module.cast<std::string>() == "torch";
+}
+
+bool isCContiguous(const py::buffer_info &b) {
+  py::ssize_t expect = b.itemsize;
+  for (size_t d = b.shape.size(); d-- > 0;) {
+    if (b.shape[d] != 1 && b.strides[d] != expect)
+      return false;
+    expect *= b.shape[d];
+  }
+  return true;
+}
+
+/// A buffer view and the object it is of, released under the GIL.
+struct HeldBuffer {
+  py::object object;
+  py::buffer_info view;
+};
+
+/// A kiln::Tensor over input `index` (the Note at the top: borrowed when it
+/// can be, copied once to C order when it is not contiguous).
+kiln::Tensor toTensor(py::handle obj, size_t index) {
+  py::module_ numpy = py::module_::import("numpy");
+  py::object source = py::reinterpret_borrow<py::object>(obj);
+  if (py::hasattr(obj, "__dlpack__") && !py::isinstance(obj, numpy.attr("ndarray")))
+    source = numpy.attr("from_dlpack")(obj);
+  if (!PyObject_CheckBuffer(source.ptr()))
+    throw kiln::Error("input " + std::to_string(index) + " is a " +
+                      py::type::handle_of(obj).attr("__name__").cast<std::string>() +
+                      ", not an array (give a NumPy array or a tensor with __dlpack__)");
+  auto held = std::make_unique<HeldBuffer>();
+  held->object = source;
+  held->view = py::reinterpret_borrow<py::buffer>(source).request();
+  const kiln::DType dtype = kilnDType(held->view, index);
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(held->view.ptr) % static_cast<uintptr_t>(held->view.itemsize) ==
+      0;
+  if (!isCContiguous(held->view) || !aligned) {
+    held->object = numpy.attr("ascontiguousarray")(source);
+    held->view = py::reinterpret_borrow<py::buffer>(held->object).request();
+  }
+  std::vector<int64_t> shape(held->view.shape.begin(), held->view.shape.end());
+  const void *data = held->view.ptr;
+  // It may be dropped on any thread, so it takes the GIL.
+  std::shared_ptr<const void> owner(held.release(), [](const void *p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<const HeldBuffer *>(p);
+  });
+  return kiln::Tensor::borrow(dtype, std::move(shape), std::move(owner), data);
+}
+
+/// An output tensor exposed through the buffer protocol; numpy.asarray of
+/// it is an array over the tensor's memory that keeps it alive.
+struct OutputBuffer {
+  kiln::Tensor tensor;
+};
+
+/// A NumPy array over output `t` (no copy).
+py::object toArray(const kiln::Tensor &t) {
+  py::object holder = py::cast(OutputBuffer{t});
+  return py::module_::import("numpy").attr("asarray")(holder);
+}
+
+py::list runOn(const kiln::Executable &exe, const py::args &args) {
+  std::vector<kiln::Tensor> inputs;
+  bool torch = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    torch |= isTorchTensor(args[i]);
+    inputs.push_back(toTensor(args[i], i));
+  }
+  std::vector<kiln::Tensor> outputs;
+  {
+    py::gil_scoped_release release;
+    outputs = exe.run(inputs);
+  }
+  py::list out;
+  py::object fromDlpack = torch ? py::module_::import("torch").attr("from_dlpack") : py::object();
+  for (const kiln::Tensor &t : outputs) {
+    py::object a = toArray(t);
+    out.append(torch ? fromDlpack(a) : a);
+  }
+  return out;
+}
+
+py::list ports(const std::vector<kiln::PortInfo> &ps) {
+  py::list out;
+  for (const kiln::PortInfo &p : ps)
+    out.append(py::make_tuple(p.name, kiln::dtypeName(p.dtype), p.shape));
+  return out;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_kiln, m) {
+  m.doc() = "Kiln's C++ API (include/kiln/kiln.h); use the package `kiln`.";
+  py::register_exception<kiln::Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<OutputBuffer>(m, "_OutputBuffer", py::buffer_protocol())
+      .def_buffer([](OutputBuffer &b) {
+        const kiln::Tensor &t = b.tensor;
+        const auto itemsize = static_cast<py::ssize_t>(kiln::dtypeSize(t.dtype()));
+        std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+        std::vector<py::ssize_t> strides(shape.size(), itemsize);
+        for (size_t d = shape.size(); d-- > 1;)
+          strides[d - 1] = strides[d] * shape[d];
+        return py::buffer_info(const_cast<void *>(t.rawData()), itemsize, bufferFormat(t.dtype()),
+                               static_cast<py::ssize_t>(shape.size()), shape, strides);
+      });
+
+  py::class_<kiln::Model>(m, "Model", "A model to compile: an ONNX model or Kiln IR (.kir).")
+      .def_static("load", &kiln::Model::load, py::arg("path"),
+                  py::arg("dims") = std::map<std::string, int64_t>{},
+                  "Reads an ONNX model (.onnx) or Kiln IR (.kir); `dims` binds symbolic dims "
+                  "of an ONNX model at import.")
+      .def_property_readonly(
+          "inputs", [](const kiln::Model &md) { return ports(md.inputs()); },
+          "(name, dtype, shape) per input; a symbolic dim is -1.")
+      .def_property_readonly(
+          "outputs", [](const kiln::Model &md) { return ports(md.outputs()); },
+          "(name, dtype, shape) per output.");
+
+  py::class_<kiln::Executable>(m, "Executable", "A compiled model; run it from any thread.")
+      .def_static("load", &kiln::Executable::load, py::arg("path"),
+                  "Loads a .kiln artifact (or size set) without compiling.")
+      .def("save", &kiln::Executable::save, py::arg("path"),
+           "Writes the compiled model as a .kiln artifact (a per-size model: its sizes "
+           "so far, as a size set).")
+      .def("run", &runOn, "Runs on the inputs (arrays, in input order); returns the outputs.")
+      .def_property_readonly(
+          "inputs", [](const kiln::Executable &e) { return ports(e.inputs()); },
+          "(name, dtype, shape) per input.")
+      .def_property_readonly(
+          "outputs", [](const kiln::Executable &e) { return ports(e.outputs()); },
+          "(name, dtype, shape) per output.")
+      .def_property_readonly("summary", &kiln::Executable::summary, "What was compiled.")
+      .def_property_readonly("specializations", &kiln::Executable::specializations,
+                             "The sizes compiled so far (a per-size model) or held (a size "
+                             "set).");
+
+  m.def(
+      "compile",
+      [](const kiln::Model &model, int threads, const std::string &cpu,
+         const std::map<std::string, int64_t> &dims, bool fusion, bool libraries, bool cache,
+         size_t maxSpecializations) {
+        kiln::CompileOptions o;
+        o.threads = threads;
+        o.cpu = cpu;
+        o.dims = dims;
+        o.fusion = fusion;
+        o.libraries = libraries;
+        o.cache = cache;
+        o.maxSpecializations = maxSpecializations;
+        py::gil_scoped_release release;
+        return kiln::compile(model, o);
+      },
+      py::arg("model"), py::arg("threads") = 0, py::arg("cpu") = "native",
+      py::arg("dims") = std::map<std::string, int64_t>{}, py::arg("fusion") = true,
+      py::arg("libraries") = true, py::arg("cache") = false,
+      py::arg("max_specializations") = size_t(8), "Compiles a Model (kiln::compile).");
+}

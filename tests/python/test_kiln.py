@@ -1,0 +1,158 @@
+"""The Python module `kiln` (python/, docs/PYTHON.md), as a user calls it.
+
+    test_kiln.py SOURCE_DIR BUILD_DIR SCRATCH_DIR
+
+Runs under Debian's python3 (NumPy 1.24, torch 1.13) and under the build
+tree's venv (NumPy 2, torch 2.x): load, compile, run with NumPy arrays and
+torch tensors (no copy of a contiguous input; outputs over Kiln's memory),
+artifacts and size sets, errors as kiln.Error, and one Executable run from
+several Python threads at once.
+"""
+
+import os
+import sys
+import threading
+
+import numpy as np
+
+SRC, BUILD, SCRATCH = sys.argv[1:4]
+sys.path.insert(0, os.path.join(BUILD, "python"))
+import kiln  # noqa: E402
+
+MLP = os.path.join(SRC, "examples", "mlp")
+SIZE_SET = os.path.join(SRC, "tests", "lit", "tools", "artifact", "size-set.kir")
+os.makedirs(SCRATCH, exist_ok=True)
+
+
+def expect_error(fn, *pieces):
+    try:
+        fn()
+    except kiln.Error as e:
+        text = str(e)
+        for p in pieces:
+            assert p in text, (p, text)
+        return text
+    raise AssertionError(f"no kiln.Error (wanted {pieces})")
+
+
+def mlp_data():
+    x = np.load(os.path.join(MLP, "x.npy"))
+    want = np.load(os.path.join(MLP, "expected_output_0.npy"))
+    return x, want
+
+
+def test_compile_and_run_numpy():
+    model = kiln.load(os.path.join(MLP, "mlp.kir"))
+    assert isinstance(model, kiln.Model)
+    assert model.inputs == [("x", "f32", [4, 64])], model.inputs
+    assert model.outputs == [("probs", "f32", [4, 10])], model.outputs
+    exe = kiln.compile(model, threads=1)
+    x, want = mlp_data()
+    y = exe(x)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == (4, 10)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-6)
+    (same,) = exe.run(x)  # run() always returns a list
+    np.testing.assert_array_equal(same, y)
+    # The output is a view of Kiln's output block, kept alive by the array.
+    assert isinstance(y.base, memoryview) and type(y.base.obj).__name__ == "_OutputBuffer", y.base
+    # A Fortran-order input is copied to C order once, same result.
+    np.testing.assert_array_equal(exe(np.asfortranarray(x)), y)
+    # compile() of a path loads it first.
+    np.testing.assert_array_equal(kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)(x), y)
+
+
+def test_torch_in_torch_out():
+    import torch
+    exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
+    x, want = mlp_data()
+    y = exe(torch.from_numpy(x))
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32, type(y)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-6)
+
+
+def test_errors():
+    exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
+    expect_error(lambda: exe(np.zeros((3, 64), np.float32)), "input 0", "f32[4,64]",
+                 "f32[3,64]")
+    expect_error(lambda: exe(np.zeros((4, 64), np.int16)), "input 0", "no dtype")
+    expect_error(lambda: exe("text"), "input 0 is a str, not an array")
+    expect_error(lambda: exe(), "input")
+    expect_error(lambda: kiln.load(os.path.join(SCRATCH, "no-such.onnx")), "no-such.onnx")
+    assert issubclass(kiln.Error, RuntimeError)
+
+
+def test_artifact_round_trip():
+    exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
+    path = os.path.join(SCRATCH, "mlp.kiln")
+    exe.save(path)
+    again = kiln.load(path)
+    assert isinstance(again, kiln.Executable)
+    x, _ = mlp_data()
+    np.testing.assert_array_equal(again(x), exe(x))
+    expect_error(lambda: kiln.compile(path), "compiled artifact already")
+
+
+def test_symbolic_model_and_size_set():
+    exe = kiln.compile(SIZE_SET, threads=1)
+    assert exe.inputs == [("x", "f32", [-1, -1, 8])], exe.inputs
+    rng = np.random.default_rng(3)
+    small = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    big = rng.standard_normal((5, 7, 8)).astype(np.float32)
+    want_small, want_big = exe(small), exe(big)
+    assert want_small.shape == (2, 3, 4) and want_big.shape == (5, 7, 4)
+    assert exe.specializations == [{"N": 2, "S": 3}, {"N": 5, "S": 7}], exe.specializations
+    path = os.path.join(SCRATCH, "set.kiln")
+    exe.save(path)
+    loaded = kiln.load(path)
+    assert loaded.specializations == [{"N": 2, "S": 3}, {"N": 5, "S": 7}]
+    np.testing.assert_array_equal(loaded(small), want_small)
+    np.testing.assert_array_equal(loaded(big), want_big)
+    expect_error(lambda: loaded(np.zeros((1, 1, 8), np.float32)),
+                 "no size of this size set fits the inputs (f32[1,1,8])", "N=2, S=3; N=5, S=7")
+
+
+def test_threads_share_one_executable():
+    exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
+    x, want = mlp_data()
+    results, errors = [None] * 8, []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                results[i] = exe(x)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for r in results:
+        np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-6)
+
+
+def test_onnx_model():
+    zoo = os.path.join(BUILD, "tests", "models", "zoo", "mlp-op17")
+    import onnx
+    from onnx import numpy_helper
+
+    def tensor(name):
+        t = onnx.TensorProto()
+        with open(os.path.join(zoo, "test_data_set_0", name), "rb") as f:
+            t.ParseFromString(f.read())
+        return numpy_helper.to_array(t)
+
+    exe = kiln.compile(os.path.join(zoo, "model.onnx"), threads=1)
+    got = exe(tensor("input_0.pb"))
+    np.testing.assert_allclose(got, tensor("output_0.pb"), rtol=1e-4, atol=1e-5)
+
+
+if __name__ == "__main__":
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
+    for name, fn in tests:
+        fn()
+        print(f"ok {name}")
+    print(f"{len(tests)} tests passed under Python {sys.version.split()[0]}, NumPy "
+          f"{np.__version__}")
