@@ -331,7 +331,7 @@ struct Executable::Impl {
   /// Compiled for one size (a loaded size set's first); null with `perSize`.
   std::shared_ptr<const Compiled> one;
   std::unique_ptr<PerSize> perSize;
-  /// A loaded size set of more than one size (runtime/artifact/Artifact.h).
+  /// A loaded size set (runtime/artifact/Artifact.h).
   std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>> set;
 
   const Compiled &forInputs(std::span<const Tensor> inputs,
@@ -340,8 +340,8 @@ struct Executable::Impl {
       hold = perSize->forInputs(inputs);
       return *hold;
     }
-    if (set.empty())
-      return *one;
+    if (set.empty() || inputs.size() != one->exe->numInputs())
+      return *one; // its run reports a wrong input count
     std::vector<std::vector<int64_t>> shapes;
     for (const Tensor &t : inputs)
       shapes.push_back(t.shape());
@@ -399,7 +399,7 @@ Executable Executable::load(const std::string &path) {
     auto compiled = std::make_shared<Compiled>();
     compiled->exe = std::move(m.exe);
     compiled->info = std::move(m.info);
-    if (members.size() > 1)
+    if (!m.sizes.empty()) // a size set, even of one size
       impl->set.emplace_back(parseSizes(m.sizes), compiled);
     if (!impl->one)
       impl->one = std::move(compiled);

@@ -646,9 +646,35 @@ LogicalResult planAndFinalize(runtime::Executable &exe, CompileReport &report,
   return success();
 }
 
-/// Replaces symbolic dims of the inputs by their bound sizes.
+/// Replaces symbolic dims of the inputs by their bound sizes. A symbol the
+/// graph assumes equal to a bound one (Note [Assumed equal dims] in
+/// ir/Interpreter.cpp) takes its size; bound sizes that break an
+/// assumption are an error at the node that makes it.
 LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
   bool ok = true;
+  const std::vector<DimAssumption> assumed = dimAssumptions(g);
+  std::map<std::string, int64_t> dims = options.dims;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const DimAssumption &a : assumed)
+      for (auto [from, to] : {std::pair{&a.dims.lhs, &a.dims.rhs}, {&a.dims.rhs, &a.dims.lhs}})
+        if (!to->symbol().empty() && !dims.count(to->symbol()))
+          if (std::optional<int64_t> v = evaluateDim(*from, dims)) {
+            dims[to->symbol()] = *v;
+            grew = true;
+          }
+  }
+  for (const DimAssumption &a : assumed) {
+    std::optional<int64_t> lhs = evaluateDim(a.dims.lhs, dims), rhs = evaluateDim(a.dims.rhs, dims);
+    if (lhs && rhs && *lhs != *rhs) {
+      diag.emitError(a.node->loc())
+          << "'" << a.node->mnemonic() << "' op assumes " << a.str() << ", but the bound dims give "
+          << a.dims.lhs.str() << " = " << *lhs << " and " << a.dims.rhs.str() << " = " << *rhs;
+      ok = false;
+    }
+  }
+  if (!ok)
+    return failure();
   for (Value *v : g.inputs()) {
     TensorType t = v->type();
     for (Dim &d : t.shape) {
@@ -658,7 +684,7 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
       if (auto e = d.expr())
         e->collectSymbols(symbols);
       auto unbound = std::find_if(symbols.begin(), symbols.end(),
-                                  [&](const std::string &s) { return !options.dims.count(s); });
+                                  [&](const std::string &s) { return !dims.count(s); });
       if (symbols.empty() || unbound != symbols.end()) {
         std::string sym = symbols.empty() ? std::string("?") : *unbound;
         diag.emitError(Location())
@@ -669,12 +695,12 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
         break;
       }
       for (const std::string &s : symbols)
-        if (options.dims.at(s) < 0) {
+        if (dims.at(s) < 0) {
           diag.emitError(Location())
-              << "dim " << s << " = " << options.dims.at(s) << " must be non-negative";
+              << "dim " << s << " = " << dims.at(s) << " must be non-negative";
           ok = false;
         }
-      std::optional<int64_t> size = evaluateDim(d, options.dims);
+      std::optional<int64_t> size = evaluateDim(d, dims);
       if (!ok || !size || *size < 0) {
         if (ok)
           diag.emitError(Location())
@@ -694,7 +720,7 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
   for (Node *n : g.nodes())
     for (unsigned i = 0; ok && i < n->attrs().size(); ++i)
       if (hasSymbols(n->attr(i)))
-        n->setAttr(i, substituteSymbols(n->attr(i), options.dims));
+        n->setAttr(i, substituteSymbols(n->attr(i), dims));
   return ok ? success() : failure();
 }
 

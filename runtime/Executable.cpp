@@ -180,6 +180,13 @@ enum ArgKind : uint8_t { kAbsolute, kArena, kInput, kOutputBlock };
 Executable::Executable() : pools_(std::make_shared<Pools>()) {}
 Executable::~Executable() = default;
 
+std::vector<std::vector<int64_t>> Executable::inputShapes() const {
+  std::vector<std::vector<int64_t>> out;
+  for (int32_t id : inputIds_)
+    out.push_back(buffers_[static_cast<size_t>(id)].shape);
+  return out;
+}
+
 bool Executable::takesShapes(std::span<const std::vector<int64_t>> shapes) const {
   if (shapes.size() != numInputs_)
     return false;

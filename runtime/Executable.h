@@ -283,6 +283,8 @@ public:
   size_t numInputs() const { return numInputs_; }
   /// Whether the inputs have exactly `shapes`, in input order.
   bool takesShapes(std::span<const std::vector<int64_t>> shapes) const;
+  /// The inputs' shapes, in input order.
+  std::vector<std::vector<int64_t>> inputShapes() const;
   int defaultThreads() const { return defaultThreads_; }
   const TargetInfo &target() const { return target_; }
   /// The thread count a run with `requested` threads uses (>= 1).

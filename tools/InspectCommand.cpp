@@ -60,7 +60,8 @@ int inspectArtifact(const std::string &file, bool steps) {
   std::printf("artifact: %s, compiled from %s by Kiln %s (%s)\n", file.c_str(),
               first.model.empty() ? "?" : first.model.c_str(), first.kilnVersion.c_str(),
               first.dnnlVersion.c_str());
-  if (set.size() > 1) {
+  const bool isSet = !set.front().sizes.empty(); // a size set, even of one size
+  if (isSet) {
     std::error_code ec;
     std::printf("sizes: %zu in one file of %s (a size set; a run picks the size its inputs "
                 "have): %s\n",
@@ -69,7 +70,7 @@ int inspectArtifact(const std::string &file, bool steps) {
   }
   for (const runtime::ArtifactSetMember &m : set) {
     const runtime::ArtifactInfo &info = m.info;
-    if (set.size() > 1)
+    if (isSet)
       std::printf("// size %s\n", m.sizes.c_str());
     for (const runtime::ArtifactPort &p : info.inputs)
       std::printf("  input  %%%s : %s\n", p.name.c_str(), portString(p).c_str());

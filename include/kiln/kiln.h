@@ -75,7 +75,8 @@ struct CompileOptions {
 
 /// An input or output of a model: its name, dtype and shape (symbolic dims
 /// as -1 in a Model and in an Executable that compiles per size, as
-/// compiled in any other Executable).
+/// compiled in any other Executable; a loaded size set gives its first
+/// size's shapes).
 struct PortInfo {
   std::string name;
   DType dtype = DType::F32;

@@ -684,6 +684,13 @@ Status loadArtifact(const std::string &path, std::unique_ptr<Executable> &exeOut
 Status saveArtifactSet(std::span<const ArtifactSetEntry> members, const std::string &path) {
   if (members.empty())
     return Status::failure("cannot write '" + path + "': a size set needs at least one size");
+  for (size_t i = 0; i < members.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (members[i].exe->takesShapes(members[j].exe->inputShapes()))
+        return Status::failure("cannot write '" + path + "': sizes " + members[j].sizes + " and " +
+                               members[i].sizes +
+                               " give the inputs the same shapes, so a run could not tell them "
+                               "apart (a symbol no input dim has?)");
   return writeFileAtomically(path, [&](int fd) -> Status {
     static const char zeros[kPage] = {};
     SetHeader h{};
@@ -697,7 +704,7 @@ Status saveArtifactSet(std::span<const ArtifactSetEntry> members, const std::str
         return st;
       uint64_t written = 0;
       if (Status st = writeArtifact(fd, *m.exe, *m.info, written); !st.ok())
-        return st;
+        return Status::failure("size " + m.sizes + ": " + st.error);
       artifact::SizeSet::Member *row = table.add_members();
       row->set_offset(start);
       row->set_bytes(written);
@@ -760,16 +767,22 @@ Status loadArtifactSet(const std::string &path, std::vector<ArtifactSetMember> &
   if (!table.ParseFromArray(bytes + h.tableOffset, static_cast<int>(h.tableBytes)) ||
       table.members_size() != static_cast<int>(h.count) || h.count == 0)
     return fail("corrupt size set table");
+  uint64_t end = sizeof(h); // members lie in order, apart
   for (const artifact::SizeSet::Member &m : table.members()) {
-    if (m.offset() % kPage != 0 || m.offset() < sizeof(h) || m.offset() > h.tableOffset ||
+    if (m.offset() % kPage != 0 || m.offset() < end || m.offset() > h.tableOffset ||
         m.bytes() > h.tableOffset - m.offset())
-      return fail("the member for " + m.sizes() + " lies outside the file");
+      return fail("the member for " + m.sizes() + " lies outside the file or over another");
+    end = m.offset() + m.bytes();
     ArtifactSetMember member;
     member.sizes = m.sizes();
     if (Status st = loadMapped(map, m.offset(), m.bytes(), label + " (" + m.sizes() + ")",
                                member.exe, &member.info);
         !st.ok())
       return st;
+    for (const ArtifactSetMember &before : out)
+      if (before.exe->takesShapes(member.exe->inputShapes()))
+        return fail("sizes " + before.sizes + " and " + member.sizes +
+                    " give the inputs the same shapes");
     out.push_back(std::move(member));
   }
   return Status::success();
