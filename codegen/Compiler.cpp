@@ -757,6 +757,29 @@ LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
                << "'" << n->mnemonic() << "' op result %" << n->result(i)->name() << " : "
                << n->result(i)->type().str()
                << " has a dynamic shape after shape inference; compiled code needs static shapes";
+  // A tensor no machine holds is refused here, before a library sees its
+  // sizes (oneDNN's matmul setup divides by zero on a 2^43-element one).
+  constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;
+  auto tooBig = [&](const Value *v) {
+    const std::vector<int64_t> sizes = staticSizes(v->type().shape);
+    if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
+      return false;
+    uint64_t bytes = dtypeSize(v->type().dtype);
+    for (int64_t d : sizes)
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+        return true;
+    return bytes > kMaxTensorBytes;
+  };
+  for (const Value *v : g.inputs())
+    if (tooBig(v))
+      return diag.emitError(Location()) << "input %" << v->name() << " : " << v->type().str()
+                                        << " is over 1 TiB; Kiln compiles tensors up to 1 TiB";
+  for (const Node *n : g.nodes())
+    for (unsigned i = 0; i < n->numResults(); ++i)
+      if (tooBig(n->result(i)))
+        return diag.emitError(n->loc())
+               << "'" << n->mnemonic() << "' op result %" << n->result(i)->name() << " : "
+               << n->result(i)->type().str() << " is over 1 TiB; Kiln compiles tensors up to 1 TiB";
   return success();
 }
 
