@@ -6,13 +6,13 @@
 //   - an input that is a C-contiguous, aligned buffer (a NumPy array) of a
 //     dtype Kiln has is borrowed (kiln::Tensor::borrow keeps a reference to
 //     it, dropped under the GIL); any other object with __dlpack__ (a
-//     torch.Tensor on the CPU) becomes one through numpy.from_dlpack, also
-//     without a copy; a non-contiguous array is copied to C order first
-//     (the one copy, documented);
+//     torch.Tensor on the CPU, through its .numpy(); anything else through
+//     numpy.from_dlpack) becomes one, also without a copy; a non-contiguous
+//     array is copied to C order first (the one copy, documented);
 //   - an output is numpy.asarray of an _OutputBuffer, a buffer-protocol
 //     object holding the kiln::Tensor: an array over the run's output
 //     block that keeps it alive; when an input was a torch.Tensor, outputs
-//     are torch tensors over the same memory (torch.from_dlpack).
+//     are torch tensors over the same memory (torch.from_numpy).
 //
 // run() releases the GIL, so Python threads can run one Executable at once.
 //
@@ -23,8 +23,11 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace py = pybind11;
@@ -92,9 +95,36 @@ kiln::DType kilnDType(const py::buffer_info &b, size_t index) {
                     "int8, uint8, int32, int64 and bool)");
 }
 
+/// Whether `obj` is a torch.Tensor (a Parameter too), without importing
+/// torch when the program has not.
 bool isTorchTensor(py::handle obj) {
-  py::object module = py::type::handle_of(obj).attr("__module__");
-  return py::isinstance<py::str>(module) && module.cast<std::string>() == "torch";
+  py::dict modules = py::module_::import("sys").attr("modules");
+  return modules.contains("torch") &&
+         py::isinstance(obj, modules["torch"].attr("Tensor").cast<py::object>());
+}
+
+/// Runs `fn` (no Python calls in it) without the GIL (not with
+/// py::gil_scoped_release, whose destructor takes it back with no way to
+/// see the interpreter shutting down).
+template <typename Fn> auto withoutGil(Fn &&fn) {
+  std::optional<decltype(fn())> result;
+  std::exception_ptr error;
+  PyThreadState *state = PyEval_SaveThread();
+  try {
+    result.emplace(fn());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // A daemon thread back from a run while the interpreter shuts down would
+  // be ended by PyEval_RestoreThread with pthread_exit, whose unwinding
+  // through pybind11's frames crashes. It waits for the process to end
+  // instead, as Python 3.14 makes such threads do.
+  while (_Py_IsFinalizing())
+    pause();
+  PyEval_RestoreThread(state);
+  if (error)
+    std::rethrow_exception(error);
+  return std::move(*result);
 }
 
 bool isCContiguous(const py::buffer_info &b) {
@@ -118,8 +148,18 @@ struct HeldBuffer {
 kiln::Tensor toTensor(py::handle obj, size_t index) {
   py::module_ numpy = py::module_::import("numpy");
   py::object source = py::reinterpret_borrow<py::object>(obj);
-  if (py::hasattr(obj, "__dlpack__") && !py::isinstance(obj, numpy.attr("ndarray")))
-    source = numpy.attr("from_dlpack")(obj);
+  try {
+    // A CPU tensor's .numpy() shares its memory (for every dtype, where
+    // torch 1.13's DLPack refuses bool); detach() is a view, not a copy.
+    if (isTorchTensor(obj))
+      source = source.attr("detach")().attr("numpy")();
+    else if (py::hasattr(obj, "__dlpack__") && !py::isinstance(obj, numpy.attr("ndarray")))
+      source = numpy.attr("from_dlpack")(obj);
+  } catch (py::error_already_set &e) {
+    throw kiln::Error("input " + std::to_string(index) + " (a " +
+                      py::type::handle_of(obj).attr("__name__").cast<std::string>() +
+                      ") cannot be read in place: " + std::string(e.what()));
+  }
   if (!PyObject_CheckBuffer(source.ptr()))
     throw kiln::Error("input " + std::to_string(index) + " is a " +
                       py::type::handle_of(obj).attr("__name__").cast<std::string>() +
@@ -137,8 +177,12 @@ kiln::Tensor toTensor(py::handle obj, size_t index) {
   }
   std::vector<int64_t> shape(held->view.shape.begin(), held->view.shape.end());
   const void *data = held->view.ptr;
-  // It may be dropped on any thread, so it takes the GIL.
+  // It may be dropped on any thread, so it takes the GIL; not while the
+  // interpreter shuts down, where taking it ends a daemon thread inside
+  // this destructor (std::terminate): the reference is left to the exit.
   std::shared_ptr<const void> owner(held.release(), [](const void *p) {
+    if (_Py_IsFinalizing())
+      return;
     py::gil_scoped_acquire gil;
     delete static_cast<const HeldBuffer *>(p);
   });
@@ -164,16 +208,12 @@ py::list runOn(const kiln::Executable &exe, const py::args &args) {
     torch |= isTorchTensor(args[i]);
     inputs.push_back(toTensor(args[i], i));
   }
-  std::vector<kiln::Tensor> outputs;
-  {
-    py::gil_scoped_release release;
-    outputs = exe.run(inputs);
-  }
+  std::vector<kiln::Tensor> outputs = withoutGil([&] { return exe.run(inputs); });
   py::list out;
-  py::object fromDlpack = torch ? py::module_::import("torch").attr("from_dlpack") : py::object();
+  py::object fromNumpy = torch ? py::module_::import("torch").attr("from_numpy") : py::object();
   for (const kiln::Tensor &t : outputs) {
     py::object a = toArray(t);
-    out.append(torch ? fromDlpack(a) : a);
+    out.append(torch ? fromNumpy(a) : a);
   }
   return out;
 }
@@ -238,6 +278,11 @@ PYBIND11_MODULE(_kiln, m) {
       [](const kiln::Model &model, int threads, const std::string &cpu,
          const std::map<std::string, int64_t> &dims, bool fusion, bool libraries, bool cache,
          size_t maxSpecializations) {
+        if (threads < 0)
+          throw kiln::Error("compile: threads = " + std::to_string(threads) +
+                            " (0 means OpenMP's default)");
+        if (maxSpecializations < 1)
+          throw kiln::Error("compile: max_specializations must be at least 1");
         kiln::CompileOptions o;
         o.threads = threads;
         o.cpu = cpu;
@@ -246,8 +291,7 @@ PYBIND11_MODULE(_kiln, m) {
         o.libraries = libraries;
         o.cache = cache;
         o.maxSpecializations = maxSpecializations;
-        py::gil_scoped_release release;
-        return kiln::compile(model, o);
+        return withoutGil([&] { return kiln::compile(model, o); });
       },
       py::arg("model"), py::arg("threads") = 0, py::arg("cpu") = "native",
       py::arg("dims") = std::map<std::string, int64_t>{}, py::arg("fusion") = true,

@@ -68,6 +68,14 @@ def test_torch_in_torch_out():
     y = exe(torch.from_numpy(x))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float32, type(y)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-6)
+    # A Parameter, a tensor that requires grad and a transposed view: read
+    # (the view copied once), outputs torch tensors.
+    for t in (torch.nn.Parameter(torch.from_numpy(x)),
+              torch.from_numpy(x).clone().requires_grad_(True),
+              torch.from_numpy(np.ascontiguousarray(x.T)).T):
+        got = exe(t)
+        assert isinstance(got, torch.Tensor), type(got)
+        np.testing.assert_array_equal(got.numpy(), y.numpy())
 
 
 def test_errors():
@@ -77,6 +85,9 @@ def test_errors():
     expect_error(lambda: exe(np.zeros((4, 64), np.int16)), "input 0", "no dtype")
     expect_error(lambda: exe("text"), "input 0 is a str, not an array")
     expect_error(lambda: exe(), "input")
+    expect_error(lambda: kiln.compile(os.path.join(MLP, "mlp.kir"), threads=-1), "threads = -1")
+    expect_error(lambda: kiln.compile(os.path.join(MLP, "mlp.kir"), max_specializations=0),
+                 "max_specializations")
     expect_error(lambda: kiln.load(os.path.join(SCRATCH, "no-such.onnx")), "no-such.onnx")
     assert issubclass(kiln.Error, RuntimeError)
 
