@@ -5,6 +5,7 @@
     y = exe(x)                                       # NumPy or torch in, same out
     exe.save("resnet18.kiln")
     again = kiln.load("resnet18.kiln")               # no compile
+    fast = torch.compile(module, backend="kiln")     # torch 2.x (kiln.torch_backend)
 
 Inputs are read where they lie: a C-contiguous NumPy array, or a CPU
 torch.Tensor (through DLPack), is not copied; outputs are arrays (or torch
@@ -13,11 +14,12 @@ raises kiln.Error with the located message the `kiln` CLI prints.
 """
 
 import os
+import sys
 
 from ._kiln import Error, Executable, Model
 from ._kiln import compile as _compile_model
 
-__all__ = ["Error", "Executable", "Model", "compile", "load"]
+__all__ = ["Error", "Executable", "Model", "compile", "load", "torch_backend"]
 
 
 def _is_artifact(path):
@@ -58,3 +60,108 @@ def _call(self, *inputs):
 Executable.__call__ = _call
 Executable.__call__.__doc__ = ("Runs on the inputs; the output itself when there is one, "
                                "else a tuple.")
+
+
+def _log(message):
+    print(f"kiln: {message}", file=sys.stderr)
+
+
+def torch_backend(gm, example_inputs):
+    """A torch.compile backend (`torch.compile(m, backend=kiln.torch_backend)`,
+    or backend="kiln" once kiln is imported after torch): each FX graph
+    Dynamo gives is exported to ONNX in memory (TorchScript exporter, opset
+    17) with its parameters as constants, compiled by Kiln and run by it. A
+    graph Kiln cannot take runs eagerly, with one line on stderr naming why.
+    Inference only: a graph called with grad enabled on tensors that
+    require it runs eagerly; a parameter changed in place since the compile
+    makes the graph compile again."""
+    import tempfile
+
+    import torch
+    from torch.utils import _pytree as pytree
+
+    def eager(why):
+        _log(f"torch.compile graph runs eagerly: {why}")
+        return gm.forward
+
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        return eager("an input is not a tensor (" +
+                     ", ".join(type(t).__name__ for t in example_inputs) + ")")
+    if any(not isinstance(d, int) for t in example_inputs for d in t.shape):
+        return eager("symbolic input sizes (Dynamo's dynamic=True); Kiln gets static graphs here")
+    if any(t.device.type != "cpu" for t in example_inputs):
+        return eager("an input is not on the CPU")
+    params = [i for i, t in enumerate(example_inputs) if isinstance(t, torch.nn.Parameter)]
+    fed = [i for i in range(len(example_inputs)) if i not in params]
+
+    class Graph(torch.nn.Module):
+        # The FX graph with its parameters as buffers: ONNX initializers.
+        def __init__(self):
+            super().__init__()
+            self.gm = gm
+            for k, i in enumerate(params):
+                self.register_buffer(f"param{k}", example_inputs[i].detach())
+
+        def forward(self, *xs):
+            full, it = [], iter(xs)
+            for i in range(len(example_inputs)):
+                full.append(getattr(self, f"param{params.index(i)}") if i in params else next(it))
+            return self.gm(*full)
+
+    def build():
+        with torch.no_grad():
+            want = gm(*example_inputs)
+            flat, spec = pytree.tree_flatten(want)
+            if not flat or not all(isinstance(t, torch.Tensor) for t in flat):
+                raise Error("the graph returns something other than tensors")
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "graph.onnx")
+                torch.onnx.export(Graph(), tuple(example_inputs[i].detach() for i in fed), path,
+                                  opset_version=17, dynamo=False,
+                                  input_names=[f"input{i}" for i in range(len(fed))])
+                exe = compile(path)
+        return exe, spec, len(flat)
+
+    try:
+        state = [build()]
+    except Exception as e:  # the reason goes to the log line; eager runs it
+        return eager(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+    versions = [(example_inputs[i]._version, example_inputs[i].data_ptr()) for i in params]
+
+    def run(*args):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in args if isinstance(t, torch.Tensor)):
+            return gm(*args)
+        now = [(args[i]._version, args[i].data_ptr()) for i in params]
+        if now != versions:  # a parameter changed in place: compile it again
+            nonlocal example_inputs
+            example_inputs = list(args)
+            state[0] = build()
+            versions[:] = now
+        exe, spec, count = state[0]
+        outs = exe.run(*(args[i] for i in fed))
+        if len(outs) != count:
+            raise Error(f"the compiled graph returned {len(outs)} outputs, the FX graph {count}")
+        return pytree.tree_unflatten(list(outs), spec)
+
+    return run
+
+
+def _register_with_torch():
+    # backend="kiln": torch finds it through the torch_dynamo_backends entry
+    # point of kiln's dist-info when that is on the path (it then imports
+    # kiln itself); else it is registered here, when torch is imported
+    # already (kiln does not import torch).
+    from importlib.metadata import entry_points
+
+    if any(ep.name == "kiln" for ep in entry_points(group="torch_dynamo_backends")):
+        return
+    if "torch" not in sys.modules:
+        return
+    try:
+        from torch._dynamo import register_backend
+    except ImportError:  # torch 1.x has no torch.compile
+        return
+    register_backend(compiler_fn=torch_backend, name="kiln")
+
+
+_register_with_torch()

@@ -144,6 +144,51 @@ def test_threads_share_one_executable():
         np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-6)
 
 
+def test_torch_compile_backend():
+    import contextlib
+    import io
+
+    import torch
+    if not hasattr(torch, "compile"):
+        print(f"skip test_torch_compile_backend: torch {torch.__version__} has no torch.compile")
+        return
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = torch.nn.Linear(16, 32)
+            self.l2 = torch.nn.Linear(32, 4)
+
+        def forward(self, x):
+            h = torch.nn.functional.gelu(self.l1(x))
+            return {"probs": torch.softmax(self.l2(h), -1), "hidden": h}
+
+    class Det(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.det(x) + 1
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(3, 16)
+    log = io.StringIO()
+    with torch.no_grad(), contextlib.redirect_stderr(log):
+        torch._dynamo.reset()
+        fast = torch.compile(net, backend="kiln")
+        got = fast(x)
+        want = net(x)
+        assert set(got) == {"probs", "hidden"}, got.keys()
+        for k in got:
+            torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+        # A parameter changed in place: the graph compiles again.
+        net.l2.weight.mul_(2)
+        torch.testing.assert_close(fast(x)["probs"], net(x)["probs"], rtol=1e-5, atol=1e-6)
+        # A graph Kiln cannot take runs eagerly, with one line saying why.
+        m = torch.randn(2, 3, 3)
+        torch.testing.assert_close(torch.compile(Det(), backend=kiln.torch_backend)(m),
+                                   Det()(m))
+    assert "torch.compile graph runs eagerly" in log.getvalue(), log.getvalue()
+
+
 def test_onnx_model():
     zoo = os.path.join(BUILD, "tests", "models", "zoo", "mlp-op17")
     import onnx
