@@ -66,7 +66,7 @@ def _log(message):
     print(f"kiln: {message}", file=sys.stderr)
 
 
-def torch_backend(gm, example_inputs):
+def torch_backend(gm, example_inputs, threads=0):
     """A torch.compile backend (`torch.compile(m, backend=kiln.torch_backend)`,
     or backend="kiln" once kiln is imported after torch): each FX graph
     Dynamo gives is exported to ONNX in memory (TorchScript exporter, opset
@@ -74,7 +74,8 @@ def torch_backend(gm, example_inputs):
     graph Kiln cannot take runs eagerly, with one line on stderr naming why.
     Inference only: a graph called with grad enabled on tensors that
     require it runs eagerly; a parameter changed in place since the compile
-    makes the graph compile again."""
+    makes the graph compile again. `threads` is kiln.compile's (0: OpenMP's
+    default)."""
     import tempfile
 
     import torch
@@ -119,19 +120,25 @@ def torch_backend(gm, example_inputs):
                 torch.onnx.export(Graph(), tuple(example_inputs[i].detach() for i in fed), path,
                                   opset_version=17, dynamo=False,
                                   input_names=[f"input{i}" for i in range(len(fed))])
-                exe = compile(path)
+                exe = compile(path, threads=threads)
         return exe, spec, len(flat)
 
     try:
         state = [build()]
     except Exception as e:  # the reason goes to the log line; eager runs it
         return eager(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
-    versions = [(example_inputs[i]._version, example_inputs[i].data_ptr()) for i in params]
+    def version(t):  # an inference tensor has no version counter
+        try:
+            return (t._version, t.data_ptr())
+        except RuntimeError:
+            return (None, t.data_ptr())
+
+    versions = [version(example_inputs[i]) for i in params]
 
     def run(*args):
         if torch.is_grad_enabled() and any(t.requires_grad for t in args if isinstance(t, torch.Tensor)):
             return gm(*args)
-        now = [(args[i]._version, args[i].data_ptr()) for i in params]
+        now = [version(args[i]) for i in params]
         if now != versions:  # a parameter changed in place: compile it again
             nonlocal example_inputs
             example_inputs = list(args)
