@@ -141,11 +141,19 @@ Value *emitScalarAbs(KernelEmitter &e, const ScalarNode &n, Value *const *args, 
 // negative x) are half of all its exps: at sequence 512 the scalar
 // callouts took more time than the vector code. So those lanes take the
 // exp of 0 and their result is replaced by 0: the same value, in vector
-// code. NaN compares false and still gives NaN.
+// code. NaN compares false and still gives NaN. The inline exp (Note
+// [Inline exp]) applies the same rule.
 Value *emitScalarExp(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  Builder &b = e.builder();
+  if (e.vectorMathIsa().inlinesExp()) {
+    // Integers compute in double and convert back (saturating), as mathCall.
+    if (!isFloat(n.type))
+      return e.convert(emitInlineExp(b, e.convert(args[0], n.type, DType::F64)), DType::F64,
+                       n.type);
+    return e.roundTo(n.type, emitInlineExp(b, args[0]));
+  }
   if (!isFloat(n.type))
     return e.mathCall(MathFn::Exp, n.type, args[0]);
-  llvm::IRBuilder<> &b = e.builder();
   Value *x = args[0];
   double lowest = n.type == DType::F64 ? -746.0 : -104.0;
   Value *under = b.CreateFCmpOLT(x, llvm::ConstantFP::get(x->getType(), lowest));

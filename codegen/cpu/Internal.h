@@ -1,9 +1,10 @@
 //===- Internal.h - Shared helpers of the LLVM CPU backend -----*- C++ -*-===//
 //
-// Private to codegen/cpu/: the kernel-to-LLVM-IR emitter (EmitLLVM.cpp) and
-// the vector math table (VectorMath.cpp), used by the JIT (CpuJit.cpp).
-// Only these three files include LLVM headers; this header forward-declares
-// what it needs so that it stays cheap to include.
+// Private to codegen/cpu/: the kernel-to-LLVM-IR emitter (EmitLLVM.cpp), the
+// vector math table (VectorMath.cpp) and the inline transcendentals
+// (InlineMath.cpp), used by the JIT (CpuJit.cpp). Only these files include
+// LLVM headers; this header forward-declares what it needs so that it stays
+// cheap to include.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -16,10 +17,12 @@
 
 namespace llvm {
 class FunctionCallee;
+class IRBuilderBase;
 class LLVMContext;
 class Module;
 class TargetLibraryInfoImpl;
 class Type;
+class Value;
 } // namespace llvm
 
 namespace kiln::codegen::cpu {
@@ -33,12 +36,17 @@ struct VectorMathIsa {
   /// The vector width kernels should prefer, in bits (the
   /// "prefer-vector-width" function attribute); 0: the target's default.
   unsigned preferredVectorBits() const { return abi == Abi::Avx512 ? 512 : 0; }
+  /// Whether exp is inline IR (Note [Inline exp] in InlineMath.cpp) rather
+  /// than libmvec's: with AVX-512, and without libmvec; libmvec's AVX2 and
+  /// SSE4.1 code (the SSE variant, picked at run time) measured faster.
+  bool inlinesExp() const { return abi == Abi::Avx512 || abi == Abi::None; }
   /// From an LLVM target feature string ("+avx2,+fma,...").
   static VectorMathIsa fromFeatures(std::string_view features);
   const char *name() const;
 };
 
-/// The transcendental functions that are lowered to calls.
+/// The transcendental functions that are lowered to calls (exp only where
+/// VectorMathIsa::inlinesExp() is false).
 enum class MathFn { Exp, Log, Tanh, Erf, Sin, Cos, Pow };
 
 /// The scalar function for `fn` on `type` (float or double) in `m`, marked
@@ -49,6 +57,10 @@ enum class MathFn { Exp, Log, Tanh, Erf, Sin, Cos, Pow };
 /// without one it is libm's function.
 llvm::FunctionCallee getMathFunction(llvm::Module &m, MathFn fn, llvm::Type *type,
                                      const VectorMathIsa &isa);
+
+/// exp of `x` (float or double) as inline IR, no call: Note [Inline exp]
+/// in InlineMath.cpp. x < -104 (f32) / -746 (f64) gives +0.
+llvm::Value *emitInlineExp(llvm::IRBuilderBase &b, llvm::Value *x);
 
 /// Registers the wrapper-to-vector-function mappings for `isa`. The names
 /// are string literals, so they outlive `tli`.

@@ -32,6 +32,7 @@ public:
   llvm::IRBuilder<> &builder() { return b_; }
   llvm::Module &module() { return m_; }
   const Kernel &kernel() const { return k_; }
+  const VectorMathIsa &vectorMathIsa() const { return isa_; }
   /// The value of a scalar node, emitted on first use in the current stage.
   Value *get(ScalarRef r);
 

@@ -2,7 +2,9 @@
 //
 // Transcendentals (exp, log, tanh, erf, sin, cos, pow) are emitted as calls
 // to scalar functions that the loop vectorizer replaces with the vector
-// functions of glibc's libmvec through our own VecDesc table.
+// functions of glibc's libmvec through our own VecDesc table; exp except on
+// AVX-512 targets, where it is inline IR (InlineMath.cpp, Note [Inline
+// exp]).
 //
 // Note [Vector math]
 // ~~~~~~~~~~~~~~~~~~
@@ -93,13 +95,13 @@ VectorMathIsa VectorMathIsa::fromFeatures(std::string_view features) {
 const char *VectorMathIsa::name() const {
   switch (abi) {
   case Abi::None:
-    return "none";
+    return "none, exp inline";
   case Abi::Sse:
     return "libmvec sse (_ZGVb)";
   case Abi::Avx2:
     return "libmvec avx2 (_ZGVd)";
   case Abi::Avx512:
-    return "libmvec avx512 (_ZGVe)";
+    return "libmvec avx512 (_ZGVe), exp inline";
   }
   return "none";
 }
