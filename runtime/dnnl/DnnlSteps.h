@@ -20,6 +20,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -121,6 +122,19 @@ public:
                       const runtime::StepContext &ctx) const override;
   bool save(runtime::SavedStep &out, std::string &why) const override;
   uint64_t constantBytes() const override;
+
+private:
+  /// The memory objects of one run, kept for later runs: Note [Kept memory
+  /// objects] in DnnlSteps.cpp.
+  struct Binding;
+  std::unique_ptr<Binding> takeBinding() const;
+  void returnBinding(std::unique_ptr<Binding> b) const;
+  mutable std::mutex bindingsMutex_;
+  mutable std::vector<std::unique_ptr<Binding>> bindings_;
+
+public:
+  DnnlStep();
+  ~DnnlStep() override;
 };
 
 /// A oneDNN reorder of buffer 0 (layout `from`) into buffer 1 (layout `to`).
