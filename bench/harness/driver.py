@@ -1,4 +1,4 @@
-"""Runs the benchmark: Kiln vs PyTorch eager, torch.compile and ONNX Runtime.
+"""Runs the benchmark: Kiln vs PyTorch eager, torch.compile, ONNX Runtime and OpenVINO.
 
 usage: driver.py [--models a,b] [--threads 1,2] [--runs N] [--engines ...] [...]
 
@@ -38,7 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-ENGINES = ["kiln", "torch_eager", "torch_compile", "ort"]
+ENGINES = ["kiln", "torch_eager", "torch_compile", "ort", "openvino"]
 
 
 def log(msg):
@@ -212,6 +212,8 @@ def worker_cmd(engine, model_dir, threads, args):
                 "--threads", str(threads)]
     if engine == "ort":
         return [py, os.path.join(HERE, "ort_worker.py"), model_dir, "--threads", str(threads)]
+    if engine == "openvino":
+        return [py, os.path.join(HERE, "ov_worker.py"), model_dir, "--threads", str(threads)]
     raise ValueError(engine)
 
 
@@ -450,7 +452,7 @@ def machine_info():
 def python_versions(py):
     code = ("import json, importlib.metadata as m\n"
             "print(json.dumps({p: m.version(p) for p in "
-            "['torch','torchvision','onnxruntime','onnx','numpy']}))")
+            "['torch','torchvision','onnxruntime','openvino','onnx','numpy']}))")
     try:
         return json.loads(subprocess.run([py, "-c", code], capture_output=True, text=True,
                                          timeout=60).stdout)
