@@ -38,6 +38,21 @@ def emit(obj):
     protocol_stdout().flush()
 
 
+def start_onnx_worker():
+    """Parses `MODEL_DIR --threads T` (the ONNX engines' command line), moves
+    stdout aside for the protocol and sets the thread variables; returns the
+    arguments."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir")
+    ap.add_argument("--threads", type=int, required=True)
+    args = ap.parse_args()
+    protocol_stdout()
+    set_thread_env(args.threads)
+    return args
+
+
 def set_thread_env(threads):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)

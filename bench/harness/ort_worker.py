@@ -7,7 +7,6 @@ T, inter_op_num_threads 1, execution_mode ORT_SEQUENTIAL. compile_s is the
 InferenceSession construction (graph optimisation and kernel preparation);
 first_run_s the first run after it. Protocol: bench/harness/common.py.
 """
-import argparse
 import os
 import sys
 import time
@@ -17,12 +16,7 @@ import common  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model_dir")
-    ap.add_argument("--threads", type=int, required=True)
-    args = ap.parse_args()
-    common.protocol_stdout()
-    common.set_thread_env(args.threads)
+    args = common.start_onnx_worker()
     try:
         import onnxruntime as ort
 

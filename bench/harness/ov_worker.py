@@ -11,7 +11,6 @@ compiled model uses). compile_s is read_model plus compile_model; first_run_s
 the first inference after it, through one InferRequest that every run
 reuses. Protocol: bench/harness/common.py.
 """
-import argparse
 import os
 import sys
 import time
@@ -21,12 +20,7 @@ import common  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model_dir")
-    ap.add_argument("--threads", type=int, required=True)
-    args = ap.parse_args()
-    common.protocol_stdout()
-    common.set_thread_env(args.threads)
+    args = common.start_onnx_worker()
     try:
         import openvino as ov
 
