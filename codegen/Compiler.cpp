@@ -47,6 +47,7 @@
 #include "codegen/cpu/dnnl/DnnlIsa.h"
 #include "ir/Interpreter.h"
 #include "passes/PassManager.h"
+#include "runtime/CopyStep.h"
 
 #include <algorithm>
 #include <chrono>
@@ -300,7 +301,7 @@ public:
   }
 
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
-    if (addChannelsLastConcat(group))
+    if (addChannelsLastConcat(group) || addCopyConcat(group))
       return;
     if (!options_.useKernels || !jit) {
       for (const Node *n : group.nodes)
@@ -526,6 +527,29 @@ private:
     channelsLast_.insert(n->result());
     report_.libraryCalls.push_back(nodeName(n) + ": concat on channels-last buffers");
     ++report_.numLibraryCalls;
+    return true;
+  }
+
+  /// A kernel group that only concatenates (many operands) and reshapes,
+  /// as copies. See Note [Concat as copies].
+  bool addCopyConcat(const FusionGroup &group) {
+    auto match = detail::matchCopyConcat(group);
+    if (!match)
+      return false;
+    const Value *out = group.outputs.front();
+    const auto elem = static_cast<int64_t>(dtypeSize(out->type().dtype));
+    std::vector<runtime::CopyStep::Run> runs;
+    for (const detail::CopyConcat::Run &r : match->runs)
+      runs.push_back({r.source, r.from * elem, r.to * elem, r.count * elem});
+    std::vector<int32_t> ids;
+    for (const Value *v : match->sources)
+      ids.push_back(rowMajorBufferOf(v));
+    ids.push_back(bufferOf(out));
+    const auto numSources = static_cast<int32_t>(match->sources.size());
+    exe_->addExternStep(
+        std::make_shared<runtime::CopyStep>("copy %" + out->name(), numSources, std::move(runs)),
+        ids, numSources);
+    ++report_.numKernels; // Kiln's own code, like a kernel (Note [Concat as copies])
     return true;
   }
 

@@ -14,6 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace kiln::codegen {
+struct FusionGroup;
+} // namespace kiln::codegen
+
 namespace kiln::codegen::detail {
 
 /// Sizes of a statically shaped value.
@@ -42,6 +46,20 @@ inline bool isIndexMapNode(const Node &n) {
   case OpKind::Split:
   case OpKind::Gather:
   case OpKind::Resize:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Index maps that keep the row-major order of the elements (a new shape
+/// for the same bytes).
+inline bool isRowMajorViewNode(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
     return true;
   default:
     return false;
@@ -111,5 +129,20 @@ bool isSplatConstant(const Value *v);
 /// The names values print with (graph inputs and results, as the Printer
 /// numbers unnamed ones), without the `%`.
 std::unordered_map<const Value *, std::string> valueNames(const Graph &g);
+
+/// A kernel group made only of concats and reshapes, as copies of runs of
+/// elements from its inputs into its output: Note [Concat as copies] in
+/// CopyConcat.cpp.
+struct CopyConcat {
+  /// Elements [from, from + count) of sources[source] (row-major) are the
+  /// output's elements [to, to + count).
+  struct Run {
+    int32_t source;
+    int64_t from, to, count;
+  };
+  std::vector<const Value *> sources; ///< group inputs
+  std::vector<Run> runs;              ///< ordered by `to`; they cover the output once
+};
+std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group);
 
 } // namespace kiln::codegen::detail

@@ -1,6 +1,7 @@
 //===- Artifact.cpp - Compiled models saved to and loaded from disk -------===//
 #include "runtime/artifact/Artifact.h"
 
+#include "runtime/CopyStep.h"
 #include "runtime/artifact/Artifact.pb.h"
 #include "runtime/artifact/ElfLoader.h"
 #include "runtime/artifact/HostCpu.h"
@@ -556,7 +557,7 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
   };
   bool usesDnnl = false;
   for (const artifact::Step &s : meta.steps())
-    usesDnnl |= s.kind() == artifact::Step::EXTERN;
+    usesDnnl |= s.kind() == artifact::Step::EXTERN && s.extern_kind() != CopyStep::kKind;
   if (usesDnnl) {
     if (meta.dnnl_version() != onednn::version())
       return fail("written with " + meta.dnnl_version() + "; this process has " +
@@ -604,7 +605,10 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
     std::vector<size_t> bufferBytes;
     for (int32_t id : ids)
       bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
-    auto step = onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
+    std::shared_ptr<const ExternStep> step =
+        s.extern_kind() == CopyStep::kKind
+            ? CopyStep::load(s.payload(), bufferBytes, why)
+            : onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
     if (!step)
       return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);
     exe->addExternStep(std::move(step), std::move(ids), s.num_reads());

@@ -5,6 +5,7 @@
 // the outer range, and concurrent runs.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/CopyStep.h"
 #include "runtime/Executable.h"
 
 #include <gtest/gtest.h>
@@ -220,4 +221,42 @@ TEST(RuntimeTest, OutputsCanBeFedBackAsInputs) {
     ASSERT_TRUE(st.ok()) << st.error;
     ASSERT_EQ(std::memcmp(state[0].data, want[0].data, want[0].byteSize()), 0) << "step " << step;
   }
+}
+
+TEST(RuntimeTest, CopyStepCopiesRunsAndRoundTrips) {
+  // Two sources interleaved in rows of 4 bytes; adjacent runs merge.
+  std::vector<CopyStep::Run> runs = {{0, 0, 0, 4},  {1, 0, 4, 4},  {0, 4, 8, 4},
+                                     {1, 4, 12, 4}, {1, 8, 16, 2}, {1, 10, 18, 2}};
+  CopyStep step("copy %y", 2, runs);
+  EXPECT_EQ(step.runs().size(), 4u); // the last three of b are contiguous on both sides
+  std::vector<char> a = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'};
+  std::vector<char> b = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'A', 'B'};
+  std::vector<char> y(20, '?');
+  void *buffers[] = {a.data(), b.data(), y.data()};
+  StepContext ctx;
+  ASSERT_TRUE(step.run(buffers, ctx).ok());
+  EXPECT_EQ(std::string(y.begin(), y.end()), "abcd0123efgh456789AB");
+
+  SavedStep saved;
+  std::string why;
+  ASSERT_TRUE(step.save(saved, why));
+  EXPECT_EQ(saved.kind, CopyStep::kKind);
+  const size_t sizes[] = {a.size(), b.size(), y.size()};
+  auto loaded = CopyStep::load(saved.payload, sizes, why);
+  ASSERT_TRUE(loaded) << why;
+  std::fill(y.begin(), y.end(), '?');
+  ASSERT_TRUE(loaded->run(buffers, ctx).ok());
+  EXPECT_EQ(std::string(y.begin(), y.end()), "abcd0123efgh456789AB");
+
+  // A run outside its buffers, a wrong buffer count, a truncated or padded
+  // payload: each a named error, never a copy out of bounds.
+  const size_t small[] = {a.size(), b.size(), 19};
+  EXPECT_FALSE(CopyStep::load(saved.payload, small, why));
+  EXPECT_NE(why.find("outside its buffers"), std::string::npos) << why;
+  const size_t two[] = {a.size(), y.size()};
+  EXPECT_FALSE(CopyStep::load(saved.payload, two, why));
+  for (size_t cut = 0; cut < saved.payload.size(); ++cut)
+    EXPECT_FALSE(CopyStep::load(saved.payload.substr(0, cut), sizes, why)) << cut;
+  EXPECT_FALSE(CopyStep::load(saved.payload + "x", sizes, why));
+  EXPECT_NE(why.find("damaged copy step"), std::string::npos) << why;
 }
