@@ -281,6 +281,26 @@ std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node
   }
 }
 
+// Note [Small calls on one thread]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A oneDNN primitive created for T threads opens an OpenMP parallel region
+// on every call, a few microseconds at T = 2 on this 2-vCPU machine, while
+// the recurrent matmul of an unrolled LSTM step (2 x 64 by 64 x 256: 32K
+// multiply-adds) computes in about one: the LSTM model ran slower at two
+// threads than at one (0.325 vs 0.289 ms). A matmul or gemm of fewer than
+// kSerialMacs multiply-adds is created for one thread (the step records it
+// and never runs wider).
+constexpr int64_t kSerialMacs = int64_t(1) << 17;
+
+bool runsOnOneThread(const Anchor &a) {
+  if ((a.kindName != "matmul" && a.kindName != "gemm") || a.inputs.empty())
+    return false;
+  const dims src = a.inputs.front().userMd.dims();
+  if (src.empty())
+    return false;
+  return product(a.dstDims) * src.back() < kSerialMacs;
+}
+
 FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
                                       const OneDnnOptions &options, std::string &why) {
   if (nodes.empty())
@@ -294,6 +314,7 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
     if (failed(anchor))
       return failure();
     const Anchor &a = *anchor;
+    ScopedThreads serial(runsOnOneThread(a) ? 1 : 0);
     std::vector<std::vector<PostOp>> perNode;
     const Value *chain = nodes[0]->result();
     for (size_t i = 1; i < nodes.size(); ++i) {
