@@ -99,6 +99,37 @@ TEST(AffineIndexTest, SumsOfAtomsWithOffsetsMatchIntegerArithmetic) {
   }
 }
 
+TEST(AffineIndexTest, CommonFactorsDivideWithoutADivisionPerElement) {
+  // Note [Common factors]: (a * i + j + k) / c and % c for every i in
+  // [0, 9], j in [0, jmax], over coefficients, constants and divisors
+  // whose common factors the rewrite takes out, and ones it must not.
+  for (int64_t a : {1, 2, 3, 4, 6, 8, 12, 784})
+    for (int64_t jmax : {0, 1, 3, 5, 7, 11, 783})
+      for (int64_t k : {0, 1, 2, 5})
+        for (int64_t c : {1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 1568}) {
+          ScalarDag dag;
+          IndexBuilder b(dag);
+          Affine i = b.atom(dag.index(0), 9), j = b.atom(dag.index(1), jmax);
+          Affine e = b.add(b.add(b.mul(i, a), j), b.constant(k));
+          Affine q = b.floorDiv(e, c), r = b.mod(e, c);
+          for (int64_t vi = 0; vi <= 9; ++vi)
+            for (int64_t vj = 0; vj <= jmax; vj += jmax > 20 ? 97 : 1) {
+              int64_t x = a * vi + vj + k;
+              ASSERT_EQ(evalAt(dag, b, q, vi, vj), floorDiv(x, c))
+                  << a << "i + j + " << k << ", j <= " << jmax << ", / " << c;
+              ASSERT_EQ(evalAt(dag, b, r, vi, vj), x - floorDiv(x, c) * c)
+                  << a << "i + j + " << k << ", j <= " << jmax << ", % " << c;
+            }
+        }
+  // The shuffle's channel: (784 c + i) / 1568 reads only c's atom.
+  ScalarDag dag;
+  IndexBuilder b(dag);
+  Affine ch = b.atom(dag.index(0), 47), px = b.atom(dag.index(1), 783);
+  Affine q = b.floorDiv(b.add(b.mul(ch, 784), px), 1568);
+  ASSERT_EQ(q.terms.size(), 1u);
+  EXPECT_EQ(q.terms.begin()->first.base, dag.index(0).id) << "no division of the inner index";
+}
+
 TEST(AffineIndexTest, ConstantsFoldAndSmallRangesVanish) {
   ScalarDag dag;
   IndexBuilder b(dag);
