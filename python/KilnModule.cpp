@@ -38,69 +38,73 @@ namespace {
 // into NumPy: pybind11 2.10's py::array reads NumPy 1.x struct layouts,
 // which NumPy 2 changed (the build tree's venv has NumPy 2).
 
-/// The PEP 3118 format of a Kiln dtype; bf16 has none.
-const char *bufferFormat(kiln::DType t) {
-  switch (t) {
-  case kiln::DType::F32:
-    return "f";
-  case kiln::DType::F16:
-    return "e";
-  case kiln::DType::F64:
-    return "d";
-  case kiln::DType::I8:
-    return "b";
-  case kiln::DType::U8:
-    return "B";
-  case kiln::DType::I32:
-    return "i";
-  case kiln::DType::I64:
-    return "q";
-  case kiln::DType::Bool:
-    return "?";
-  case kiln::DType::BF16:
-    break;
-  }
-  throw kiln::Error("dtype " + std::string(kiln::dtypeName(t)) +
-                    " has no NumPy dtype (cast the model's output to f32)");
+/// The PEP 3118 format character of a Kiln dtype, from its row of
+/// ir/DTypes.def (size, float, signed); '\0' for bf16, which NumPy lacks.
+char formatOf(kiln::DType t) {
+  if (t == kiln::DType::Bool)
+    return '?';
+  if (t == kiln::DType::BF16)
+    return '\0';
+  const unsigned size = kiln::dtypeSize(t);
+  if (kiln::isFloat(t))
+    return size == 2 ? 'e' : size == 4 ? 'f' : 'd';
+  const char *codes = kiln::isSignedInt(t) ? "bhiq" : "BHIQ"; // 1, 2, 4, 8 bytes
+  return codes[size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3];
+}
+
+std::string bufferFormat(kiln::DType t) {
+  const char f = formatOf(t);
+  if (f == '\0')
+    throw kiln::Error("dtype " + std::string(kiln::dtypeName(t)) +
+                      " has no NumPy dtype (cast the model's output to f32)");
+  return std::string(1, f);
 }
 
 /// The Kiln dtype of a buffer's format and item size, or an error naming
-/// input `index`.
+/// the input. Integer formats are matched by size and sign ('l' is 4 or 8
+/// bytes depending on the platform).
 kiln::DType kilnDType(const py::buffer_info &b, size_t index) {
   std::string f = b.format;
   if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@'))
     f = f.substr(1);
   const char kind = f.size() == 1 ? f[0] : '\0';
-  const bool isInt = std::string("bhilq").find(kind) != std::string::npos && kind != '\0';
-  const bool isUInt = std::string("BHILQ").find(kind) != std::string::npos && kind != '\0';
-  if (kind == 'f' && b.itemsize == 4)
-    return kiln::DType::F32;
-  if (kind == 'd' && b.itemsize == 8)
-    return kiln::DType::F64;
-  if (kind == 'e' && b.itemsize == 2)
-    return kiln::DType::F16;
-  if (kind == '?' && b.itemsize == 1)
-    return kiln::DType::Bool;
-  if (isInt && b.itemsize == 1)
-    return kiln::DType::I8;
-  if (isUInt && b.itemsize == 1)
-    return kiln::DType::U8;
-  if (isInt && b.itemsize == 4)
-    return kiln::DType::I32;
-  if (isInt && b.itemsize == 8)
-    return kiln::DType::I64;
+  const bool isInt = kind != '\0' && std::string("bhilq").find(kind) != std::string::npos;
+  const bool isUInt = kind != '\0' && std::string("BHILQ").find(kind) != std::string::npos;
+  std::string names;
+  for (unsigned i = 0; i < kiln::kNumDTypes; ++i) {
+    const auto t = static_cast<kiln::DType>(i);
+    const char want = formatOf(t);
+    if (want == '\0')
+      continue;
+    names += (names.empty() ? "" : ", ") + std::string(kiln::dtypeName(t));
+    if (static_cast<size_t>(b.itemsize) != kiln::dtypeSize(t))
+      continue;
+    const bool integer = kiln::isInteger(t);
+    if ((!integer && kind == want) || (integer && (kiln::isSignedInt(t) ? isInt : isUInt)))
+      return t;
+  }
   throw kiln::Error("input " + std::to_string(index) + " has elements of format '" + b.format +
                     "' (" + std::to_string(b.itemsize) +
-                    " bytes), which Kiln has no dtype for (it takes float32, float16, float64, "
-                    "int8, uint8, int32, int64 and bool)");
+                    " bytes), which Kiln has no dtype for (it takes " + names + ")");
+}
+
+/// sys.modules, looked up once at module initialization (kept, never
+/// released: a static py::object would be released after the interpreter).
+py::dict *sysModules = nullptr;
+
+/// A module the program has imported: from sys.modules (a dictionary
+/// lookup on the run path), else imported now.
+py::object imported(const char *name) {
+  if (sysModules->contains(name))
+    return (*sysModules)[name];
+  return py::module_::import(name);
 }
 
 /// Whether `obj` is a torch.Tensor (a Parameter too), without importing
 /// torch when the program has not.
 bool isTorchTensor(py::handle obj) {
-  py::dict modules = py::module_::import("sys").attr("modules");
-  return modules.contains("torch") &&
-         py::isinstance(obj, modules["torch"].attr("Tensor").cast<py::object>());
+  return sysModules->contains("torch") &&
+         py::isinstance(obj, (*sysModules)["torch"].attr("Tensor").cast<py::object>());
 }
 
 /// Runs `fn` (no Python calls in it) without the GIL (not with
@@ -146,7 +150,7 @@ struct HeldBuffer {
 /// A kiln::Tensor over input `index` (the Note at the top: borrowed when it
 /// can be, copied once to C order when it is not contiguous).
 kiln::Tensor toTensor(py::handle obj, size_t index) {
-  py::module_ numpy = py::module_::import("numpy");
+  py::object numpy = imported("numpy");
   py::object source = py::reinterpret_borrow<py::object>(obj);
   try {
     // A CPU tensor's .numpy() shares its memory (for every dtype, where
@@ -198,7 +202,7 @@ struct OutputBuffer {
 /// A NumPy array over output `t` (no copy).
 py::object toArray(const kiln::Tensor &t) {
   py::object holder = py::cast(OutputBuffer{t});
-  return py::module_::import("numpy").attr("asarray")(holder);
+  return imported("numpy").attr("asarray")(holder);
 }
 
 py::list runOn(const kiln::Executable &exe, const py::args &args) {
@@ -210,7 +214,7 @@ py::list runOn(const kiln::Executable &exe, const py::args &args) {
   }
   std::vector<kiln::Tensor> outputs = withoutGil([&] { return exe.run(inputs); });
   py::list out;
-  py::object fromNumpy = torch ? py::module_::import("torch").attr("from_numpy") : py::object();
+  py::object fromNumpy = torch ? imported("torch").attr("from_numpy") : py::object();
   for (const kiln::Tensor &t : outputs) {
     py::object a = toArray(t);
     out.append(torch ? fromNumpy(a) : a);
@@ -229,6 +233,7 @@ py::list ports(const std::vector<kiln::PortInfo> &ps) {
 
 PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's C++ API (include/kiln/kiln.h); use the package `kiln`.";
+  sysModules = new py::dict(py::module_::import("sys").attr("modules"));
   py::register_exception<kiln::Error>(m, "Error", PyExc_RuntimeError);
 
   py::class_<OutputBuffer>(m, "_OutputBuffer", py::buffer_protocol())
