@@ -29,11 +29,12 @@
 //
 // Note [Fallback steps]
 // A node no backend handles runs on its reference kernel (evaluateNode) as
-// an extern step of its own: operands are borrowed from the buffers as
-// Tensors (no copy), results are copied into the node's buffers. The step
-// keeps the compiled graph alive (the Executable owns it), and each one
-// is announced by a warning at the node's location that names it, its op
-// and the reason, so a slow path is never silent.
+// an extern step of its own (runtime/reference/ReferenceStep.h):
+// operands are borrowed from the buffers as Tensors (no copy), results are
+// copied into the node's buffers. The Executable keeps the compiled graph
+// alive; an artifact stores the node as a one-node .kir graph. Each one is
+// announced by a warning at the node's location that names it, its op and
+// the reason, so a slow path is never silent.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
@@ -48,6 +49,7 @@
 #include "ir/Interpreter.h"
 #include "passes/PassManager.h"
 #include "runtime/CopyStep.h"
+#include "runtime/reference/ReferenceStep.h"
 
 #include <algorithm>
 #include <chrono>
@@ -94,48 +96,6 @@ void nameValues(Graph &g) {
     v->setName(name);
   }
 }
-
-/// A non-owning shared pointer, for borrowing runtime buffers as Tensors.
-std::shared_ptr<const void> unowned(const void *p) {
-  return std::shared_ptr<const void>(p, [](const void *) {});
-}
-
-/// Runs one node on its reference kernel. See Note [Fallback steps].
-class ReferenceStep final : public runtime::ExternStep {
-public:
-  ReferenceStep(const Node *node, std::string reason) : node_(node), reason_(std::move(reason)) {}
-
-  std::string describe() const override {
-    return "reference " + std::string(node_->mnemonic()) + " " + nodeName(node_);
-  }
-
-  runtime::Status run(std::span<void *const> buffers, const runtime::StepContext &) const override {
-    std::vector<Tensor> operands;
-    for (unsigned i = 0; i < node_->numOperands(); ++i) {
-      const TensorType &t = node_->operand(i)->type();
-      operands.push_back(
-          Tensor::borrow(t.dtype, staticSizes(t.shape), unowned(buffers[i]), buffers[i]));
-    }
-    DiagnosticEngine diag;
-    ScopedDiagnosticCollector collect(diag);
-    auto results = evaluateNode(*node_, operands, diag);
-    if (failed(results))
-      return runtime::Status::failure(collect.str());
-    for (unsigned r = 0; r < node_->numResults(); ++r) {
-      const Tensor &t = (*results)[r];
-      const TensorType &want = node_->result(r)->type();
-      if (t.dtype() != want.dtype || t.shape() != staticSizes(want.shape))
-        return runtime::Status::failure("reference kernel returned " + t.str() + ", expected " +
-                                        want.str());
-      std::memcpy(buffers[node_->numOperands() + r], t.rawData(), t.byteSize());
-    }
-    return runtime::Status::success();
-  }
-
-private:
-  const Node *node_;
-  std::string reason_;
-};
 
 /// Builds the Executable step by step.
 class ExecutableBuilder {
@@ -259,8 +219,8 @@ public:
     std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
     for (unsigned r = 0; r < n->numResults(); ++r)
       writes.push_back(n->result(r));
-    exe_->addExternStep(std::make_shared<ReferenceStep>(n, reason), stepBuffers(reads, writes),
-                        static_cast<int32_t>(n->numOperands()));
+    exe_->addExternStep(std::make_shared<runtime::ReferenceStep>(n, nullptr),
+                        stepBuffers(reads, writes), static_cast<int32_t>(n->numOperands()));
   }
 
   /// A group that reads or writes a zero-sized tensor (batch 0, an empty
@@ -533,6 +493,8 @@ private:
   /// A kernel group that only concatenates (many operands) and reshapes,
   /// as copies. See Note [Concat as copies].
   bool addCopyConcat(const FusionGroup &group) {
+    if (!options_.useKernels)
+      return false; // --no-kernels: every kernel group on reference kernels
     auto match = detail::matchCopyConcat(group);
     if (!match)
       return false;
@@ -933,6 +895,10 @@ std::unique_ptr<runtime::Executable> loadCached(const std::string &path, Compile
   report.target = info.report.target;
   report.libraryCalls = info.report.libraryLines;
   report.fallbacks = info.report.fallbackLines;
+  // Note [Fallback steps]: a slow path is never silent, cached or not.
+  for (const std::string &line : report.fallbacks)
+    diag.emitWarning(Location())
+        << "node " << line << " (it runs on the reference kernel; loaded from the compile cache)";
   report.steps = exe->describe();
   MemoryReport &m = report.memory;
   m.arenaBytes = exe->arenaBytes();
@@ -945,13 +911,10 @@ std::unique_ptr<runtime::Executable> loadCached(const std::string &path, Compile
   return exe;
 }
 
-/// Stores `exe` at report.cacheEntry and keeps the cache within its limit.
-/// A model that cannot be saved (a reference-kernel fallback) is not
-/// stored, silently; a write error is a warning.
+/// Stores `exe` at report.cacheEntry and keeps the cache within its limit;
+/// a write error is a warning.
 void storeCached(const runtime::Executable &exe, const GraphPorts &ports,
                  const CompileReport &report, DiagnosticEngine &diag) {
-  if (report.numFallbacks > 0)
-    return;
   const std::filesystem::path path(report.cacheEntry);
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);

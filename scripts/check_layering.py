@@ -27,8 +27,13 @@ RULES = {
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
-    # Artifacts: the runtime, its oneDNN steps, the generated metadata code.
-    "runtime/artifact": ["runtime", "runtime/dnnl", "runtime/artifact", "ir/DTypes.def"],
+    # The reference-kernel step: the runtime and the IR (its interpreter,
+    # printer and parser), no compiler.
+    "runtime/reference": ["runtime", "runtime/reference", "ir"],
+    # Artifacts: the runtime, its oneDNN and reference steps, the generated
+    # metadata code.
+    "runtime/artifact": ["runtime", "runtime/dnnl", "runtime/reference", "runtime/artifact",
+                         "ir/DTypes.def"],
     # kiln_codegen (target-neutral: kernel IR, fusion, lowering, memory
     # planning) and kiln_compiler (Compiler, Bisect: the driver that ties the
     # backends together) share codegen/; only the driver sees the backends.
@@ -40,7 +45,7 @@ RULES = {
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
           "codegen/CompileCache.cpp", "codegen/CompileCache.h"}
 DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
-                "generated/SourceHash.h"]  # generated in the build tree
+                "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

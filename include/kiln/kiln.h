@@ -122,8 +122,8 @@ public:
   static Executable load(const std::string &path);
 
   /// Writes the compiled model as an artifact (atomically: a failed save
-  /// leaves what was at `path`). A model with a step run by a reference
-  /// kernel cannot be saved. One that compiles per size writes the
+  /// leaves what was at `path`); steps run by reference kernels are saved
+  /// as their IR nodes. One that compiles per size writes the
   /// specializations kept so far as a size set (an error before any run).
   void save(const std::string &path) const;
 

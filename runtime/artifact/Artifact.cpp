@@ -6,6 +6,7 @@
 #include "runtime/artifact/ElfLoader.h"
 #include "runtime/artifact/HostCpu.h"
 #include "runtime/dnnl/DnnlSteps.h"
+#include "runtime/reference/ReferenceStep.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -557,7 +558,7 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
   };
   bool usesDnnl = false;
   for (const artifact::Step &s : meta.steps())
-    usesDnnl |= s.kind() == artifact::Step::EXTERN && s.extern_kind() != CopyStep::kKind;
+    usesDnnl |= s.kind() == artifact::Step::EXTERN && s.extern_kind().rfind("onednn.", 0) == 0;
   if (usesDnnl) {
     if (meta.dnnl_version() != onednn::version())
       return fail("written with " + meta.dnnl_version() + "; this process has " +
@@ -606,8 +607,9 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
     for (int32_t id : ids)
       bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
     std::shared_ptr<const ExternStep> step =
-        s.extern_kind() == CopyStep::kKind
-            ? CopyStep::load(s.payload(), bufferBytes, why)
+        s.extern_kind() == CopyStep::kKind ? CopyStep::load(s.payload(), bufferBytes, why)
+        : s.extern_kind() == ReferenceStep::kKind
+            ? ReferenceStep::load(s.payload(), bufferBytes, why)
             : onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
     if (!step)
       return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);

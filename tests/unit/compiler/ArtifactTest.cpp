@@ -12,6 +12,7 @@
 #include "runtime/artifact/Artifact.h"
 #include "codegen/Compiler.h"
 #include "ir/Parser.h"
+#include "runtime/reference/ReferenceStep.h"
 #include "tests/unit/compiler/ArtifactRoundTrip.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +46,8 @@ struct Compiled {
   std::vector<Tensor> inputs, outputs;
 };
 
-Compiled compileModel(codegen::LibraryLayout layout = codegen::LibraryLayout::Plain) {
+Compiled compileModel(codegen::LibraryLayout layout = codegen::LibraryLayout::Plain,
+                      bool useKernels = true) {
   Compiled c;
   DiagnosticEngine diag;
   auto m = parseModule(kModel, diag);
@@ -54,6 +56,7 @@ Compiled compileModel(codegen::LibraryLayout layout = codegen::LibraryLayout::Pl
   codegen::CompileOptions opts;
   opts.threads = 1;
   opts.dnnlLayout = layout;
+  opts.useKernels = useKernels;
   auto exe = codegen::compile(*c.module->graphs().front(), opts, diag);
   EXPECT_TRUE(exe.succeeded());
   c.exe = exe.take();
@@ -213,20 +216,66 @@ TEST(ArtifactTest, RefusesCodeForAnotherCpu) {
   std::remove(path.c_str());
 }
 
-TEST(ArtifactTest, RefusesStepsItCannotSave) {
-  // A reference-kernel fallback needs the IR: no artifact.
-  DiagnosticEngine diag;
-  auto m = parseModule(kModel, diag);
-  ASSERT_TRUE(m.succeeded());
-  codegen::CompileOptions opts;
-  opts.useKernels = false;
-  auto exe = codegen::compile(*(*m)->graphs().front(), opts, diag);
-  ASSERT_TRUE(exe.succeeded());
-  const std::string path = tempPath("fallback");
+TEST(ArtifactTest, SavesReferenceKernelFallbacks) {
+  // Without kernels every kernel group runs on reference kernels: each is
+  // saved as its one-node .kir graph and parsed again at load.
+  Compiled c = compileModel(codegen::LibraryLayout::Plain, /*useKernels=*/false);
+  std::string steps = c.exe->describe();
+  EXPECT_NE(steps.find("reference exp"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("reference pow"), std::string::npos) << steps;
+  kiln::testing::expectArtifactRoundTrip(*c.exe, c.inputs, c.outputs, "reference fallbacks");
+}
+
+TEST(ArtifactTest, DamagedReferenceStepsAreErrors) {
+  Compiled c = compileModel(codegen::LibraryLayout::Plain, /*useKernels=*/false);
+  const runtime::ExternStep *exp = nullptr;
+  for (const runtime::Step &st : c.exe->steps())
+    if (st.externStep && st.externStep->describe().rfind("reference exp", 0) == 0)
+      exp = st.externStep.get();
+  ASSERT_NE(exp, nullptr);
+  runtime::SavedStep saved;
+  std::string why;
+  ASSERT_TRUE(exp->save(saved, why)) << why;
+  EXPECT_EQ(saved.kind, runtime::ReferenceStep::kKind);
+  const size_t bytes = 4 * 9 * 9 * sizeof(float);
+  const size_t sizes[] = {bytes, bytes};
+  ASSERT_TRUE(runtime::ReferenceStep::load(saved.payload, sizes, why)) << why;
+  const size_t wrong[] = {bytes, bytes - 4};
+  EXPECT_FALSE(runtime::ReferenceStep::load(saved.payload, wrong, why));
+  EXPECT_NE(why.find("does not fit its buffer"), std::string::npos) << why;
+  const size_t three[] = {bytes, bytes, bytes};
+  EXPECT_FALSE(runtime::ReferenceStep::load(saved.payload, three, why));
+  std::string renamed = saved.payload;
+  renamed.replace(renamed.find("@reference_step"), 15, "@other_name____");
+  for (const std::string &bad :
+       {std::string("graph @reference_step("), std::string("\x01\x02 not kir"), renamed,
+        saved.payload.substr(0, saved.payload.size() / 2)}) {
+    EXPECT_FALSE(runtime::ReferenceStep::load(bad, sizes, why)) << bad;
+    EXPECT_NE(why.find("damaged reference step"), std::string::npos) << why;
+  }
+}
+
+/// A step without a saved form (ExternStep's default save()).
+class UnsaveableStep final : public runtime::ExternStep {
+public:
+  std::string describe() const override { return "unsaveable"; }
+  runtime::Status run(std::span<void *const>, const runtime::StepContext &) const override {
+    return runtime::Status::success();
+  }
+};
+
+TEST(ArtifactTest, AFailedSaveLeavesTheFileAlone) {
+  runtime::Executable exe;
+  int32_t x = exe.addInput(DType::F32, {4}, "x");
+  int32_t y = exe.addTemp(DType::F32, {4}, "y");
+  exe.addExternStep(std::make_shared<UnsaveableStep>(), {x, y}, 1);
+  exe.setOutputs({y});
+  ASSERT_TRUE(exe.finalize().ok());
+  const std::string path = tempPath("unsaveable");
   std::ofstream(path) << "what the user had";
-  runtime::Status st = runtime::saveArtifact(**exe, {}, path);
+  runtime::Status st = runtime::saveArtifact(exe, {}, path);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.error.find("cannot be saved"), std::string::npos) << st.error;
+  EXPECT_NE(st.error.find("step 'unsaveable' cannot be saved"), std::string::npos) << st.error;
   EXPECT_EQ(readFile(path), "what the user had") << "a failed save overwrote the file";
   std::remove(path.c_str());
 }
