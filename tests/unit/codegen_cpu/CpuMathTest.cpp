@@ -41,6 +41,12 @@ Kernel unaryKernel(const std::string &name, ScalarOp op, int64_t outer, int64_t 
   return k;
 }
 
+/// Whether the host JIT computes exp inline (AVX-512 hosts, Note [Inline
+/// exp]) rather than with libmvec (AVX2 and SSE hosts).
+bool hostInlinesExp() {
+  return sharedJit().targetDescription().find("exp inline") != std::string::npos;
+}
+
 std::string optimizedIR(const Kernel &k) {
   DiagnosticEngine diag;
   ScopedDiagnosticCollector collect(diag);
@@ -74,6 +80,8 @@ TEST(CpuMath, TranscendentalMapsVectorizeToLibmvec) {
 }
 
 TEST(CpuMath, ExpIsInlineAndVectorizes) {
+  if (!hostInlinesExp())
+    GTEST_SKIP() << "this host's JIT calls libmvec for exp (no AVX-512; Note [Inline exp])";
   for (DType t : {DType::F32, DType::F64}) {
     SCOPED_TRACE(dtypeName(t));
     std::string ir = optimizedIR(unaryKernel("vec_exp", ScalarOp::Exp, 16, 1024, t));
@@ -196,7 +204,8 @@ TEST(CpuMath, F64ExpWithinOneAndAHalfUlp) {
     worst = std::max(worst, static_cast<double>(std::fabs(ys[i] - want) / ulp));
   }
   std::printf("[ accuracy ] exp f64 [-700, 700] and [705, 715]   max %.2f ulp\n", worst);
-  EXPECT_LE(worst, 1.5);
+  // Kiln's own exp, or libmvec's (4 ulp documented) where the host has no AVX-512.
+  EXPECT_LE(worst, hostInlinesExp() ? 1.5 : 4.5);
 }
 
 /// Max ulp error of the JIT's f32 `op` over `n` inputs from `gen`, against
@@ -277,8 +286,9 @@ TEST(CpuMath, VectorizedF32ErrorWithinFourAndAHalfUlp) {
   for (const Case &c : cases) {
     double ulp = maxUlpError(c.op, n, c.gen, c.gen2, c.exact);
     std::printf("[ accuracy ] %-36s max %.2f ulp\n", c.name, ulp);
-    // exp is Kiln's own (Note [Inline exp]); the rest are libmvec's.
-    EXPECT_LE(ulp, c.op == ScalarOp::Exp ? 2.0 : 4.5) << c.name;
+    // exp is Kiln's own on AVX-512 hosts (Note [Inline exp]); the rest
+    // are libmvec's.
+    EXPECT_LE(ulp, c.op == ScalarOp::Exp && hostInlinesExp() ? 2.0 : 4.5) << c.name;
   }
 }
 
