@@ -366,10 +366,11 @@ public:
       return;
     }
     std::vector<const Value *> args = call->operands;
-    args.push_back(call->result);
+    args.insert(args.end(), call->results.begin(), call->results.end());
     exe_->addExternStep(call->step, buffersOf(args), static_cast<int32_t>(call->operands.size()));
-    if (dnnl.channelsLast(call->result))
-      channelsLast_.insert(call->result);
+    for (const Value *v : call->results)
+      if (dnnl.channelsLast(v))
+        channelsLast_.insert(v);
     std::string line = nodeName(group.nodes.front());
     for (size_t i = 1; i < call->numNodes; ++i)
       line += "+" + nodeName(group.nodes[i]);

@@ -365,7 +365,8 @@ void Planner::planLibrary(int anchor) {
          "'" + std::string(a->mnemonic()) + "' runs in the library");
   const Value *tail = a->result(0);
   const TensorType &anchorType = tail->type();
-  while (fuse_) {
+  // An anchor with several results (a recurrent layer) takes no epilogue.
+  while (fuse_ && a->numResults() == 1) {
     const std::vector<Use> &uses = tail->uses();
     if (uses.empty())
       break;
@@ -410,6 +411,8 @@ void Planner::planLibrary(int anchor) {
     tail = u->result(0);
   }
   g.outputs.push_back(tail);
+  for (unsigned r = 1; r < a->numResults(); ++r)
+    g.outputs.push_back(a->result(r));
   for (const Value *v : g.libraryInputs)
     needsMemory_.insert(v);
   groups_.push_back(std::move(g));

@@ -82,9 +82,46 @@ MemoryPlan planMemory(std::span<const LiveInterval> intervals, uint64_t alignmen
     b.members.push_back(i);
   }
 
-  // Largest first; among equals the longer-lived, then the earlier.
+  // Places the blocks in `order`, each at the best-fitting gap among the
+  // blocks already placed that overlap it in time; returns the arena size.
+  auto place = [&](const std::vector<size_t> &order) {
+    uint64_t arena = 0;
+    std::vector<size_t> placed, neighbours;
+    for (size_t bi : order) {
+      Block &b = blocks[bi];
+      neighbours.clear();
+      for (size_t pi : placed)
+        if (overlapInTime(blocks[pi], b))
+          neighbours.push_back(pi);
+      std::sort(neighbours.begin(), neighbours.end(),
+                [&](size_t x, size_t y) { return blocks[x].offset < blocks[y].offset; });
+      uint64_t end = 0, bestGap = std::numeric_limits<uint64_t>::max(), best = 0;
+      bool found = false;
+      for (size_t pi : neighbours) {
+        const Block &p = blocks[pi];
+        if (p.offset > end) {
+          uint64_t gap = p.offset - end;
+          if (gap >= b.bytes && gap < bestGap) {
+            bestGap = gap;
+            best = end;
+            found = true;
+          }
+        }
+        end = std::max(end, p.offset + p.bytes);
+      }
+      b.offset = found ? best : end;
+      arena = std::max(arena, b.offset + b.bytes);
+      placed.push_back(bi);
+    }
+    return arena;
+  };
+  // Largest first; among equals the longer-lived, then the earlier (the
+  // first order), or the earlier alone (the second: equal buffers handed
+  // from one step to the next, as between stacked layers, tile in time
+  // order). The smaller arena wins; the first on a tie.
   std::vector<size_t> order(blocks.size());
   std::iota(order.begin(), order.end(), 0);
+  std::vector<size_t> byTime = order;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Block &x = blocks[a], &y = blocks[b];
     if (x.bytes != y.bytes)
@@ -93,33 +130,19 @@ MemoryPlan planMemory(std::span<const LiveInterval> intervals, uint64_t alignmen
       return x.last - x.first > y.last - y.first;
     return x.first < y.first;
   });
-
-  std::vector<size_t> placed, neighbours;
-  for (size_t bi : order) {
-    Block &b = blocks[bi];
-    neighbours.clear();
-    for (size_t pi : placed)
-      if (overlapInTime(blocks[pi], b))
-        neighbours.push_back(pi);
-    std::sort(neighbours.begin(), neighbours.end(),
-              [&](size_t x, size_t y) { return blocks[x].offset < blocks[y].offset; });
-    uint64_t end = 0, bestGap = std::numeric_limits<uint64_t>::max(), best = 0;
-    bool found = false;
-    for (size_t pi : neighbours) {
-      const Block &p = blocks[pi];
-      if (p.offset > end) {
-        uint64_t gap = p.offset - end;
-        if (gap >= b.bytes && gap < bestGap) {
-          bestGap = gap;
-          best = end;
-          found = true;
-        }
-      }
-      end = std::max(end, p.offset + p.bytes);
-    }
-    b.offset = found ? best : end;
+  std::sort(byTime.begin(), byTime.end(), [&](size_t a, size_t b) {
+    const Block &x = blocks[a], &y = blocks[b];
+    if (x.bytes != y.bytes)
+      return x.bytes > y.bytes;
+    if (x.first != y.first)
+      return x.first < y.first;
+    return x.last < y.last;
+  });
+  const uint64_t bySize = place(order);
+  if (place(byTime) >= bySize)
+    place(order);
+  for (const Block &b : blocks) {
     plan.arenaBytes = std::max(plan.arenaBytes, b.offset + b.bytes);
-    placed.push_back(bi);
     for (size_t m : b.members)
       plan.offsets[m] = b.offset;
   }

@@ -1,7 +1,11 @@
-//===- OnnxRNN.cpp - LSTM, GRU and RNN unrolled into primitives -*- C++ -*-===//
+//===- OnnxRNN.cpp - LSTM, GRU and RNN as layers or unrolled -----*- C++ -*-===//
 //
-// A recurrent node becomes primitive ops over its static sequence length, so
-// that the steps fuse like any other elementwise code. Per direction d:
+// A recurrent node with the default activations and no clip (what PyTorch's
+// nn.LSTM / nn.GRU / nn.RNN with tanh export) becomes one `lstm`, `gru` or
+// `rnn` op (ir/ops/Recurrent.cpp), which the compiler runs as one library
+// call per layer. Any other node becomes primitive ops over its static
+// sequence length, so that the steps fuse like any other elementwise code.
+// Per direction d:
 //
 //   XW = matmul(X, transpose(W[d])) + bias        [S, B, G*H] (all steps)
 //   for t in 0..S-1 (S-1..0 for the reverse direction):
@@ -61,7 +65,7 @@ std::string checkRecurrent(const onnx::NodeProto &node, int64_t) {
   return "";
 }
 
-/// Everything one unrolling needs.
+/// Everything one conversion needs.
 class Unroller {
 public:
   explicit Unroller(NodeContext &ctx) : ctx_(ctx), cell_(cellOf(ctx.opType())) {}
@@ -69,6 +73,12 @@ public:
   Values run();
 
 private:
+  /// Whether the node is what the layer ops compute: default activations,
+  /// no clip.
+  bool isLayer() const;
+  /// The node as one `lstm` / `gru` / `rnn` op on `x` (time major); fills
+  /// ys_, hs_, cs_ with the stacked results.
+  void emitLayer(Value *x);
   Value *index(int64_t i) { return ctx_.constant(Tensor::fromInts(DType::I64, {}, {i})); }
   /// `v[i]` along axis 0 (drops the axis).
   Value *pick(Value *v, int64_t i) {
@@ -260,20 +270,29 @@ Values Unroller::run() {
     return {};
   }
 
-  for (int64_t d = 0; d < numDirections_; ++d)
-    runDirection(d, x);
-  if (ctx_.failed())
-    return {};
-
-  auto stack = [&](const std::vector<Value *> &parts, int64_t axis) -> Value * {
-    std::vector<Value *> u;
-    for (Value *p : parts)
-      u.push_back(unsqueeze(p, axis));
-    return u.size() == 1 ? u[0] : ctx_.create(OpKind::Concat, u, {{"axis", axis}});
-  };
-  Value *y = ys_.empty() ? nullptr : stack(ys_, 1); // [S, D, B, H]
-  Value *yh = stack(hs_, 0);                        // [D, B, H]
-  Value *yc = cell_ == Cell::LSTM ? stack(cs_, 0) : nullptr;
+  Value *y = nullptr, *yh = nullptr, *yc = nullptr;
+  if (isLayer()) {
+    emitLayer(x);
+    if (ctx_.failed())
+      return {};
+    y = ys_[0];
+    yh = hs_[0];
+    yc = cell_ == Cell::LSTM ? cs_[0] : nullptr;
+  } else {
+    for (int64_t d = 0; d < numDirections_; ++d)
+      runDirection(d, x);
+    if (ctx_.failed())
+      return {};
+    auto stack = [&](const std::vector<Value *> &parts, int64_t axis) -> Value * {
+      std::vector<Value *> u;
+      for (Value *p : parts)
+        u.push_back(unsqueeze(p, axis));
+      return u.size() == 1 ? u[0] : ctx_.create(OpKind::Concat, u, {{"axis", axis}});
+    };
+    y = ys_.empty() ? nullptr : stack(ys_, 1); // [S, D, B, H]
+    yh = stack(hs_, 0);                        // [D, B, H]
+    yc = cell_ == Cell::LSTM ? stack(cs_, 0) : nullptr;
+  }
   if (layoutBatchFirst) {
     if (y)
       y = transpose(y, {2, 0, 1, 3});
@@ -282,6 +301,48 @@ Values Unroller::run() {
       yc = transpose(yc, {1, 0, 2});
   }
   return {y, yh, yc};
+}
+
+bool Unroller::isLayer() const {
+  std::vector<std::string> defaults = defaultActivations(cell_);
+  for (size_t i = 0; i < activations_.size(); ++i)
+    if (activations_[i] != defaults[i % defaults.size()])
+      return false;
+  return !clip_;
+}
+
+void Unroller::emitLayer(Value *x) {
+  const int64_t g = numGates(cell_);
+  const Shape &xs = x->type().shape;
+  Values operands{x, w_, r_};
+  // Trailing operands only: a missing one before a given one is zeros.
+  if (b_ || h0_ || c0_)
+    operands.push_back(
+        b_ ? b_ : ctx_.constant(Tensor::zeros(x->type().dtype, {numDirections_, 2 * g * hidden_})));
+  if (h0_ || c0_) {
+    Value *h0 = h0_;
+    if (!h0 && xs[1].isStatic())
+      h0 = ctx_.constant(Tensor::zeros(x->type().dtype, {numDirections_, xs[1].size(), hidden_}));
+    else if (!h0)
+      h0 = ctx_.create(OpKind::Mul, {c0_, ctx_.scalarLike(c0_, 0.0)});
+    operands.push_back(h0);
+  }
+  if (c0_)
+    operands.push_back(c0_);
+  std::vector<NamedAttr> attrs{{"direction", direction_}};
+  OpKind kind = OpKind::Rnn;
+  if (cell_ == Cell::LSTM)
+    kind = OpKind::Lstm;
+  if (cell_ == Cell::GRU) {
+    kind = OpKind::Gru;
+    attrs.push_back({"linear_before_reset", linearBeforeReset_});
+  }
+  Values results = ctx_.createMulti(kind, operands, attrs, cell_ == Cell::LSTM ? 3 : 2);
+  if (results.empty() || ctx_.failed())
+    return;
+  ys_.push_back(results[0]);
+  hs_.push_back(results[1]);
+  cs_.push_back(cell_ == Cell::LSTM ? results[2] : nullptr);
 }
 
 Values convertRecurrent(NodeContext &ctx) {

@@ -110,10 +110,12 @@ std::vector<Tensor> runOp(OpKind kind, std::vector<Tensor> operands, std::vector
     named.emplace_back(#name, Attribute(*attrs.name));
 #define KILN_EAGER_NUM_OUTPUTS_1 std::optional<int64_t>()
 #define KILN_EAGER_NUM_OUTPUTS_2 std::optional<int64_t>()
+#define KILN_EAGER_NUM_OUTPUTS_3 std::optional<int64_t>()
 #define KILN_EAGER_NUM_OUTPUTS_kVariadic                                                           \
   (attrs.num_outputs ? std::optional<int64_t>(*attrs.num_outputs) : std::optional<int64_t>())
 #define KILN_EAGER_TAKE_1(results) std::move(results[0])
 #define KILN_EAGER_TAKE_2(results) results
+#define KILN_EAGER_TAKE_3(results) results
 #define KILN_EAGER_TAKE_kVariadic(results) results
 
 // Defines one overload; the attributes are converted by the function

@@ -87,6 +87,7 @@ public:
 // Ops with variadic results take the number of results as an extra member.
 #define KILN_EAGER_EXTRA_1
 #define KILN_EAGER_EXTRA_2
+#define KILN_EAGER_EXTRA_3
 #define KILN_EAGER_EXTRA_kVariadic ::kiln::Arg<int64_t> num_outputs{};
 
 #define OP(Class, Mnemonic, MinOps, MaxOps, NumResults, Traits, Ulps, ...)                         \
@@ -116,6 +117,7 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
 #define KILN_EAGER_UNPAREN(...) __VA_ARGS__
 #define KILN_EAGER_RET_1 ::kiln::Tensor
 #define KILN_EAGER_RET_2 std::vector<::kiln::Tensor>
+#define KILN_EAGER_RET_3 std::vector<::kiln::Tensor>
 #define KILN_EAGER_RET_kVariadic std::vector<::kiln::Tensor>
 
 // Operand lists, by (minOperands, maxOperands): each expands X once per
@@ -135,6 +137,21 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
   X((const ::kiln::Tensor &x0, const ::kiln::Tensor &x1, const ::kiln::Tensor &x2,                 \
      const ::kiln::Tensor &x3, const ::kiln::Tensor &x4, ),                                        \
     (std::vector<::kiln::Tensor>{x0, x1, x2, x3, x4}), __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_4_4(X, ...)                                                            \
+  X((const ::kiln::Tensor &x0, const ::kiln::Tensor &x1, const ::kiln::Tensor &x2,                 \
+     const ::kiln::Tensor &x3, ),                                                                  \
+    (std::vector<::kiln::Tensor>{x0, x1, x2, x3}), __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_6_6(X, ...)                                                            \
+  X((const ::kiln::Tensor &x0, const ::kiln::Tensor &x1, const ::kiln::Tensor &x2,                 \
+     const ::kiln::Tensor &x3, const ::kiln::Tensor &x4, const ::kiln::Tensor &x5, ),              \
+    (std::vector<::kiln::Tensor>{x0, x1, x2, x3, x4, x5}), __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_3_5(X, ...)                                                            \
+  KILN_EAGER_OPERANDS_3_3(X, __VA_ARGS__)                                                          \
+  KILN_EAGER_OPERANDS_4_4(X, __VA_ARGS__)                                                          \
+  KILN_EAGER_OPERANDS_5_5(X, __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_3_6(X, ...)                                                            \
+  KILN_EAGER_OPERANDS_3_5(X, __VA_ARGS__)                                                          \
+  KILN_EAGER_OPERANDS_6_6(X, __VA_ARGS__)
 #define KILN_EAGER_OPERANDS_2_3(X, ...)                                                            \
   KILN_EAGER_OPERANDS_2_2(X, __VA_ARGS__)                                                          \
   KILN_EAGER_OPERANDS_3_3(X, __VA_ARGS__)

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/ByteStream.h"
 #include "runtime/dnnl/DnnlSteps.h"
+#include "runtime/dnnl/RecurrentStep.h"
 
 #include <algorithm>
 #include <cstring>
@@ -475,6 +476,8 @@ std::shared_ptr<const runtime::ExternStep>
 loadStep(const std::string &kind, std::string_view payload,
          std::span<const std::span<const uint8_t>> blobs, std::span<const size_t> bufferBytes,
          std::shared_ptr<const void> owner, std::string &why) {
+  if (kind == kRecurrentKind)
+    return loadRecurrentStep(payload, blobs, bufferBytes, why);
   ByteReader r(payload);
   try {
     if (kind == kPrimitiveKind)

@@ -127,14 +127,8 @@ DnnlStep::DnnlStep() = default;
 DnnlStep::~DnnlStep() = default;
 
 std::unique_ptr<DnnlStep::Binding> DnnlStep::takeBinding() const {
-  {
-    std::lock_guard<std::mutex> lock(bindingsMutex_);
-    if (!bindings_.empty()) {
-      std::unique_ptr<Binding> b = std::move(bindings_.back());
-      bindings_.pop_back();
-      return b;
-    }
-  }
+  if (std::unique_ptr<Binding> kept = bindings_.take())
+    return kept;
   dnnl::engine &eng = cpuEngine();
   auto b = std::make_unique<Binding>();
   for (const ConstArg &c : constArgs)
@@ -153,11 +147,6 @@ std::unique_ptr<DnnlStep::Binding> DnnlStep::takeBinding() const {
     b->args.emplace(DNNL_ARG_SCRATCHPAD, b->scratch);
   }
   return b;
-}
-
-void DnnlStep::returnBinding(std::unique_ptr<Binding> b) const {
-  std::lock_guard<std::mutex> lock(bindingsMutex_);
-  bindings_.push_back(std::move(b));
 }
 
 runtime::Status DnnlStep::run(std::span<void *const> buffers,
@@ -205,7 +194,7 @@ runtime::Status DnnlStep::run(std::span<void *const> buffers,
     if (dstFromPrim)
       dstFromPrim->execute(s, b->dst, b->out);
     s.wait();
-    returnBinding(std::move(b));
+    bindings_.give(std::move(b));
   } catch (const dnnl::error &e) {
     return runtime::Status::failure(std::string("onednn: ") + e.what());
   } catch (const std::exception &e) { // e.g. std::bad_alloc for scratch memory

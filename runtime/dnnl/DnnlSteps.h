@@ -69,6 +69,29 @@ int64_t product(const dims &d);
 /// dense row-major `to`.
 void broadcastCopy(const float *src, const dims &from, const dims &to, float *dst);
 
+/// Objects a step's finished runs leave for later runs (Note [Kept memory
+/// objects] in DnnlSteps.cpp): take() one, or null when none is free; give()
+/// it back after the run. Reentrant.
+template <typename T> class KeptPool {
+public:
+  std::unique_ptr<T> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (items_.empty())
+      return nullptr;
+    std::unique_ptr<T> item = std::move(items_.back());
+    items_.pop_back();
+    return item;
+  }
+  void give(std::unique_ptr<T> item) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    items_.push_back(std::move(item));
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<T>> items_;
+};
+
 /// An activation or weight read from a runtime buffer on every run.
 struct RuntimeArg {
   int arg;
@@ -128,9 +151,7 @@ private:
   /// objects] in DnnlSteps.cpp.
   struct Binding;
   std::unique_ptr<Binding> takeBinding() const;
-  void returnBinding(std::unique_ptr<Binding> b) const;
-  mutable std::mutex bindingsMutex_;
-  mutable std::vector<std::unique_ptr<Binding>> bindings_;
+  mutable KeptPool<Binding> bindings_;
 
 public:
   DnnlStep();
@@ -172,10 +193,10 @@ private:
 };
 
 /// Rebuilds a step that save() wrote (kind "onednn.primitive",
-/// "onednn.reorder" or "onednn.concat"), its constants read in place from
-/// `blobs` (which `owner` keeps alive); `bufferBytes` are the sizes of the
-/// step's buffers, which every descriptor it binds to them must fit. Null, with `why`, for another
-/// kind, a corrupt payload, or a primitive oneDNN now builds with other layouts than the saved ones
+/// "onednn.reorder", "onednn.concat" or, in RecurrentStep.cpp, "onednn.rnn"), its constants read in
+/// place from `blobs` (which `owner` keeps alive); `bufferBytes` are the sizes of the step's
+/// buffers, which every descriptor it binds to them must fit. Null, with `why`, for another kind, a
+/// corrupt payload, or a primitive oneDNN now builds with other layouts than the saved ones
 /// (another CPU or oneDNN version): the saved weights would be read wrongly. DnnlSave.cpp.
 std::shared_ptr<const runtime::ExternStep>
 loadStep(const std::string &kind, std::string_view payload,

@@ -32,8 +32,11 @@ constexpr LibraryOpSupport kOneDnnOps[] = {
     {OpKind::ConvTranspose, true, false, true},
     {OpKind::Gemm, true, false, false},
     {OpKind::GlobalAvgPool, true, false, true},
+    {OpKind::Gru, true, false, false},
+    {OpKind::Lstm, true, false, false},
     {OpKind::MatMul, true, false, false},
     {OpKind::MaxPool, true, false, true},
+    {OpKind::Rnn, true, false, false},
     // Epilogue ops: binary post-ops, then eltwise ones.
     {OpKind::Add, false, true},
     {OpKind::Max, false, true},

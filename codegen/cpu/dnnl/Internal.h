@@ -86,4 +86,9 @@ FailureOr<Anchor> makeAnchor(const Node &n, std::string &why);
 std::optional<std::vector<PostOp>> mapEpilogueNode(const Node &n, const Value *chain,
                                                    const Anchor &a);
 
+/// The call running an `lstm`, `gru` or `rnn` node as one oneDNN RNN
+/// primitive (Recurrent.cpp), or failure with `why`.
+FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &options,
+                                         std::string &why);
+
 } // namespace kiln::codegen::cpu::onednn

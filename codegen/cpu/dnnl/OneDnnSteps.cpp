@@ -309,6 +309,9 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
   // omp_get_max_threads()), so primitives are created for the compile-time
   // thread count. See Note [Conv layouts] for the measurements.
   ScopedThreads threads(options.threads);
+  if (nodes[0]->kind() == OpKind::Lstm || nodes[0]->kind() == OpKind::Gru ||
+      nodes[0]->kind() == OpKind::Rnn)
+    return onednn::buildRecurrentCall(*nodes[0], options, why);
   try {
     auto anchor = makeAnchor(*nodes[0], why);
     if (failed(anchor))
@@ -381,7 +384,7 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
       OneDnnCall call;
       call.step = c.step;
       call.operands = c.operands;
-      call.result = result;
+      call.results = {result};
       call.numNodes = k + 1;
       call.detail = c.detail;
       call.measurement = measurement;

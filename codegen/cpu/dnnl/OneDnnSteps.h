@@ -73,9 +73,10 @@ std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node
 /// A library call built for nodes[0, numNodes).
 struct OneDnnCall {
   std::shared_ptr<const runtime::ExternStep> step;
-  /// The step's buffers: these runtime operands, then `result` last.
+  /// The step's buffers: these runtime operands, then `results` (one,
+  /// except for a recurrent layer's outputs).
   std::vector<const Value *> operands;
-  const Value *result = nullptr;
+  std::vector<const Value *> results;
   /// How many of the given nodes (anchor first) the step computes; the rest
   /// of the epilogue did not map to post-ops and must run separately.
   size_t numNodes = 0;

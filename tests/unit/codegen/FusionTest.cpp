@@ -547,6 +547,44 @@ TEST(FusionDifferentialTest, EveryLibraryAnchorWithAnEpilogue) {
   run(OpKind::GlobalAvgPool, {{1, 2, 6, 6}}, {});
 }
 
+// A recurrent layer is a library group of its own with every result as an
+// output (none takes an epilogue), or a fallback without libraries.
+TEST(FusionDifferentialTest, RecurrentLayersAreLibraryGroupsWithEveryResult) {
+  for (bool libs : {true, false}) {
+    TestGraph tg;
+    Value *x = tg.input(DType::F32, {5, 2, 3});
+    Value *h0 = tg.input(DType::F32, {2, 2, 4});
+    std::mt19937 rng(7);
+    auto weights = [&](std::vector<int64_t> shape) {
+      Tensor t = Tensor::zeros(DType::F32, shape);
+      std::uniform_real_distribution<double> u(-0.5, 0.5);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.setDouble(i, u(rng));
+      return tg.constant(t);
+    };
+    std::vector<Value *> l = tg.ops(
+        OpKind::Lstm, {x, weights({2, 16, 3}), weights({2, 16, 4}), weights({2, 32}), h0, h0},
+        {{"direction", std::string("bidirectional")}}, 3);
+    std::vector<Value *> g = tg.ops(OpKind::Gru, {x, weights({1, 12, 3}), weights({1, 12, 4})},
+                                    {{"linear_before_reset", true}}, 2);
+    std::vector<Value *> r =
+        tg.ops(OpKind::Rnn, {x, weights({1, 4, 3}), weights({1, 4, 4}), weights({1, 8})},
+               {{"direction", std::string("reverse")}}, 2);
+    ASSERT_EQ(l.size() + g.size() + r.size(), 7u);
+    tg.outputs({tg.op(OpKind::Relu, {l[0]}), l[1], l[2], g[0], tg.op(OpKind::Neg, {g[1]}), r[1]});
+    FusionOptions fo = cpuFusion();
+    fo.useLibraries = libs;
+    Result res = check(*tg.graph, {}, fo);
+    EXPECT_EQ(res.numGroups(FusionGroup::Kind::Library), libs ? 3 : 0) << res.plan.explain();
+    EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), libs ? 0 : 3) << res.plan.explain();
+    for (const FusionGroup &grp : res.plan.groups)
+      if (grp.kind == FusionGroup::Kind::Library) {
+        EXPECT_EQ(grp.nodes.size(), 1u) << res.plan.explain();
+        EXPECT_EQ(grp.outputs.size(), grp.nodes.front()->numResults()) << res.plan.explain();
+      }
+  }
+}
+
 TEST(FusionDifferentialTest, ShapeRangeAndConstantOfShapeFallBack) {
   TestGraph tg;
   Value *x = tg.input(DType::F32, {3, 4});

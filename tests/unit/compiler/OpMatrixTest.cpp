@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/cpu/CpuTarget.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Builder.h"
 #include "ir/Compare.h"
 #include "ir/Interpreter.h"
@@ -410,9 +411,28 @@ const std::map<std::string, CaseGen> &structuredCases() {
          return {{{{kRows, n}, {5, n}, {5}}, {false, true, true}, {{"trans_b", true}}},
                  {{{n, kRows}, {n, 5}}, {false, false}, {{"trans_a", true}, {"alpha", 0.5}}}};
        }},
+      {"gru",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{3, kRows, n}, {1, 15, n}, {1, 15, 5}, {1, 30}, {1, kRows, 5}},
+                  {false, true, true, true, false},
+                  {{"linear_before_reset", true}},
+                  2},
+                 {{{3, kRows, n}, {2, 15, n}, {2, 15, 5}, {2, 30}},
+                  {false, true, true, true},
+                  {{"direction", std::string("bidirectional")}},
+                  2}};
+       }},
       {"global_avg_pool",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{{1, 3, 5, n}}, {false}, {}}};
+       }},
+      {"lstm",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{4, kRows, n}, {2, 20, n}, {2, 20, 5}, {2, 40}, {2, kRows, 5}, {2, kRows, 5}},
+                  {false, true, true, true, false, false},
+                  {{"direction", std::string("bidirectional")}},
+                  3},
+                 {{{2, 1, n}, {1, 8, n}, {1, 8, 2}}, {false, true, true}, {}, 3}};
        }},
       {"matmul",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -476,6 +496,13 @@ const std::map<std::string, CaseGen> &structuredCases() {
                  {{{1, 3, 2, n}},
                   {false},
                   {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("linear")}}}};
+       }},
+      {"rnn",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         return {{{{3, kRows, n}, {1, 4, n}, {1, 4, 4}, {1, 8}},
+                  {false, true, true, true},
+                  {{"direction", std::string("reverse")}},
+                  2}};
        }},
       {"shape",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -611,8 +638,13 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
   CompileOptions opts;
   opts.cpu = testCpu();
   opts.threads = 1;
-  auto exe = compile(*g, opts, diag);
+  CompileReport report;
+  auto exe = compile(*g, opts, diag, &report);
   ASSERT_TRUE(exe.succeeded()) << collect.str();
+  // An op the library anchors runs there, not on its reference kernel.
+  if (cpu::oneDnnCapabilities().anchors(op.kind)) {
+    EXPECT_EQ(report.numFallbacks, 0) << collect.str();
+  }
   auto got = runCompiled(**exe, inputs, diag);
   ASSERT_TRUE(got.succeeded()) << collect.str();
   kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, std::string(op.mnemonic));

@@ -146,6 +146,24 @@ std::map<std::string, OpCase> opCases() {
                  return {gemm(in[0], in[1], {.trans_b = true}),
                          gemm(in[0], in[1], in[2], {.alpha = 0.5, .beta = 2.0, .trans_b = true})};
                }};
+  // Recurrent layers: x [S, B, I], w [D, G*H, I], r [D, G*H, H], b, h0, c0.
+  c["lstm"] = {{normal({3, 2, 4}, 1), normal({2, 12, 4}, 2), normal({2, 12, 3}, 3),
+                normal({2, 24}, 4), normal({2, 2, 3}, 5), normal({2, 2, 3}, 6)},
+               [](const Ins &in) -> Outs {
+                 return lstm(in[0], in[1], in[2], in[3], in[4], in[5],
+                             {.direction = "bidirectional"});
+               }};
+  c["gru"] = {{normal({3, 2, 4}, 1), normal({1, 9, 4}, 2), normal({1, 9, 3}, 3), normal({1, 18}, 4),
+               normal({1, 2, 3}, 5)},
+              [](const Ins &in) -> Outs {
+                Outs out = gru(in[0], in[1], in[2], in[3], in[4], {.direction = "reverse"});
+                for (const Tensor &t :
+                     gru(in[0], in[1], in[2], in[3], {.linear_before_reset = true}))
+                  out.push_back(t);
+                return out;
+              }};
+  c["rnn"] = {{normal({3, 2, 4}, 1), normal({1, 3, 4}, 2), normal({1, 3, 3}, 3)},
+              [](const Ins &in) -> Outs { return rnn(in[0], in[1], in[2]); }};
   c["conv"] = {{normal({1, 2, 5, 5}, 1), normal({4, 2, 3, 3}, 2), normal({4}, 3)},
                [](const Ins &in) -> Outs {
                  return {conv(in[0], in[1]),

@@ -1,9 +1,11 @@
 //===- RnnTest.cpp - LSTM, GRU and RNN unrolling ----------------*- C++ -*-===//
 //
-// The unrolled graphs run on the reference interpreter and are compared
+// The imported graphs run on the reference interpreter and are compared
 // with a direct implementation of the ONNX equations (written here with
 // plain loops), for every direction, with and without initial states and
-// biases, and for both GRU variants.
+// biases, and for both GRU variants: as the one `lstm` / `gru` / `rnn` op
+// the importer makes of a node with the default activations, and unrolled
+// into primitive ops (a node with a clip, here one no value reaches).
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxTestUtil.h"
@@ -36,6 +38,8 @@ struct Case {
   Kind kind;
   std::string direction = "forward";
   bool bias = true, initial = false, linearBeforeReset = true;
+  /// Sets clip = 1e30, which the layer ops do not take: unrolled.
+  bool clip = false;
   int64_t seq = 3, batch = 2, input = 3, hidden = 2;
 };
 
@@ -135,10 +139,16 @@ void check(const Case &c) {
   attrString(n, "direction", c.direction);
   if (c.kind == Kind::GRU)
     attrInt(n, "linear_before_reset", c.linearBeforeReset);
+  if (c.clip)
+    attrFloat(n, "clip", 1e30f);
   m.output("y");
   m.output("yh");
   auto imported = importModel(m);
   ASSERT_TRUE(imported.ok) << imported.errors;
+  const std::string layer = c.kind == Kind::LSTM  ? " = lstm("
+                            : c.kind == Kind::GRU ? " = gru("
+                                                  : " = rnn(";
+  EXPECT_EQ(imported.text.find(layer) != std::string::npos, !c.clip) << imported.text;
 
   std::vector<Tensor> inputs{Tensor::fromDoubles(DType::F32, {c.seq, c.batch, c.input},
                                                  std::vector<double>(x.begin(), x.end()))};
@@ -173,6 +183,17 @@ TEST(OnnxRnnTest, GRU) {
 TEST(OnnxRnnTest, RNN) {
   check({Kind::RNN});
   check({Kind::RNN, "bidirectional", true, true});
+}
+
+TEST(OnnxRnnTest, Unrolled) {
+  for (Kind k : {Kind::LSTM, Kind::GRU, Kind::RNN}) {
+    Case c{k, "bidirectional", true, true};
+    c.clip = true;
+    check(c);
+    c = Case{k, "reverse", false, false, false};
+    c.clip = true;
+    check(c);
+  }
 }
 
 TEST(OnnxRnnTest, UnsupportedAttributesAreListed) {
