@@ -379,23 +379,32 @@ FailureOr<Anchor> makeAnchor(const Node &n, std::string &why) {
       why = "operand shapes must be static";
       return failure();
     }
+  FailureOr<Anchor> a = failure();
   switch (n.kind()) {
   case OpKind::Conv:
-    return convAnchor(n, false, why);
+    a = convAnchor(n, false, why);
+    break;
   case OpKind::ConvTranspose:
-    return convAnchor(n, true, why);
+    a = convAnchor(n, true, why);
+    break;
   case OpKind::MatMul:
-    return matmulAnchor(n, why);
+    a = matmulAnchor(n, why);
+    break;
   case OpKind::Gemm:
-    return gemmAnchor(n, why);
+    a = gemmAnchor(n, why);
+    break;
   case OpKind::MaxPool:
   case OpKind::AvgPool:
   case OpKind::GlobalAvgPool:
-    return poolAnchor(n, why);
+    a = poolAnchor(n, why);
+    break;
   default:
     why = "'" + std::string(n.mnemonic()) + "' is not a oneDNN anchor";
     return failure();
   }
+  if (a.succeeded())
+    a->kind = n.kind();
+  return a;
 }
 
 } // namespace kiln::codegen::cpu::onednn

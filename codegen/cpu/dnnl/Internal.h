@@ -59,6 +59,8 @@ struct PostOp {
 };
 
 struct Anchor {
+  OpKind kind = OpKind::Constant;
+  /// How steps and reports name it ("matmul", "conv").
   std::string kindName;
   /// The anchor's result as the graph sees it, and as oneDNN does (these
   /// differ only for matmul with 1-D operands).

@@ -293,7 +293,7 @@ std::shared_ptr<const runtime::ExternStep> makeChannelsLastConcatStep(const Node
 constexpr int64_t kSerialMacs = int64_t(1) << 17;
 
 bool runsOnOneThread(const Anchor &a) {
-  if ((a.kindName != "matmul" && a.kindName != "gemm") || a.inputs.empty())
+  if ((a.kind != OpKind::MatMul && a.kind != OpKind::Gemm) || a.inputs.empty())
     return false;
   const dims src = a.inputs.front().userMd.dims();
   if (src.empty())
