@@ -30,6 +30,17 @@ enum class LibraryLayout {
   Measure,
 };
 
+/// Which implementation runs a recurrent layer (lstm, gru, rnn).
+enum class RecurrentChoice {
+  /// The library's primitive (oneDNN's RNN primitives).
+  Library,
+  /// Kiln's own kernel (runtime/dnnl/RecurrentKernel.h), where it computes
+  /// the cell; else the library's.
+  Kiln,
+  /// Build both, time them, keep the faster.
+  Measure,
+};
+
 /// One row of a backend's table.
 struct LibraryOpSupport {
   OpKind op;

@@ -338,6 +338,7 @@ public:
     }
     cpu::OneDnnOptions dnnl;
     dnnl.layout = options_.dnnlLayout;
+    dnnl.recurrent = options_.recurrent;
     dnnl.threads = options_.threads;
     // Values of this group: predicted; others: as stored. See Note
     // [Channels-last buffers].

@@ -69,6 +69,7 @@ struct CompileOptions {
   /// for bisecting fusion bugs and measuring per-step overhead).
   bool fuse = true;
   LibraryLayout dnnlLayout = LibraryLayout::Measure;
+  RecurrentChoice recurrent = RecurrentChoice::Measure;
   /// LLVM optimization level of kernels.
   int optLevel = 3;
   /// Per-kernel LLVM IR dumps (empty: none).

@@ -24,6 +24,7 @@ const char kCompileFlagsUsage[] =
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
     "  --no-fusion             one kernel or library call per node\n"
     "  --dnnl-layout=L         plain, blocked or measure (default) activations for convs\n"
+    "  --recurrent=R           kiln, onednn or measure (default): who runs LSTM/GRU/RNN layers\n"
     "  --no-cache              compile even when the compile cache has the model (the\n"
     "                          cache: $KILN_CACHE_DIR, else ~/.cache/kiln; KILN_CACHE=off\n"
     "                          disables it; `kiln cache` manages it)\n"
@@ -33,6 +34,28 @@ const char kCompileFlagsUsage[] =
 const char kToleranceUsage[] =
     "  --rtol R, --atol A      check tolerance: element i passes when\n"
     "                          |got - want| <= A + R * |want| (default 1e-4 and 1e-4)\n";
+
+namespace {
+
+/// Sets `out` to the value `v` names among `choices`; false, with an error
+/// naming `flag` and the choices, for another word.
+template <typename T>
+bool matchChoice(const char *cmd, const char *flag, const std::string &v,
+                 std::initializer_list<std::pair<const char *, T>> choices, T &out) {
+  std::string names;
+  for (const auto &[name, value] : choices) {
+    if (v == name) {
+      out = value;
+      return true;
+    }
+    names += names.empty() ? name : std::string(", ") + name;
+  }
+  std::fprintf(stderr, "%s: error: %s expects one of %s, got '%s'\n", cmd, flag, names.c_str(),
+               v.c_str());
+  return false;
+}
+
+} // namespace
 
 FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
                            codegen::CompileOptions &options, bool *compileOnly) {
@@ -89,20 +112,22 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     options.pipeline = v;
     return compileOnlyFlag();
   }
-  if (matchFlag(args, i, "--dnnl-layout", v)) {
-    if (v == "plain")
-      options.dnnlLayout = codegen::LibraryLayout::Plain;
-    else if (v == "blocked")
-      options.dnnlLayout = codegen::LibraryLayout::Blocked;
-    else if (v == "measure")
-      options.dnnlLayout = codegen::LibraryLayout::Measure;
-    else {
-      std::fprintf(stderr, "%s: error: --dnnl-layout expects plain, blocked or measure, got '%s'\n",
-                   cmd, v.c_str());
-      return FlagMatch::Bad;
-    }
-    return compileOnlyFlag();
-  }
+  if (matchFlag(args, i, "--dnnl-layout", v))
+    return matchChoice(cmd, "--dnnl-layout", v,
+                       {{"plain", codegen::LibraryLayout::Plain},
+                        {"blocked", codegen::LibraryLayout::Blocked},
+                        {"measure", codegen::LibraryLayout::Measure}},
+                       options.dnnlLayout)
+               ? compileOnlyFlag()
+               : FlagMatch::Bad;
+  if (matchFlag(args, i, "--recurrent", v))
+    return matchChoice(cmd, "--recurrent", v,
+                       {{"kiln", codegen::RecurrentChoice::Kiln},
+                        {"onednn", codegen::RecurrentChoice::Library},
+                        {"measure", codegen::RecurrentChoice::Measure}},
+                       options.recurrent)
+               ? compileOnlyFlag()
+               : FlagMatch::Bad;
   return FlagMatch::No;
 }
 
@@ -126,6 +151,8 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
     return "--no-fusion";
   if (o.dnnlLayout != d.dnnlLayout)
     return "--dnnl-layout";
+  if (o.recurrent != d.recurrent)
+    return "--recurrent";
   if (o.debugFaultKernel != d.debugFaultKernel)
     return "--debug-fault-kernel";
   return nullptr;

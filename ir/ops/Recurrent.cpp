@@ -30,7 +30,8 @@
 // Other activations, clip, peepholes and ragged sequence lengths are not
 // this op: the ONNX importer unrolls those nodes into primitive ops
 // (frontend/onnx/OnnxRNN.cpp). The reference kernels accumulate in double.
-// Compiled, a layer is one oneDNN RNN primitive (codegen/cpu/dnnl/).
+// Compiled, a layer is one call: Kiln's own kernel or a oneDNN RNN
+// primitive, whichever is faster (codegen/cpu/dnnl/Recurrent.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"

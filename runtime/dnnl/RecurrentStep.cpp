@@ -3,6 +3,7 @@
 
 #include "runtime/ByteStream.h"
 #include "runtime/dnnl/DnnlSteps.h"
+#include "runtime/dnnl/RecurrentKernel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -61,6 +62,13 @@ RecurrentStep::RecurrentStep(std::string name, const RecurrentSpec &spec,
     : name_(std::move(name)), spec_(spec), weightsLayer_(std::move(weightsLayer)),
       weightsIter_(std::move(weightsIter)), bias_(std::move(bias)) {
   const RecurrentSpec &s = spec_;
+  if (s.impl == RecurrentSpec::Impl::Kiln) {
+    if (!RecurrentKernel::supports(s.cell))
+      throw dnnl::error(dnnl_unimplemented, "Kiln's recurrent kernel does not compute this cell");
+    kernel_ = std::make_unique<RecurrentKernel>(s, weightsLayer_, weightsIter_, bias_);
+    impl_ = std::string("kiln:") + kernel_->isa();
+    return;
+  }
   const int64_t d = s.dirs(), g = s.gates(), h = s.hidden;
   srcLayerMd_ = f32Md({s.seq, s.batch, s.input}, tag::tnc);
   dstLayerMd_ = f32Md({s.seq, s.batch, d * h}, tag::tnc);
@@ -174,6 +182,16 @@ std::string RecurrentStep::detail() const {
 runtime::Status RecurrentStep::run(std::span<void *const> buffers,
                                    const runtime::StepContext &ctx) const {
   const RecurrentSpec &s = spec_;
+  if (kernel_) {
+    size_t next = 0;
+    auto in = [&] { return static_cast<const float *>(buffers[next++]); };
+    const float *x = in(), *h0 = s.hasH0 ? in() : nullptr, *c0 = s.hasC0 ? in() : nullptr;
+    float *out[3] = {};
+    for (size_t i = 0; next < buffers.size(); ++i)
+      out[i] = static_cast<float *>(buffers[next++]);
+    kernel_->run(x, h0, c0, out[0], out[1], out[2]);
+    return runtime::Status::success();
+  }
   ScopedThreads threads(std::max(1, std::min(ctx.threads, s.threads)));
   try {
     size_t next = 0;
@@ -230,6 +248,8 @@ runtime::Status RecurrentStep::run(std::span<void *const> buffers,
 }
 
 uint64_t RecurrentStep::constantBytes() const {
+  if (kernel_)
+    return kernel_->bytes();
   return packedLayer_.get_desc().get_size() + packedIter_.get_desc().get_size() +
          bias_.size() * sizeof(float);
 }
@@ -240,6 +260,7 @@ bool RecurrentStep::save(runtime::SavedStep &out, std::string &) const {
   // Field by field: the struct's padding would make artifacts differ.
   w.pod<int32_t>(static_cast<int32_t>(spec_.cell));
   w.pod<int32_t>(static_cast<int32_t>(spec_.direction));
+  w.pod<int32_t>(static_cast<int32_t>(spec_.impl));
   for (int64_t v : {spec_.seq, spec_.batch, spec_.input, spec_.hidden})
     w.pod(v);
   w.pod<uint8_t>(spec_.hasH0);
@@ -258,7 +279,8 @@ loadRecurrentStep(std::string_view payload, std::span<const std::span<const uint
   ByteReader r(payload);
   std::string name = r.str();
   RecurrentSpec s;
-  const auto cell = r.pod<uint32_t>(), direction = r.pod<uint32_t>();
+  const auto cell = r.pod<uint32_t>(), direction = r.pod<uint32_t>(), impl = r.pod<uint32_t>();
+  s.impl = static_cast<RecurrentSpec::Impl>(std::min<uint32_t>(impl, 2));
   s.cell = static_cast<RecurrentSpec::Cell>(std::min<uint32_t>(cell, 4));
   s.direction = static_cast<RecurrentSpec::Direction>(std::min<uint32_t>(direction, 3));
   s.seq = r.pod<int64_t>();
@@ -270,9 +292,10 @@ loadRecurrentStep(std::string_view payload, std::span<const std::span<const uint
   s.threads = r.pod<int32_t>();
   constexpr int64_t kLimit = int64_t(1) << 24;
   auto inRange = [&](int64_t v) { return v >= 1 && v < kLimit; };
-  bool ok = r.done() && cell <= 3 && direction <= 2 && inRange(s.seq) && inRange(s.batch) &&
-            inRange(s.input) && inRange(s.hidden) && s.threads >= 1 && s.threads <= 4096 &&
-            (!s.hasC0 || (s.hasH0 && s.cell == RecurrentSpec::Cell::Lstm)) && blobs.size() == 3;
+  bool ok = r.done() && cell <= 3 && direction <= 2 && impl <= 1 && inRange(s.seq) &&
+            inRange(s.batch) && inRange(s.input) && inRange(s.hidden) && s.threads >= 1 &&
+            s.threads <= 4096 && (!s.hasC0 || (s.hasH0 && s.cell == RecurrentSpec::Cell::Lstm)) &&
+            blobs.size() == 3;
   const int64_t d = s.dirs(), g = ok ? s.gates() : 0, h = s.hidden;
   const size_t f = sizeof(float);
   ok = ok && blobs[0].size() == static_cast<size_t>(d * s.input * g * h) * f &&

@@ -1,12 +1,12 @@
-//===- RecurrentStep.h - One recurrent layer as a oneDNN RNN call -*- C++ -*-===//
+//===- RecurrentStep.h - One recurrent layer as one call ---------*- C++ -*-===//
 //
-// An `lstm`, `gru` or `rnn` node (ir/ops/Recurrent.cpp) runs as one oneDNN
-// RNN primitive (lstm_forward, gru_forward, lbr_gru_forward or
-// vanilla_rnn_forward with tanh) over the whole sequence and both
-// directions: oneDNN computes the input projections of all steps as one
-// GEMM and each step's recurrent GEMM with the gate math fused, instead of
-// the tens of tiny calls an unrolled graph makes. Note [Recurrent layers]
-// in codegen/cpu/dnnl/Recurrent.cpp has the measurements.
+// An `lstm`, `gru` or `rnn` node (ir/ops/Recurrent.cpp) runs over the whole
+// sequence and both directions as Kiln's own kernel (RecurrentKernel.h) or
+// as one oneDNN RNN primitive (lstm_forward, gru_forward, lbr_gru_forward
+// or vanilla_rnn_forward with tanh): the input projections of all steps as
+// one GEMM and each step's recurrent GEMM with the gate math fused, instead
+// of the tens of tiny calls an unrolled graph makes. Note [Recurrent
+// layers] in codegen/cpu/dnnl/Recurrent.cpp has the measurements.
 //
 // The step holds its weights in oneDNN's plain ldigo / ldgo layouts (gates
 // in oneDNN's order) and reorders them once, when it is built, into the
@@ -38,11 +38,14 @@ namespace kiln::runtime::onednn {
 struct RecurrentSpec {
   enum class Cell : int32_t { Lstm, Gru, LbrGru, Rnn };
   enum class Direction : int32_t { Forward, Reverse, Bidirectional };
+  /// oneDNN's primitive, or Kiln's own kernel (RecurrentKernel.h).
+  enum class Impl : int32_t { OneDnn, Kiln };
   Cell cell = Cell::Lstm;
+  Impl impl = Impl::OneDnn;
   Direction direction = Direction::Forward;
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
   bool hasH0 = false, hasC0 = false;
-  /// OpenMP threads the primitive is created for.
+  /// OpenMP threads the primitive is created for (Kiln's kernel: 1).
   int32_t threads = 1;
 
   int64_t dirs() const { return direction == Direction::Bidirectional ? 2 : 1; }
@@ -51,6 +54,8 @@ struct RecurrentSpec {
   int64_t biasGates() const { return cell == Cell::LbrGru ? 4 : gates(); }
   const char *cellName() const;
 };
+
+class RecurrentKernel;
 
 class RecurrentStep final : public runtime::ExternStep {
 public:
@@ -81,6 +86,8 @@ private:
   dnnl::memory::desc srcLayerMd_, srcIterMd_, dstLayerMd_, dstIterMd_, scratchMd_, workspaceMd_;
   dnnl::memory packedLayer_, packedIter_, biasMem_;
   std::string impl_;
+  /// Set for Impl::Kiln (then there is no primitive).
+  std::unique_ptr<RecurrentKernel> kernel_;
   /// The memory objects of a finished run, kept for later ones (Note [Kept
   /// memory objects] in DnnlSteps.cpp).
   struct Binding;

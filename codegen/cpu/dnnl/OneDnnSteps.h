@@ -50,6 +50,8 @@ using DnnlLayoutPolicy = codegen::LibraryLayout;
 
 struct OneDnnOptions {
   DnnlLayoutPolicy layout = DnnlLayoutPolicy::Measure;
+  /// Kiln's kernel or oneDNN's primitive for recurrent layers.
+  codegen::RecurrentChoice recurrent = codegen::RecurrentChoice::Measure;
   /// Threads used when measuring (0: OpenMP's default).
   int threads = 0;
   /// Values (rank >= 3) whose buffers hold channels-last data (N, spatial...,

@@ -1,4 +1,4 @@
-//===- Recurrent.cpp - lstm, gru and rnn as oneDNN RNN primitives ---------===//
+//===- Recurrent.cpp - lstm, gru and rnn as one call per layer -------------===//
 //
 // An `lstm`, `gru` or `rnn` node with constant weights becomes one
 // RecurrentStep (runtime/dnnl/RecurrentStep.h): the ONNX weights [D, G*H,
@@ -16,12 +16,24 @@
 // thread (unrolled model: 294 us), 210 us at 2 threads; gru (2 layers, seq
 // 12, batch 3, hidden 48, LBR: oneDNN 2.6 has only its reference
 // implementation for it) 36 us (unrolled: 77 us). A second thread makes
-// these small layers slower (OpenMP fork/join per step), so the step is
-// built for one thread and for the compile's thread count, timed, and the
-// faster kept, like the plain/blocked choice of convs.
+// these small layers slower (OpenMP fork/join per step).
+//
+// Kiln's own kernel (runtime/dnnl/RecurrentKernel.h: a register-blocked
+// GEMM that loads each recurrent weight once per step for all batch rows,
+// and the gates with a vectorized exp) is faster still at these sizes, in
+// the compile-time timings of `kiln compile --threads 1` (us per layer,
+// kiln / oneDNN): lstm 52-66 / 58-72 and 85-101 / 104-126, gru 16-22 /
+// 24-28 and 24-25 / 25-31, rnn_tanh 5 / 8-13; oneDNN 2.6 has no AVX2
+// brgemm RNN, so under --cpu haswell its reference one is 3-4x slower than
+// on AVX-512 and Kiln's AVX2 code (16 accumulators spill there) slower
+// still. So each layer is built as every candidate that applies (Kiln's
+// kernel on one thread; oneDNN's primitive for one thread and for the
+// compile's count), each timed, and the fastest kept, like the
+// plain/blocked choice of convs; `--recurrent=kiln|onednn` forces one.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
+#include "runtime/dnnl/RecurrentKernel.h"
 #include "runtime/dnnl/RecurrentStep.h"
 
 #include <algorithm>
@@ -147,31 +159,53 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
   for (const Value *v : call.results)
     bytes.push_back(static_cast<size_t>(numElements(sizesOf(v))) * sizeof(float));
   const std::string name = "onednn " + std::string(n.mnemonic()) + " %" + n.result(0)->name();
-  try {
-    const int threads = options.threads > 0 ? options.threads : currentThreads();
-    std::vector<std::shared_ptr<RecurrentStep>> candidates;
-    for (int t : {1, threads}) {
-      if (!candidates.empty() && t == 1)
-        continue;
-      spec.threads = t;
-      candidates.push_back(std::make_shared<RecurrentStep>(name, spec, wl, wi, bias));
+  // The candidates: Kiln's kernel (one thread), oneDNN's primitive for
+  // one thread and for the compile's count; each timed, the fastest kept.
+  const int threads = options.threads > 0 ? options.threads : currentThreads();
+  struct Candidate {
+    std::shared_ptr<RecurrentStep> step;
+    std::string label;
+    double seconds = 0;
+  };
+  std::vector<Candidate> candidates;
+  std::string refusal;
+  auto add = [&](RecurrentSpec::Impl impl, int t, std::string label) {
+    spec.impl = impl;
+    spec.threads = t;
+    try {
+      candidates.push_back({std::make_shared<RecurrentStep>(name, spec, wl, wi, bias), label});
+    } catch (const dnnl::error &e) {
+      refusal = e.what();
     }
-    size_t best = 0;
-    if (candidates.size() > 1) {
-      double one = timeStep(*candidates[0], bytes, 1);
-      double many = timeStep(*candidates[1], bytes, threads);
-      best = many < one ? 1 : 0;
-      char buf[128];
-      std::snprintf(buf, sizeof(buf), "1 thread %.1f us, %d threads %.1f us", one * 1e6, threads,
-                    many * 1e6);
-      call.measurement = buf;
-    }
-    call.step = candidates[best];
-    call.detail = candidates[best]->detail();
-  } catch (const dnnl::error &e) {
-    why = "oneDNN refuses this " + std::string(n.mnemonic()) + ": " + e.what();
+  };
+  const bool kiln = runtime::onednn::RecurrentKernel::supports(spec.cell) &&
+                    options.recurrent != codegen::RecurrentChoice::Library;
+  if (kiln)
+    add(RecurrentSpec::Impl::Kiln, 1, "kiln");
+  if (!kiln || options.recurrent != codegen::RecurrentChoice::Kiln) {
+    add(RecurrentSpec::Impl::OneDnn, 1, "onednn 1 thread");
+    if (threads > 1)
+      add(RecurrentSpec::Impl::OneDnn, threads, "onednn " + std::to_string(threads) + " threads");
+  }
+  if (candidates.empty()) {
+    why = "oneDNN refuses this " + std::string(n.mnemonic()) + ": " + refusal;
     return failure();
   }
+  size_t best = 0;
+  if (candidates.size() > 1) {
+    for (Candidate &c : candidates) {
+      c.seconds = timeStep(*c.step, bytes, c.step->spec().threads);
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "%s%s %.1f us", call.measurement.empty() ? "" : ", ",
+                    c.label.c_str(), c.seconds * 1e6);
+      call.measurement += buf;
+    }
+    for (size_t i = 1; i < candidates.size(); ++i)
+      if (candidates[i].seconds < candidates[best].seconds)
+        best = i;
+  }
+  call.step = candidates[best].step;
+  call.detail = candidates[best].step->detail();
   call.numNodes = 1;
   return call;
 }

@@ -656,6 +656,98 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
   }
 }
 
+// Both implementations of a recurrent layer, each forced (the compiler
+// otherwise keeps the faster, so one of them would go untested): Kiln's
+// kernel (runtime/dnnl/RecurrentKernel.h, at the instruction set --cpu
+// allows) and oneDNN's primitive, over the cells, directions, hidden sizes
+// around the 16-lane vectors, batches around its 4-row blocks, with and
+// without biases and initial states.
+TEST(RecurrentMatrixTest, KilnKernelAndOneDnnPrimitiveEqualTheInterpreter) {
+  if (std::string why = targetRefusal(); !why.empty())
+    GTEST_SKIP() << why;
+  struct Sizes {
+    int64_t seq, batch, input, hidden;
+  };
+  const Sizes shapes[] = {
+      {1, 1, 1, 1}, {5, 3, 7, 17}, {4, 5, 70, 33}, {3, 2, 3, 64}, {2, 9, 130, 5}};
+  const std::pair<OpKind, bool> cells[] = {
+      {OpKind::Lstm, false}, {OpKind::Gru, true}, {OpKind::Gru, false}, {OpKind::Rnn, false}};
+  std::mt19937 rng(11);
+  auto uniform = [&](std::vector<int64_t> shape) {
+    Tensor t = Tensor::zeros(DType::F32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.setDouble(i, std::uniform_real_distribution<double>(-1, 1)(rng));
+    return t;
+  };
+  for (RecurrentChoice choice : {RecurrentChoice::Kiln, RecurrentChoice::Library})
+    for (auto [kind, lbr] : cells)
+      for (const char *direction : {"forward", "reverse", "bidirectional"}) {
+        const OpInfo &op = opInfo(kind);
+        const int64_t dirs = std::string(direction) == "bidirectional" ? 2 : 1;
+        const int64_t gates = kind == OpKind::Lstm ? 4 : kind == OpKind::Gru ? 3 : 1;
+        DiagnosticEngine diag;
+        ScopedDiagnosticCollector collect(diag);
+        auto g = std::make_unique<Graph>("recurrent");
+        Builder builder(*g, diag);
+        std::vector<Tensor> inputs;
+        std::vector<Value *> outs;
+        auto input = [&](Tensor t) {
+          Value *v = g->addInput(TensorType(DType::F32, makeShape(t.shape())),
+                                 "x" + std::to_string(inputs.size()));
+          inputs.push_back(std::move(t));
+          return v;
+        };
+        int variant = 0;
+        for (const Sizes &s : shapes) {
+          const int64_t gh = gates * s.hidden;
+          std::vector<Value *> operands{input(uniform({s.seq, s.batch, s.input})),
+                                        builder.constant(uniform({dirs, gh, s.input})),
+                                        builder.constant(uniform({dirs, gh, s.hidden}))};
+          // Every other shape has biases and initial states.
+          if (variant++ % 2 == 1) {
+            operands.push_back(builder.constant(uniform({dirs, 2 * gh})));
+            operands.push_back(input(uniform({dirs, s.batch, s.hidden})));
+            if (kind == OpKind::Lstm)
+              operands.push_back(input(uniform({dirs, s.batch, s.hidden})));
+          }
+          std::vector<NamedAttr> attrs{{"direction", std::string(direction)}};
+          if (kind == OpKind::Gru)
+            attrs.push_back({"linear_before_reset", lbr});
+          auto node = builder.create(kind, operands, attrs, op.numResults);
+          ASSERT_TRUE(node.succeeded()) << collect.str();
+          for (unsigned r = 0; r < (*node)->numResults(); ++r)
+            outs.push_back((*node)->result(r));
+        }
+        g->setOutputs(outs);
+        SCOPED_TRACE(std::string(op.mnemonic) + (lbr ? " lbr " : " ") + direction +
+                     (choice == RecurrentChoice::Kiln ? " kiln" : " onednn") + " --cpu " +
+                     testCpu());
+        auto want = interpret(*g, inputs, diag);
+        ASSERT_TRUE(want.succeeded()) << collect.str();
+        CompileOptions opts;
+        opts.cpu = testCpu();
+        opts.threads = 1;
+        opts.cache = false;
+        opts.recurrent = choice;
+        CompileReport report;
+        auto exe = compile(*g, opts, diag, &report);
+        ASSERT_TRUE(exe.succeeded()) << collect.str();
+        EXPECT_EQ(report.numFallbacks, 0) << collect.str();
+        // Kiln's kernel computes every cell but GRU with linear_before_reset 0.
+        const bool kiln = choice == RecurrentChoice::Kiln && !(kind == OpKind::Gru && !lbr);
+        EXPECT_EQ(report.libraryCalls.size(), std::size(shapes));
+        for (const std::string &line : report.libraryCalls) // one per layer
+          EXPECT_EQ(line.find(": kiln:") != std::string::npos, kiln) << line;
+        auto got = runCompiled(**exe, inputs, diag);
+        ASSERT_TRUE(got.succeeded()) << collect.str();
+        kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, std::string(op.mnemonic));
+        for (size_t k = 0; k < want->size(); ++k) {
+          std::string bad = compareStructured(op, (*got)[k], (*want)[k]);
+          EXPECT_TRUE(bad.empty()) << "output " << k << ": " << bad;
+        }
+      }
+}
+
 std::vector<const OpInfo *> structuredOps() {
   std::vector<const OpInfo *> ops;
   for (const OpInfo &info : allOps())

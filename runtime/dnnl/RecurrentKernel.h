@@ -1,0 +1,53 @@
+//===- RecurrentKernel.h - Kiln's own small recurrent layers -----*- C++ -*-===//
+//
+// A recurrent layer computed by Kiln itself, the second implementation of a
+// RecurrentStep next to oneDNN's primitive (Note [Recurrent layers] in
+// codegen/cpu/dnnl/Recurrent.cpp says when each is used). Per direction:
+// the input projections of all steps as one register-blocked GEMM, then per
+// step the recurrent product of the few batch rows with R^T (kept in
+// registers across the batch rows, so each weight is loaded once per
+// step) followed by the gate math with vectorized exp. The code is
+// portable C++ with GCC vector extensions, compiled three times (AVX-512,
+// AVX2 and SSE2) and picked by oneDNN's effective ISA, which --cpu caps.
+//
+// Cells: LSTM, LBR GRU and RNN (tanh). Weights come in oneDNN's layouts and
+// gate orders (RecurrentStep's plain weights), so the two implementations
+// share them.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/dnnl/RecurrentStep.h"
+
+#include <vector>
+
+namespace kiln::runtime::onednn {
+
+class RecurrentKernel {
+public:
+  /// Whether this implementation computes `cell` (not GRU with
+  /// linear_before_reset 0).
+  static bool supports(RecurrentSpec::Cell cell);
+  /// `weightsLayer` [D, I, G, H], `weightsIter` [D, H, G, H], `bias` [D,
+  /// Gb, H] as RecurrentStep takes them.
+  RecurrentKernel(const RecurrentSpec &spec, const std::vector<float> &weightsLayer,
+                  const std::vector<float> &weightsIter, const std::vector<float> &bias);
+  /// Runs on x, h0 (or null), c0 (or null), writing y ([S, D, B, H]), y_h
+  /// and y_c (LSTM).
+  void run(const float *x, const float *h0, const float *c0, float *y, float *yh, float *yc) const;
+  /// Bytes of the padded weights.
+  uint64_t bytes() const;
+  /// The instruction set of the code it runs ("avx512", "avx2", "sse2").
+  const char *isa() const;
+
+private:
+  RecurrentSpec spec_;
+  int level_ = 0;
+  /// Columns of the gate dimension, padded to a multiple of 64.
+  int64_t cols_ = 0;
+  /// Per direction: W^T [I, cols], R^T [H, cols], the bias of the input
+  /// projection and the bias added to the recurrent product [cols].
+  std::vector<float> wt_, rt_, inBias_, recBias_;
+};
+
+} // namespace kiln::runtime::onednn
