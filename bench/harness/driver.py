@@ -525,6 +525,11 @@ def main():
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir:
         results["inductor_cache_files_at_start"] = sum(len(f) for _, _, f in os.walk(cache_dir))
+    try:
+        import work  # onnx, from the bench venv
+        results["work"] = {n: work.model_work(available[n]) for n in names}
+    except ImportError as e:
+        log("no roofline work (%s)" % e)
     for t in thread_counts:
         log("ceilings at %d thread(s)" % t)
         results["ceilings"][str(t)] = ceilings(args, t)

@@ -368,6 +368,49 @@ class Report:
                 self.w("| %d | error: %s | |" % (t, short_error(c.get("error") or c.get("stderr") or "?")))
         self.w()
 
+    def roofline(self):
+        """Per model: its work (bench/harness/work.py), Kiln's achieved rates
+        against the measured ceilings, and the bound it is closest to."""
+        work = self.res.get("work") or {}
+        if not work:
+            return
+        self.w("## Roofline (Kiln)")
+        self.w()
+        self.w("Work from the ONNX graph (bench/harness/work.py): GFLOP counts a multiply-add as 2; "
+               "MB is what any execution must move (weights, inputs, outputs; unfused: plus every "
+               "intermediate written and read once). Achieved rates are that work over Kiln's median "
+               "time, as a share of the ceilings above (sgemm GFLOP/s, triad GB/s). Bound: the ceiling "
+               "whose time for the work, compute (GFLOP / sgemm rate) or memory (MB / triad rate), "
+               "is the larger share of the measured time; *overhead* when neither reaches 10% of it. "
+               "Ratios to the peers stay the headline.")
+        self.w()
+        self.w("| model | GFLOP | MB (unfused) | " + " | ".join(
+            "T=%d GFLOP/s (%% sgemm) | T=%d GB/s (%% triad) | T=%d bound" % (t, t, t)
+            for t in self.threads) + " |")
+        self.w("|---|---|---|" + "---|---|---|" * len(self.threads))
+        for m in self.models:
+            wk = work.get(m) or {}
+            if "flops" not in wk:
+                continue
+            gflop, mb = wk["flops"] / 1e9, wk["bytes"] / 1e6
+            name = m + (" (partial: %d nodes unsized)" % wk["unsized_nodes"]
+                        if wk.get("unsized_nodes") else "")
+            cols = ["%.3g" % gflop, "%.3g (%.3g)" % (mb, wk["unfused_bytes"] / 1e6)]
+            for t in self.threads:
+                k = median(self.eng(m, t, "kiln"))
+                c = (self.res.get("ceilings", {}).get(str(t), {}) or {}).get("json")
+                if not k or not c:
+                    cols += ["-", "-", "-"]
+                    continue
+                rate, bw = gflop / k, mb / 1e3 / k
+                share_c, share_m = rate / c["gemm_gflops"], bw / c["stream_triad_gbs"]
+                bound = ("overhead" if max(share_c, share_m) < 0.1
+                         else "compute" if share_c >= share_m else "memory")
+                cols += ["%.3g (%.0f%%)" % (rate, 100 * share_c), "%.3g (%.0f%%)" % (bw, 100 * share_m),
+                         bound]
+            self.w("| %s | %s |" % (name, " | ".join(cols)))
+        self.w()
+
     def step_overhead_line(self):
         so = self.res.get("step_overhead")
         if not so:
@@ -512,6 +555,7 @@ class Report:
         self.memory_table()
         self.accuracy_table()
         self.ceilings()
+        self.roofline()
         self.pointwise_line()
         self.step_overhead_line()
         self.errors()
