@@ -292,41 +292,60 @@ public:
     kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
     if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
       plantFault(*kernel);
-    Schedule schedule;
-    // About 16K inner iterations per thread chunk keeps tiny kernels serial
-    // (a parallel region costs 1-2 us, see Note [Threads] in the runtime).
-    schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, kernel->inner));
-    schedule.parallel = kernel->numOuter() >= 2 * schedule.grain;
     // Inputs as they are stored (the kernel reads channels-last ones with
     // their strides); outputs channels-last when the kernel iterates so.
     std::vector<int32_t> ids = buffersOf(group.inputs);
     for (const Value *v : group.outputs)
       ids.push_back(bufferOf(v));
+    // A concat of computed operands runs as one kernel per operand (Note
+    // [Concat pieces]); they write one buffer, so none works in place.
+    std::vector<Kernel> pieces;
+    if (!iterateCL)
+      pieces = detail::splitConcatPieces(*kernel);
+    const bool split = !pieces.empty();
+    if (!split)
+      pieces.push_back(std::move(*kernel));
     std::vector<std::pair<int32_t, int32_t>> inPlace;
-    if (const Value *dying = inPlaceCandidate(group, *kernel)) {
+    Schedule schedule;
+    if (const Value *dying = split ? nullptr : inPlaceCandidate(group, pieces[0])) {
       auto input =
           std::find(group.inputs.begin(), group.inputs.end(), dying) - group.inputs.begin();
       schedule.inPlaceInput = {static_cast<int32_t>(input)};
       inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
     }
-    if (options_.emitKernels)
-      report_.kernels += kernel->str() + "\n";
-    if (options_.emitLLVM || options_.emitLLVMOptimized) {
-      auto ir = jit->emitLLVM(*kernel, schedule, options_.emitLLVMOptimized, diag_);
-      if (ir.succeeded())
-        report_.llvm += *ir + "\n";
-    }
-    auto fn = jit->compile(*kernel, schedule, diag_);
-    if (failed(fn)) {
-      for (const Node *n : group.nodes)
-        addFallback(n, "the JIT failed on its kernel '" + kernel->name + "'");
-      return;
+    struct Compiled {
+      const Kernel *kernel;
+      runtime::KernelFn fn;
+      Schedule schedule;
+    };
+    std::vector<Compiled> compiled;
+    for (const Kernel &k : pieces) {
+      // About 16K inner iterations per thread chunk keeps tiny kernels
+      // serial (a parallel region costs 1-2 us, see Note [Threads] in the
+      // runtime).
+      schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k.inner));
+      schedule.parallel = k.numOuter() >= 2 * schedule.grain;
+      if (options_.emitKernels)
+        report_.kernels += k.str() + "\n";
+      if (options_.emitLLVM || options_.emitLLVMOptimized) {
+        auto ir = jit->emitLLVM(k, schedule, options_.emitLLVMOptimized, diag_);
+        if (ir.succeeded())
+          report_.llvm += *ir + "\n";
+      }
+      auto fn = jit->compile(k, schedule, diag_);
+      if (failed(fn)) {
+        for (const Node *n : group.nodes)
+          addFallback(n, "the JIT failed on its kernel '" + k.name + "'");
+        return;
+      }
+      compiled.push_back({&k, *fn, schedule});
     }
     if (iterateCL)
       channelsLast_.insert(group.outputs.begin(), group.outputs.end());
-    exe_->addKernelStep(kernel->name, *fn, std::move(ids),
-                        static_cast<int32_t>(group.inputs.size()), kernel->numOuter(),
-                        schedule.parallel, schedule.grain, std::move(inPlace), jit->objectOf(*fn));
+    for (const Compiled &c : compiled)
+      exe_->addKernelStep(c.kernel->name, c.fn, ids, static_cast<int32_t>(group.inputs.size()),
+                          c.kernel->numOuter(), c.schedule.parallel, c.schedule.grain, inPlace,
+                          jit->objectOf(c.fn));
     ++report_.numKernels;
   }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/KernelIR.h"
 #include "ir/Graph.h"
 
 #include <optional>
@@ -144,5 +145,10 @@ struct CopyConcat {
   std::vector<Run> runs;              ///< ordered by `to`; they cover the output once
 };
 std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group);
+
+/// The kernel split into one kernel per operand of the concat its single
+/// store selects from along an outer loop index, or empty when it does not
+/// have that form: Note [Concat pieces] in ConcatPieces.cpp.
+std::vector<Kernel> splitConcatPieces(const Kernel &k);
 
 } // namespace kiln::codegen::detail

@@ -71,6 +71,32 @@ std::string targetRefusal() {
   return "";
 }
 
+/// Compiles `g` for $KILN_TEST_CPU on one thread (the other options as
+/// given, the compile cache off), runs it on `inputs` and checks that its
+/// artifact gives the same bits; nullopt, with a failure naming `label`,
+/// when the compile or the run fails.
+std::optional<std::vector<Tensor>> compileAndRun(const Graph &g, const std::vector<Tensor> &inputs,
+                                                 const std::string &label, CompileOptions opts = {},
+                                                 CompileReport *report = nullptr) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  opts.cpu = testCpu();
+  opts.threads = 1;
+  opts.cache = false;
+  auto exe = compile(g, opts, diag, report);
+  if (failed(exe)) {
+    ADD_FAILURE() << label << ": " << collect.str();
+    return std::nullopt;
+  }
+  auto got = runCompiled(**exe, inputs, diag);
+  if (failed(got)) {
+    ADD_FAILURE() << label << ": " << collect.str();
+    return std::nullopt;
+  }
+  kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, label);
+  return got.take();
+}
+
 /// Interesting values of a float dtype, and random ones around them.
 double floatValue(std::mt19937 &rng) {
   static const double special[] = {0.0,    -0.0,   1.0,   -1.0,  0.5,  -2.5,  3.0,  1e-40,
@@ -635,24 +661,18 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
   g->setOutputs(outs);
   auto want = interpret(*g, inputs, diag);
   ASSERT_TRUE(want.succeeded()) << collect.str();
-  CompileOptions opts;
-  opts.cpu = testCpu();
-  opts.threads = 1;
   CompileReport report;
-  auto exe = compile(*g, opts, diag, &report);
-  ASSERT_TRUE(exe.succeeded()) << collect.str();
+  auto got = compileAndRun(*g, inputs, std::string(op.mnemonic), {}, &report);
+  ASSERT_TRUE(got.has_value());
   // An op the library anchors runs there, not on its reference kernel.
   if (cpu::oneDnnCapabilities().anchors(op.kind)) {
-    EXPECT_EQ(report.numFallbacks, 0) << collect.str();
+    EXPECT_EQ(report.numFallbacks, 0) << report.fallbacks.size();
   }
-  auto got = runCompiled(**exe, inputs, diag);
-  ASSERT_TRUE(got.succeeded()) << collect.str();
-  kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, std::string(op.mnemonic));
   int failures = 0;
   for (size_t k = 0; k < want->size(); ++k) {
     std::string bad = compareStructured(op, (*got)[k], (*want)[k]);
     if (!bad.empty() && failures++ < 4)
-      ADD_FAILURE() << op.mnemonic << " " << labels[k] << " (--cpu " << opts.cpu << "): " << bad;
+      ADD_FAILURE() << op.mnemonic << " " << labels[k] << " (--cpu " << testCpu() << "): " << bad;
   }
 }
 
@@ -725,26 +745,81 @@ TEST(RecurrentMatrixTest, KilnKernelAndOneDnnPrimitiveEqualTheInterpreter) {
         auto want = interpret(*g, inputs, diag);
         ASSERT_TRUE(want.succeeded()) << collect.str();
         CompileOptions opts;
-        opts.cpu = testCpu();
-        opts.threads = 1;
-        opts.cache = false;
         opts.recurrent = choice;
         CompileReport report;
-        auto exe = compile(*g, opts, diag, &report);
-        ASSERT_TRUE(exe.succeeded()) << collect.str();
-        EXPECT_EQ(report.numFallbacks, 0) << collect.str();
+        auto got = compileAndRun(*g, inputs, std::string(op.mnemonic), opts, &report);
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(report.numFallbacks, 0);
         // Kiln's kernel computes every cell but GRU with linear_before_reset 0.
         const bool kiln = choice == RecurrentChoice::Kiln && !(kind == OpKind::Gru && !lbr);
         EXPECT_EQ(report.libraryCalls.size(), std::size(shapes));
         for (const std::string &line : report.libraryCalls) // one per layer
           EXPECT_EQ(line.find(": kiln:") != std::string::npos, kiln) << line;
-        auto got = runCompiled(**exe, inputs, diag);
-        ASSERT_TRUE(got.succeeded()) << collect.str();
-        kiln::testing::expectArtifactRoundTrip(**exe, inputs, *got, std::string(op.mnemonic));
         for (size_t k = 0; k < want->size(); ++k) {
           std::string bad = compareStructured(op, (*got)[k], (*want)[k]);
           EXPECT_TRUE(bad.empty()) << "output " << k << ": " << bad;
         }
+      }
+}
+
+// A concat of computed operands along an outer axis runs as one kernel per
+// operand (Note [Concat pieces]): along the first and a middle axis, two to
+// four operands (exp, sin, a resize, a plain input), sizes around the
+// vector width; compared with the interpreter, the pieces named in the
+// steps.
+TEST(ConcatPiecesTest, OneKernelPerComputedOperandEqualsTheInterpreter) {
+  if (std::string why = targetRefusal(); !why.empty())
+    GTEST_SKIP() << why;
+  std::mt19937 rng(5);
+  for (int64_t w : {1, 15, 16, 17, 64})
+    for (int64_t axis : {0, 1})
+      for (int operands = 2; operands <= 4; ++operands) {
+        DiagnosticEngine diag;
+        ScopedDiagnosticCollector collect(diag);
+        auto g = std::make_unique<Graph>("pieces");
+        Builder b(*g, diag);
+        std::vector<Tensor> inputs;
+        std::vector<Value *> parts;
+        for (int i = 0; i < operands; ++i) {
+          std::vector<int64_t> shape{3, 2 + i, 32, w};
+          if (i == 2) // upsampled from half the rows: a resize of a smaller input
+            shape[2] = 16;
+          Tensor t = Tensor::zeros(DType::F32, shape);
+          for (int64_t e = 0; e < t.numel(); ++e)
+            t.setDouble(e, std::uniform_real_distribution<double>(-2, 2)(rng));
+          Value *x = g->addInput(TensorType(DType::F32, makeShape(shape)),
+                                 "x" + std::to_string(inputs.size()));
+          inputs.push_back(t);
+          if (i == 0)
+            x = b.createValue(OpKind::Exp, {x});
+          else if (i == 1)
+            x = b.createValue(OpKind::Sin, {x});
+          else if (i == 2)
+            x = b.createValue(OpKind::Resize, {x},
+                              {{"mode", std::string("linear")}, {"sizes", Ints{3, 2 + i, 32, w}}});
+          ASSERT_NE(x, nullptr) << collect.str();
+          parts.push_back(x);
+        }
+        if (axis == 0) // the same shapes along the first axis
+          for (Value *&p : parts)
+            p = b.createValue(OpKind::Slice, {p},
+                              {{"starts", Ints{0}}, {"ends", Ints{2}}, {"axes", Ints{1}}});
+        g->setOutputs({b.createValue(OpKind::Concat, parts, {{"axis", axis}})});
+        SCOPED_TRACE("w " + std::to_string(w) + " axis " + std::to_string(axis) + " operands " +
+                     std::to_string(operands) + " --cpu " + testCpu());
+        auto want = interpret(*g, inputs, diag);
+        ASSERT_TRUE(want.succeeded()) << collect.str();
+        CompileReport report;
+        auto got = compileAndRun(*g, inputs, "concat pieces", {}, &report);
+        ASSERT_TRUE(got.has_value());
+        // Within exp's and sin's bound (4 ulps; resize and the copies are exact).
+        std::string bad = compareStructured(opInfo(OpKind::Sin), (*got)[0], (*want)[0]);
+        EXPECT_TRUE(bad.empty()) << bad;
+        // Outputs of at least 4096 elements are split, one piece per operand.
+        const int64_t elements = want->front().numel();
+        EXPECT_EQ(report.steps.find("_part" + std::to_string(operands - 1)) != std::string::npos,
+                  elements >= 4096)
+            << report.steps;
       }
 }
 
@@ -786,14 +861,8 @@ TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
       ScopedDiagnosticCollector collect(diag);
       auto want = interpret(*built->graph, built->inputs, diag);
       ASSERT_TRUE(want.succeeded()) << label << ": " << collect.str();
-      CompileOptions opts;
-      opts.cpu = testCpu();
-      opts.threads = 1;
-      auto exe = compile(*built->graph, opts, diag);
-      ASSERT_TRUE(exe.succeeded()) << label << ": " << collect.str();
-      auto got = runCompiled(**exe, built->inputs, diag);
-      ASSERT_TRUE(got.succeeded()) << label << ": " << collect.str();
-      kiln::testing::expectArtifactRoundTrip(**exe, built->inputs, *got, label);
+      auto got = compileAndRun(*built->graph, built->inputs, label);
+      ASSERT_TRUE(got.has_value());
       // One primitive (exp(x), a / b): no absolute floor (OpBounds.h).
       const Node *first = built->graph->outputs()[0]->definingNode();
       std::vector<DType> operandTypes;
@@ -806,7 +875,7 @@ TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
       for (size_t k = 0; k < want->size(); ++k) {
         std::string bad = compare(op, (*got)[k], (*want)[k], onePrimitive);
         if (!bad.empty() && failures++ < 4)
-          ADD_FAILURE() << label << " " << built->labels[k] << " (--cpu " << opts.cpu
+          ADD_FAILURE() << label << " " << built->labels[k] << " (--cpu " << testCpu()
                         << "): " << bad;
       }
     }
