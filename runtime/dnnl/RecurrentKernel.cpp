@@ -107,16 +107,17 @@ uint64_t RecurrentKernel::bytes() const {
 }
 
 void RecurrentKernel::run(const float *x, const float *h0, const float *c0, float *y, float *yh,
-                          float *yc) const {
+                          float *yc, int threads) const {
   const RecurrentSpec &s = spec_;
   const int64_t S = s.seq, B = s.batch, H = s.hidden, I = s.input, D = s.dirs();
   const int64_t hpad = roundUp(H, base::kLanes), stride = cols_ + base::kLanes;
   const size_t floats = static_cast<size_t>(S * B * stride + B * stride + 2 * B * hpad);
-  float *xw = static_cast<float *>(threadScratch(floats * sizeof(float)));
-  std::memset(xw, 0, floats * sizeof(float));
-  float *rec = xw + S * B * stride, *h = rec + B * stride, *c = h + B * hpad;
   const LevelFns &fn = kLevels[level_];
-  for (int64_t d = 0; d < D; ++d) {
+  // One direction, in the calling thread's scratch.
+  auto direction = [&](int64_t d) {
+    float *xw = static_cast<float *>(threadScratch(floats * sizeof(float)));
+    std::memset(xw, 0, floats * sizeof(float));
+    float *rec = xw + S * B * stride, *h = rec + B * stride, *c = h + B * hpad;
     const int64_t cd = d * cols_;
     fn.gemm(x, S * B, I, I, &wt_[static_cast<size_t>(d * I * cols_)], cols_, xw, stride,
             &inBias_[static_cast<size_t>(cd)], 0);
@@ -143,6 +144,16 @@ void RecurrentKernel::run(const float *x, const float *h0, const float *c0, floa
       if (yc)
         std::memcpy(yc + at, c + n * hpad, static_cast<size_t>(H) * sizeof(float));
     }
+  };
+  // The directions of a bidirectional layer are independent: one thread
+  // each when two may run.
+  if (D == 2 && threads >= 2) {
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int64_t d = 0; d < 2; ++d)
+      direction(d);
+  } else {
+    for (int64_t d = 0; d < D; ++d)
+      direction(d);
   }
 }
 

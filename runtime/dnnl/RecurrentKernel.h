@@ -33,8 +33,10 @@ public:
   RecurrentKernel(const RecurrentSpec &spec, const std::vector<float> &weightsLayer,
                   const std::vector<float> &weightsIter, const std::vector<float> &bias);
   /// Runs on x, h0 (or null), c0 (or null), writing y ([S, D, B, H]), y_h
-  /// and y_c (LSTM).
-  void run(const float *x, const float *h0, const float *c0, float *y, float *yh, float *yc) const;
+  /// and y_c (LSTM); a bidirectional layer runs its directions on two
+  /// threads when `threads` >= 2.
+  void run(const float *x, const float *h0, const float *c0, float *y, float *yh, float *yc,
+           int threads) const;
   /// Bytes of the padded weights.
   uint64_t bytes() const;
   /// The instruction set of the code it runs ("avx512", "avx2", "sse2").

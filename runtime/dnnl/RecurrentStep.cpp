@@ -189,7 +189,7 @@ runtime::Status RecurrentStep::run(std::span<void *const> buffers,
     float *out[3] = {};
     for (size_t i = 0; next < buffers.size(); ++i)
       out[i] = static_cast<float *>(buffers[next++]);
-    kernel_->run(x, h0, c0, out[0], out[1], out[2]);
+    kernel_->run(x, h0, c0, out[0], out[1], out[2], std::max(1, std::min(ctx.threads, s.threads)));
     return runtime::Status::success();
   }
   ScopedThreads threads(std::max(1, std::min(ctx.threads, s.threads)));

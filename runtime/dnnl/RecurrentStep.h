@@ -45,7 +45,8 @@ struct RecurrentSpec {
   Direction direction = Direction::Forward;
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
   bool hasH0 = false, hasC0 = false;
-  /// OpenMP threads the primitive is created for (Kiln's kernel: 1).
+  /// OpenMP threads the primitive is created for (Kiln's kernel: the
+  /// threads it may use, one per direction).
   int32_t threads = 1;
 
   int64_t dirs() const { return direction == Direction::Bidirectional ? 2 : 1; }

@@ -158,9 +158,10 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
     bytes.push_back(static_cast<size_t>(numElements(sizesOf(v))) * sizeof(float));
   for (const Value *v : call.results)
     bytes.push_back(static_cast<size_t>(numElements(sizesOf(v))) * sizeof(float));
-  const std::string name = "onednn " + std::string(n.mnemonic()) + " %" + n.result(0)->name();
-  // The candidates: Kiln's kernel (one thread), oneDNN's primitive for
-  // one thread and for the compile's count; each timed, the fastest kept.
+  const std::string name = std::string(n.mnemonic()) + " %" + n.result(0)->name();
+  // The candidates: Kiln's kernel (one thread, and one per direction of a
+  // bidirectional layer), oneDNN's primitive for one thread and for the
+  // compile's count; each timed, the fastest kept.
   const int threads = options.threads > 0 ? options.threads : currentThreads();
   struct Candidate {
     std::shared_ptr<RecurrentStep> step;
@@ -181,7 +182,9 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
   const bool kiln = runtime::onednn::RecurrentKernel::supports(spec.cell) &&
                     options.recurrent != codegen::RecurrentChoice::Library;
   if (kiln)
-    add(RecurrentSpec::Impl::Kiln, 1, "kiln");
+    add(RecurrentSpec::Impl::Kiln, 1, "kiln 1 thread");
+  if (kiln && threads > 1 && spec.dirs() == 2) // one thread per direction
+    add(RecurrentSpec::Impl::Kiln, 2, "kiln 2 threads");
   if (!kiln || options.recurrent != codegen::RecurrentChoice::Kiln) {
     add(RecurrentSpec::Impl::OneDnn, 1, "onednn 1 thread");
     if (threads > 1)

@@ -34,6 +34,7 @@
 #include "ir/Builder.h"
 #include "ir/Compare.h"
 #include "ir/Interpreter.h"
+#include "runtime/dnnl/RecurrentStep.h"
 #include "tests/unit/OpBounds.h"
 #include "tests/unit/compiler/ArtifactRoundTrip.h"
 
@@ -760,6 +761,53 @@ TEST(RecurrentMatrixTest, KilnKernelAndOneDnnPrimitiveEqualTheInterpreter) {
           EXPECT_TRUE(bad.empty()) << "output " << k << ": " << bad;
         }
       }
+}
+
+// Kiln's recurrent kernel runs a bidirectional layer's directions on two
+// threads when it may: the same bits as on one.
+TEST(RecurrentMatrixTest, KilnKernelOnTwoThreadsGivesTheBitsOfOne) {
+  using runtime::onednn::RecurrentSpec;
+  for (RecurrentSpec::Cell cell :
+       {RecurrentSpec::Cell::Lstm, RecurrentSpec::Cell::LbrGru, RecurrentSpec::Cell::Rnn}) {
+    RecurrentSpec spec;
+    spec.cell = cell;
+    spec.direction = RecurrentSpec::Direction::Bidirectional;
+    spec.impl = RecurrentSpec::Impl::Kiln;
+    spec.seq = 5;
+    spec.batch = 3;
+    spec.input = 7;
+    spec.hidden = 17;
+    spec.hasH0 = true;
+    spec.hasC0 = cell == RecurrentSpec::Cell::Lstm;
+    spec.threads = 2;
+    const int64_t d = 2, g = spec.gates(), h = spec.hidden;
+    std::mt19937 rng(3);
+    auto random = [&](int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float &x : v)
+        x = std::uniform_real_distribution<float>(-1, 1)(rng);
+      return v;
+    };
+    runtime::onednn::RecurrentStep step("rnn", spec, random(d * spec.input * g * h),
+                                        random(d * h * g * h), random(d * spec.biasGates() * h));
+    std::vector<float> x = random(spec.seq * spec.batch * spec.input);
+    std::vector<float> h0 = random(d * spec.batch * h), c0 = random(d * spec.batch * h);
+    auto run = [&](int threads) {
+      std::vector<std::vector<float>> out{std::vector<float>(spec.seq * d * spec.batch * h),
+                                          std::vector<float>(d * spec.batch * h),
+                                          std::vector<float>(d * spec.batch * h)};
+      std::vector<void *> buffers{x.data(), h0.data()};
+      if (spec.hasC0)
+        buffers.push_back(c0.data());
+      for (size_t i = 0; i < (spec.hasC0 ? 3u : 2u); ++i)
+        buffers.push_back(out[i].data());
+      runtime::StepContext ctx;
+      ctx.threads = threads;
+      EXPECT_TRUE(step.run(buffers, ctx).ok());
+      return out;
+    };
+    EXPECT_EQ(run(1), run(2)) << spec.cellName();
+  }
 }
 
 // A concat of computed operands along an outer axis runs as one kernel per
