@@ -1,9 +1,9 @@
 //===- OnnxRNN.cpp - LSTM, GRU and RNN as layers or unrolled -----*- C++ -*-===//
 //
-// A recurrent node with the default activations and no clip (what PyTorch's
-// nn.LSTM / nn.GRU / nn.RNN with tanh export) becomes one `lstm`, `gru` or
-// `rnn` op (ir/ops/Recurrent.cpp), which the compiler runs as one library
-// call per layer. Any other node becomes primitive ops over its static
+// A recurrent node with the default activations, no clip and constant f32
+// weights (what PyTorch's nn.LSTM / nn.GRU / nn.RNN with tanh export)
+// becomes one `lstm`, `gru` or `rnn` op (ir/ops/Recurrent.cpp), which the
+// compiler runs as one call per layer. Any other node becomes primitive ops over its static
 // sequence length, so that the steps fuse like any other elementwise code.
 // Per direction d:
 //
@@ -304,6 +304,12 @@ Values Unroller::run() {
 }
 
 bool Unroller::isLayer() const {
+  // Compiled, a layer op needs f32 constant weights (else it would run on
+  // its reference kernel, slower than the unrolled ops).
+  for (const Value *v : {w_, r_, b_})
+    if (v && (v->type().dtype != DType::F32 || !v->definingNode() ||
+              v->definingNode()->kind() != OpKind::Constant))
+      return false;
   std::vector<std::string> defaults = defaultActivations(cell_);
   for (size_t i = 0; i < activations_.size(); ++i)
     if (activations_[i] != defaults[i % defaults.size()])

@@ -11,6 +11,7 @@
 #include "runtime/dnnl/DnnlSteps.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 // The vector helpers pass 64-byte vectors by value; they are internal and
@@ -106,7 +107,7 @@ uint64_t RecurrentKernel::bytes() const {
   return (wt_.size() + rt_.size() + inBias_.size() + recBias_.size()) * sizeof(float);
 }
 
-void RecurrentKernel::run(const float *x, const float *h0, const float *c0, float *y, float *yh,
+bool RecurrentKernel::run(const float *x, const float *h0, const float *c0, float *y, float *yh,
                           float *yc, int threads) const {
   const RecurrentSpec &s = spec_;
   const int64_t S = s.seq, B = s.batch, H = s.hidden, I = s.input, D = s.dirs();
@@ -114,8 +115,15 @@ void RecurrentKernel::run(const float *x, const float *h0, const float *c0, floa
   const size_t floats = static_cast<size_t>(S * B * stride + B * stride + 2 * B * hpad);
   const LevelFns &fn = kLevels[level_];
   // One direction, in the calling thread's scratch.
+  std::atomic<bool> ok{true};
   auto direction = [&](int64_t d) {
-    float *xw = static_cast<float *>(threadScratch(floats * sizeof(float)));
+    float *xw = nullptr;
+    try { // no exception may leave the parallel region below
+      xw = static_cast<float *>(threadScratch(floats * sizeof(float)));
+    } catch (const std::exception &) {
+      ok = false;
+      return;
+    }
     std::memset(xw, 0, floats * sizeof(float));
     float *rec = xw + S * B * stride, *h = rec + B * stride, *c = h + B * hpad;
     const int64_t cd = d * cols_;
@@ -155,6 +163,7 @@ void RecurrentKernel::run(const float *x, const float *h0, const float *c0, floa
     for (int64_t d = 0; d < D; ++d)
       direction(d);
   }
+  return ok;
 }
 
 } // namespace kiln::runtime::onednn

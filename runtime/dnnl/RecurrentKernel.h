@@ -34,8 +34,9 @@ public:
                   const std::vector<float> &weightsIter, const std::vector<float> &bias);
   /// Runs on x, h0 (or null), c0 (or null), writing y ([S, D, B, H]), y_h
   /// and y_c (LSTM); a bidirectional layer runs its directions on two
-  /// threads when `threads` >= 2.
-  void run(const float *x, const float *h0, const float *c0, float *y, float *yh, float *yc,
+  /// threads when `threads` >= 2. False when its scratch memory cannot be
+  /// allocated.
+  bool run(const float *x, const float *h0, const float *c0, float *y, float *yh, float *yc,
            int threads) const;
   /// Bytes of the padded weights.
   uint64_t bytes() const;

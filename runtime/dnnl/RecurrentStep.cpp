@@ -189,7 +189,9 @@ runtime::Status RecurrentStep::run(std::span<void *const> buffers,
     float *out[3] = {};
     for (size_t i = 0; next < buffers.size(); ++i)
       out[i] = static_cast<float *>(buffers[next++]);
-    kernel_->run(x, h0, c0, out[0], out[1], out[2], std::max(1, std::min(ctx.threads, s.threads)));
+    if (!kernel_->run(x, h0, c0, out[0], out[1], out[2],
+                      std::max(1, std::min(ctx.threads, s.threads))))
+      return runtime::Status::failure(name_ + ": out of memory for its scratch");
     return runtime::Status::success();
   }
   ScopedThreads threads(std::max(1, std::min(ctx.threads, s.threads)));
@@ -248,9 +250,11 @@ runtime::Status RecurrentStep::run(std::span<void *const> buffers,
 }
 
 uint64_t RecurrentStep::constantBytes() const {
+  // The plain weights are kept for save(); the runnable copies beside them.
+  const uint64_t plain = (weightsLayer_.size() + weightsIter_.size()) * sizeof(float);
   if (kernel_)
-    return kernel_->bytes();
-  return packedLayer_.get_desc().get_size() + packedIter_.get_desc().get_size() +
+    return plain + kernel_->bytes();
+  return plain + packedLayer_.get_desc().get_size() + packedIter_.get_desc().get_size() +
          bias_.size() * sizeof(float);
 }
 
@@ -297,18 +301,27 @@ loadRecurrentStep(std::string_view payload, std::span<const std::span<const uint
             s.threads <= 4096 && (!s.hasC0 || (s.hasH0 && s.cell == RecurrentSpec::Cell::Lstm)) &&
             blobs.size() == 3;
   const int64_t d = s.dirs(), g = ok ? s.gates() : 0, h = s.hidden;
-  const size_t f = sizeof(float);
-  ok = ok && blobs[0].size() == static_cast<size_t>(d * s.input * g * h) * f &&
-       blobs[1].size() == static_cast<size_t>(d * h * g * h) * f &&
-       blobs[2].size() == static_cast<size_t>(d * s.biasGates() * h) * f;
+  // Bytes of `n` floats for the product of `factors`; 0 (never a valid
+  // size here) when it would pass 2^40 elements (a damaged payload).
+  auto bytes = [](std::initializer_list<int64_t> factors) -> size_t {
+    int64_t n = 1;
+    for (int64_t v : factors)
+      if (__builtin_mul_overflow(n, v, &n) || n > (int64_t(1) << 40))
+        return 0;
+    return static_cast<size_t>(n) * sizeof(float);
+  };
+  ok = ok && bytes({d, s.input, g, h}) != 0 && bytes({d, h, g, h}) != 0 &&
+       bytes({s.seq, s.batch, s.input}) != 0 && bytes({s.seq, d, s.batch, h}) != 0 &&
+       blobs[0].size() == bytes({d, s.input, g, h}) && blobs[1].size() == bytes({d, h, g, h}) &&
+       blobs[2].size() == bytes({d, s.biasGates(), h});
   // The buffers: x, h0?, c0?, y, y_h, y_c?.
-  std::vector<size_t> want{static_cast<size_t>(s.seq * s.batch * s.input) * f};
-  const size_t state = static_cast<size_t>(d * s.batch * h) * f;
+  std::vector<size_t> want{bytes({s.seq, s.batch, s.input})};
+  const size_t state = bytes({d, s.batch, h});
   if (s.hasH0)
     want.push_back(state);
   if (s.hasC0)
     want.push_back(state);
-  want.push_back(static_cast<size_t>(s.seq * d * s.batch * h) * f);
+  want.push_back(bytes({s.seq, d, s.batch, h}));
   want.push_back(state);
   if (s.cell == RecurrentSpec::Cell::Lstm)
     want.push_back(state);
@@ -329,6 +342,9 @@ loadRecurrentStep(std::string_view payload, std::span<const std::span<const uint
                                            floats(blobs[2]));
   } catch (const dnnl::error &e) {
     why = std::string("oneDNN cannot rebuild a saved recurrent step: ") + e.what();
+    return nullptr;
+  } catch (const std::exception &e) { // std::bad_alloc for the weights
+    why = std::string("cannot rebuild a saved recurrent step: ") + e.what();
     return nullptr;
   }
 }

@@ -99,6 +99,12 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
       why = "oneDNN's RNN primitives take f32 here, got " + v->type().str();
       return failure();
     }
+  // The step reads x, h0 and c0 row-major (Note [Channels-last buffers]).
+  for (unsigned i : {0u, 4u, 5u})
+    if (i < n.numOperands() && options.channelsLast && options.channelsLast(n.operand(i))) {
+      why = "operand " + std::to_string(i) + " is stored channels-last";
+      return failure();
+    }
   const Tensor *w = constantOf(n.operand(1)), *r = constantOf(n.operand(2));
   const Tensor *b = n.numOperands() > 3 ? constantOf(n.operand(3)) : nullptr;
   if (!w || !r || (n.numOperands() > 3 && !b)) {
@@ -175,7 +181,7 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
     spec.threads = t;
     try {
       candidates.push_back({std::make_shared<RecurrentStep>(name, spec, wl, wi, bias), label});
-    } catch (const dnnl::error &e) {
+    } catch (const std::exception &e) { // dnnl::error, std::bad_alloc
       refusal = e.what();
     }
   };

@@ -810,6 +810,51 @@ TEST(RecurrentMatrixTest, KilnKernelOnTwoThreadsGivesTheBitsOfOne) {
   }
 }
 
+// A saved recurrent step that is damaged (any byte of its parameters
+// flipped, truncated, blobs or buffers of other sizes) is an error when
+// loaded, never a crash or an oversized read.
+TEST(RecurrentMatrixTest, DamagedSavedStepsAreErrors) {
+  using runtime::onednn::RecurrentSpec;
+  RecurrentSpec spec;
+  spec.direction = RecurrentSpec::Direction::Bidirectional;
+  spec.impl = RecurrentSpec::Impl::Kiln;
+  spec.seq = 4;
+  spec.batch = 2;
+  spec.input = 3;
+  spec.hidden = 5;
+  spec.hasH0 = spec.hasC0 = true;
+  const size_t f = sizeof(float);
+  runtime::onednn::RecurrentStep step("lstm", spec, std::vector<float>(2 * 3 * 4 * 5, 0.5f),
+                                      std::vector<float>(2 * 5 * 4 * 5, 0.25f),
+                                      std::vector<float>(2 * 4 * 5, 0.f));
+  runtime::SavedStep saved;
+  std::string why;
+  ASSERT_TRUE(step.save(saved, why)) << why;
+  const size_t state = 2 * 2 * 5 * f;
+  const std::vector<size_t> sizes{4 * 2 * 3 * f, state, state, 4 * 2 * 2 * 5 * f, state, state};
+  auto load = [&](const std::string &payload, std::vector<std::span<const uint8_t>> blobs,
+                  const std::vector<size_t> &buffers) {
+    return runtime::onednn::loadRecurrentStep(payload, blobs, buffers, why);
+  };
+  ASSERT_NE(load(saved.payload, saved.blobs, sizes), nullptr) << why;
+  for (size_t i = 0; i < saved.payload.size(); ++i)
+    for (uint8_t mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+      std::string bad = saved.payload;
+      bad[i] = static_cast<char>(bad[i] ^ mask);
+      if (load(bad, saved.blobs, sizes) == nullptr) {
+        EXPECT_NE(why.find("recurrent step"), std::string::npos) << why;
+      }
+    }
+  EXPECT_EQ(load(saved.payload.substr(0, saved.payload.size() - 1), saved.blobs, sizes), nullptr);
+  std::vector<std::span<const uint8_t>> shortBlobs = saved.blobs;
+  shortBlobs[1] = shortBlobs[1].subspan(4);
+  EXPECT_EQ(load(saved.payload, shortBlobs, sizes), nullptr);
+  std::vector<size_t> small = sizes;
+  small[3] -= 4;
+  EXPECT_EQ(load(saved.payload, saved.blobs, small), nullptr);
+  EXPECT_EQ(load(saved.payload, saved.blobs, {sizes.begin(), sizes.end() - 1}), nullptr);
+}
+
 // A concat of computed operands along an outer axis runs as one kernel per
 // operand (Note [Concat pieces]): along the first and a middle axis, two to
 // four operands (exp, sin, a resize, a plain input), sizes around the
