@@ -765,20 +765,28 @@ TEST(RecurrentMatrixTest, KilnKernelAndOneDnnPrimitiveEqualTheInterpreter) {
 
 // Kiln's recurrent kernel runs a bidirectional layer's directions on two
 // threads when it may: the same bits as on one.
+using runtime::onednn::RecurrentSpec;
+
+/// A bidirectional layer of Kiln's kernel with initial states.
+RecurrentSpec kilnBidirectional(RecurrentSpec::Cell cell, int64_t seq, int64_t batch, int64_t input,
+                                int64_t hidden) {
+  RecurrentSpec spec;
+  spec.cell = cell;
+  spec.direction = RecurrentSpec::Direction::Bidirectional;
+  spec.impl = RecurrentSpec::Impl::Kiln;
+  spec.seq = seq;
+  spec.batch = batch;
+  spec.input = input;
+  spec.hidden = hidden;
+  spec.hasH0 = true;
+  spec.hasC0 = cell == RecurrentSpec::Cell::Lstm;
+  return spec;
+}
+
 TEST(RecurrentMatrixTest, KilnKernelOnTwoThreadsGivesTheBitsOfOne) {
-  using runtime::onednn::RecurrentSpec;
   for (RecurrentSpec::Cell cell :
        {RecurrentSpec::Cell::Lstm, RecurrentSpec::Cell::LbrGru, RecurrentSpec::Cell::Rnn}) {
-    RecurrentSpec spec;
-    spec.cell = cell;
-    spec.direction = RecurrentSpec::Direction::Bidirectional;
-    spec.impl = RecurrentSpec::Impl::Kiln;
-    spec.seq = 5;
-    spec.batch = 3;
-    spec.input = 7;
-    spec.hidden = 17;
-    spec.hasH0 = true;
-    spec.hasC0 = cell == RecurrentSpec::Cell::Lstm;
+    RecurrentSpec spec = kilnBidirectional(cell, 5, 3, 7, 17);
     spec.threads = 2;
     const int64_t d = 2, g = spec.gates(), h = spec.hidden;
     std::mt19937 rng(3);
@@ -814,15 +822,7 @@ TEST(RecurrentMatrixTest, KilnKernelOnTwoThreadsGivesTheBitsOfOne) {
 // flipped, truncated, blobs or buffers of other sizes) is an error when
 // loaded, never a crash or an oversized read.
 TEST(RecurrentMatrixTest, DamagedSavedStepsAreErrors) {
-  using runtime::onednn::RecurrentSpec;
-  RecurrentSpec spec;
-  spec.direction = RecurrentSpec::Direction::Bidirectional;
-  spec.impl = RecurrentSpec::Impl::Kiln;
-  spec.seq = 4;
-  spec.batch = 2;
-  spec.input = 3;
-  spec.hidden = 5;
-  spec.hasH0 = spec.hasC0 = true;
+  const RecurrentSpec spec = kilnBidirectional(RecurrentSpec::Cell::Lstm, 4, 2, 3, 5);
   const size_t f = sizeof(float);
   runtime::onednn::RecurrentStep step("lstm", spec, std::vector<float>(2 * 3 * 4 * 5, 0.5f),
                                       std::vector<float>(2 * 5 * 4 * 5, 0.25f),
