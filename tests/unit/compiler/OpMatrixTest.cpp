@@ -606,7 +606,7 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
   ASSERT_NE(gen, structuredCases().end())
       << "op '" << op.mnemonic << "' has no case in structuredCases() of OpMatrixTest.cpp";
   if (std::string why = targetRefusal(); !why.empty())
-    GTEST_SKIP() << why;
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
   const bool library = op.ulps < 0 || op.kind == OpKind::BatchNorm;
   auto g = std::make_unique<Graph>("matrix");
   DiagnosticEngine diag;
@@ -685,7 +685,7 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
 // without biases and initial states.
 TEST(RecurrentMatrixTest, KilnKernelAndOneDnnPrimitiveEqualTheInterpreter) {
   if (std::string why = targetRefusal(); !why.empty())
-    GTEST_SKIP() << why;
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
   struct Sizes {
     int64_t seq, batch, input, hidden;
   };
@@ -862,7 +862,7 @@ TEST(RecurrentMatrixTest, DamagedSavedStepsAreErrors) {
 // steps.
 TEST(ConcatPiecesTest, OneKernelPerComputedOperandEqualsTheInterpreter) {
   if (std::string why = targetRefusal(); !why.empty())
-    GTEST_SKIP() << why;
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
   std::mt19937 rng(5);
   for (int64_t w : {1, 15, 16, 17, 64})
     for (int64_t axis : {0, 1})
@@ -933,7 +933,7 @@ class OpMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
 
 TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
   if (std::string why = targetRefusal(); !why.empty())
-    GTEST_SKIP() << why;
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
   const OpInfo &op = *GetParam();
   if (op.hasTrait(Elementwise)) {
     ASSERT_GE(op.ulps, 0) << "'" << op.mnemonic << "' needs a bound in ir/Ops.def";
