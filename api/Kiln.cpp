@@ -1,10 +1,9 @@
-//===- Kiln.cpp - The embedding API over the compiler and runtime ---------===//
+//===- Kiln.cpp - The embedding API's compiler half ----------------------===//
 //
-// Thin: Model holds the imported module, Executable a shared
-// runtime::Executable with its ports and the compile report's facts (what
-// save() records). Diagnostics of the importer and the compiler are
-// collected and thrown as one kiln::Error; runtime Statuses become an Error
-// with their message.
+// Thin: Model holds the imported module; compile() makes an Executable
+// (api/Executable.cpp, the runtime half) of one compiled size or of a
+// PerSize specializer. Diagnostics of the importer and the compiler are
+// collected and thrown as one kiln::Error.
 //
 // Note [Compiling per size]
 // Compiled code has static shapes (codegen binds every symbol before
@@ -24,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kiln/kiln.h"
+
+#include "api/ExecutableImpl.h"
 
 #include "codegen/Compiler.h"
 #include "frontend/onnx/OnnxImporter.h"
@@ -67,13 +68,6 @@ private:
   DiagnosticEngine diag_;
   ScopedDiagnosticCollector collector_{diag_};
 };
-
-std::vector<PortInfo> portsOf(const std::vector<runtime::ArtifactPort> &ports) {
-  std::vector<PortInfo> out;
-  for (const runtime::ArtifactPort &p : ports)
-    out.push_back({p.name, p.dtype, p.dims});
-  return out;
-}
 
 /// A graph's inputs or outputs as ports (symbolic dims as -1).
 std::vector<PortInfo> portsOf(const std::vector<Value *> &values) {
@@ -143,12 +137,6 @@ std::vector<PortInfo> Model::outputs() const {
 
 namespace {
 
-/// One compiled size: the runtime executable and what save() records.
-struct Compiled {
-  std::shared_ptr<const runtime::Executable> exe;
-  runtime::ArtifactInfo info;
-};
-
 /// Compiles `g`; a failure throws an Error, prefixed with `context` (the
 /// sizes of a specialization) when it is not empty.
 Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o,
@@ -164,17 +152,8 @@ Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o,
   return out;
 }
 
-using Sizes = std::map<std::string, int64_t>;
-
-std::string sizesStr(const Sizes &sizes) {
-  std::string s;
-  for (const auto &[name, size] : sizes)
-    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(size);
-  return s;
-}
-
 /// An Executable that compiles per size (Note [Compiling per size]).
-class PerSize {
+class PerSize final : public Specializer {
 public:
   PerSize(const Graph &g, codegen::CompileOptions options, const CompileOptions &api,
           std::set<std::string> symbols)
@@ -183,7 +162,7 @@ public:
         maxKept_(std::max<size_t>(api.maxSpecializations, 1)), log_(api.onSpecialize) {}
 
   /// The specialization for `inputs`' sizes, compiled on first use.
-  std::shared_ptr<const Compiled> forInputs(std::span<const Tensor> inputs) const {
+  std::shared_ptr<const Compiled> forInputs(std::span<const Tensor> inputs) const override {
     Sizes sizes = sizesOf(inputs);
     if (auto hit = lookup(sizes))
       return hit;
@@ -214,21 +193,15 @@ public:
     return compiled;
   }
 
-  const Graph &graph() const { return *graph_; }
-  const std::set<std::string> &symbols() const { return symbols_; }
+  std::vector<PortInfo> inputs() const override { return portsOf(graph_->inputs()); }
+  std::vector<PortInfo> outputs() const override { return portsOf(graph_->outputs()); }
 
-  std::vector<Sizes> kept() const {
-    std::vector<Sizes> out;
-    for (const auto &[sizes, compiled] : keptCompiled())
-      out.push_back(sizes);
-    return out;
-  }
-  std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>> keptCompiled() const {
+  KeptSizes keptCompiled() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return {kept_.begin(), kept_.end()};
   }
 
-  std::string summary() const {
+  std::string summary() const override {
     std::string names;
     for (const std::string &s : symbols_)
       names += (names.empty() ? "" : ", ") + s;
@@ -311,56 +284,6 @@ bool hasAnonymousDim(const Graph &g) {
 
 } // namespace
 
-/// "batch=1, seq=5" back into sizes (the labels of a size set).
-Sizes parseSizes(const std::string &text) {
-  Sizes out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(", ", at);
-    if (end == std::string::npos)
-      end = text.size();
-    const std::string item = text.substr(at, end - at);
-    if (size_t eq = item.find('='); eq != std::string::npos)
-      out[item.substr(0, eq)] = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
-    at = end + 2;
-  }
-  return out;
-}
-
-struct Executable::Impl {
-  /// Compiled for one size (a loaded size set's first); null with `perSize`.
-  std::shared_ptr<const Compiled> one;
-  std::unique_ptr<PerSize> perSize;
-  /// A loaded size set (runtime/artifact/Artifact.h).
-  std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>> set;
-
-  const Compiled &forInputs(std::span<const Tensor> inputs,
-                            std::shared_ptr<const Compiled> &hold) const {
-    if (perSize) {
-      hold = perSize->forInputs(inputs);
-      return *hold;
-    }
-    if (set.empty() || inputs.size() != one->exe->numInputs())
-      return *one; // its run reports a wrong input count
-    std::vector<std::vector<int64_t>> shapes;
-    for (const Tensor &t : inputs)
-      shapes.push_back(t.shape());
-    std::string given, sizes;
-    for (const auto &[s, compiled] : set) {
-      if (compiled->exe->takesShapes(shapes))
-        return *compiled;
-      sizes += (sizes.empty() ? "" : "; ") + sizesStr(s);
-    }
-    for (const Tensor &t : inputs)
-      given += (given.empty() ? "" : ", ") + t.type().str();
-    throw Error("no size of this size set fits the inputs (" + given + "); it was compiled for " +
-                sizes);
-  }
-};
-
-Executable::Executable() = default;
-Executable::~Executable() = default;
-
 Executable compile(const Model &model, const CompileOptions &options) {
   codegen::CompileOptions o;
   o.threads = options.threads;
@@ -385,120 +308,7 @@ Executable compile(const Model &model, const CompileOptions &options) {
     impl->one = std::make_shared<const Compiled>(compileGraph(g, o));
   else
     impl->perSize = std::make_unique<PerSize>(g, o, options, std::move(unbound));
-  Executable e;
-  e.impl_ = std::move(impl);
-  return e;
-}
-
-Executable Executable::load(const std::string &path) {
-  std::vector<runtime::ArtifactSetMember> members;
-  if (runtime::Status st = runtime::loadArtifactSet(path, members); !st.ok())
-    throw Error(st.error);
-  auto impl = std::make_shared<Impl>();
-  for (runtime::ArtifactSetMember &m : members) {
-    auto compiled = std::make_shared<Compiled>();
-    compiled->exe = std::move(m.exe);
-    compiled->info = std::move(m.info);
-    if (!m.sizes.empty()) // a size set, even of one size
-      impl->set.emplace_back(parseSizes(m.sizes), compiled);
-    if (!impl->one)
-      impl->one = std::move(compiled);
-  }
-  Executable e;
-  e.impl_ = std::move(impl);
-  return e;
-}
-
-void Executable::save(const std::string &path) const {
-  if (impl_->perSize || !impl_->set.empty()) {
-    // A size set of the specializations kept (Note [Size sets]).
-    auto kept = impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set;
-    if (kept.empty())
-      throw Error("cannot save a model that compiles per size before it has run (" +
-                  impl_->perSize->summary() +
-                  "): run it at each size to keep, then save; or compile with every symbol "
-                  "in CompileOptions::dims");
-    std::sort(kept.begin(), kept.end(),
-              [](const auto &a, const auto &b) { return a.first < b.first; });
-    std::vector<std::string> labels;
-    for (const auto &[sizes, compiled] : kept)
-      labels.push_back(sizesStr(sizes));
-    std::vector<runtime::ArtifactSetEntry> entries;
-    for (size_t i = 0; i < kept.size(); ++i)
-      entries.push_back({labels[i], kept[i].second->exe.get(), &kept[i].second->info});
-    if (runtime::Status st = runtime::saveArtifactSet(entries, path); !st.ok())
-      throw Error(st.error);
-    return;
-  }
-  if (runtime::Status st = runtime::saveArtifact(*impl_->one->exe, impl_->one->info, path);
-      !st.ok())
-    throw Error(st.error);
-}
-
-namespace {
-std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &inputs) {
-  std::vector<runtime::HostTensor> in, out;
-  in.reserve(inputs.size());
-  for (const Tensor &t : inputs)
-    in.push_back(codegen::toHostTensor(t));
-  if (runtime::Status st = c.exe->run(in, out); !st.ok())
-    throw Error(st.error);
-  std::vector<Tensor> result;
-  result.reserve(out.size());
-  for (const runtime::HostTensor &t : out)
-    result.push_back(codegen::fromHostTensor(t));
-  return result;
-}
-} // namespace
-
-std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
-  std::shared_ptr<const Compiled> hold;
-  return runCompiled(impl_->forInputs(inputs, hold), inputs);
-}
-
-void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
-  std::shared_ptr<const Compiled> hold; // one specialization for the check and the run
-  const Compiled &c = impl_->forInputs(inputs, hold);
-  const std::vector<PortInfo> want = portsOf(c.info.outputs);
-  if (outputs.size() != want.size())
-    throw Error("runInto: " + std::to_string(outputs.size()) +
-                " output tensors given, the model has " + std::to_string(want.size()));
-  for (size_t k = 0; k < want.size(); ++k)
-    if (outputs[k].dtype() != want[k].dtype || outputs[k].shape() != want[k].shape)
-      throw Error("runInto: output " + std::to_string(k) + " ('" + want[k].name + "') is " +
-                  outputs[k].type().str() + ", the model writes " +
-                  runtime::typeString(want[k].dtype, want[k].shape));
-  std::vector<Tensor> got = runCompiled(c, inputs);
-  for (size_t k = 0; k < got.size(); ++k)
-    std::memcpy(outputs[k].mutableRawData(), got[k].rawData(), got[k].byteSize());
-}
-
-std::vector<PortInfo> Executable::inputs() const {
-  return impl_->perSize ? portsOf(impl_->perSize->graph().inputs())
-                        : portsOf(impl_->one->info.inputs);
-}
-std::vector<PortInfo> Executable::outputs() const {
-  return impl_->perSize ? portsOf(impl_->perSize->graph().outputs())
-                        : portsOf(impl_->one->info.outputs);
-}
-std::string Executable::summary() const {
-  if (impl_->perSize)
-    return impl_->perSize->summary();
-  if (impl_->set.empty())
-    return impl_->one->info.summary;
-  std::string s = "a size set of " + std::to_string(impl_->set.size()) + " sizes (";
-  for (size_t i = 0; i < impl_->set.size(); ++i)
-    s +=
-        (i ? "; " : "") + sizesStr(impl_->set[i].first) + ": " + impl_->set[i].second->info.summary;
-  return s + ")";
-}
-std::vector<std::map<std::string, int64_t>> Executable::specializations() const {
-  if (impl_->perSize)
-    return impl_->perSize->kept();
-  std::vector<std::map<std::string, int64_t>> out;
-  for (const auto &[sizes, compiled] : impl_->set)
-    out.push_back(sizes);
-  return out;
+  return Executable::Impl::wrap(std::move(impl));
 }
 
 } // namespace kiln

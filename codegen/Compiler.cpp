@@ -49,6 +49,7 @@
 #include "ir/Interpreter.h"
 #include "passes/PassManager.h"
 #include "runtime/CopyStep.h"
+#include "runtime/reference/HostTensors.h"
 #include "runtime/reference/ReferenceStep.h"
 
 #include <algorithm>
@@ -165,7 +166,7 @@ public:
     const Node *def = v->definingNode();
     if (def && def->kind() == OpKind::Constant) {
       const Tensor &t = std::get<Tensor>(def->attr(ConstantOp::value_index));
-      id = exe_->addConstant(toHostTensor(t), v->name());
+      id = exe_->addConstant(runtime::toHostTensor(t), v->name());
     } else {
       id = exe_->addTemp(v->type().dtype, staticSizes(v->type().shape), v->name());
     }
@@ -862,20 +863,6 @@ std::string MemoryReport::str(bool perBuffer) const {
   return s;
 }
 
-runtime::HostTensor toHostTensor(const Tensor &t) {
-  runtime::HostTensor h;
-  h.dtype = t.dtype();
-  h.shape = t.shape();
-  auto owner = std::make_shared<Tensor>(t);
-  h.data = const_cast<void *>(t.rawData());
-  h.storage = std::shared_ptr<void>(owner, h.data);
-  return h;
-}
-
-Tensor fromHostTensor(const runtime::HostTensor &t) {
-  return Tensor::borrow(t.dtype, t.shape, t.storage, t.data);
-}
-
 FailureOr<std::unique_ptr<Graph>>
 prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
   if (!g)
@@ -1184,7 +1171,7 @@ FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,
   std::vector<runtime::HostTensor> in;
   in.reserve(inputs.size());
   for (const Tensor &t : inputs)
-    in.push_back(toHostTensor(t));
+    in.push_back(runtime::toHostTensor(t));
   std::vector<runtime::HostTensor> out;
   runtime::Status st = exe.run(in, out, options, profile);
   if (!st.ok())
@@ -1192,7 +1179,7 @@ FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,
   std::vector<Tensor> result;
   result.reserve(out.size());
   for (const runtime::HostTensor &t : out)
-    result.push_back(fromHostTensor(t));
+    result.push_back(runtime::fromHostTensor(t));
   return result;
 }
 

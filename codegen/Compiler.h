@@ -187,9 +187,5 @@ struct GraphPorts {
 runtime::ArtifactInfo artifactInfo(const GraphPorts &ports, const runtime::Executable &exe,
                                    const CompileReport &report, const std::string &model);
 
-/// Conversions between kiln::Tensor and the runtime's HostTensor; both share
-/// the bytes.
-runtime::HostTensor toHostTensor(const Tensor &t);
-Tensor fromHostTensor(const runtime::HostTensor &t);
 
 } // namespace kiln::codegen

@@ -24,6 +24,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
 #include "runtime/artifact/Artifact.h"
+#include "runtime/reference/HostTensors.h"
 #include "tools/Commands.h"
 #include "tools/Progress.h"
 
@@ -133,7 +134,7 @@ std::string checkOutputs(const std::vector<runtime::HostTensor> &outs,
   maxAbsErr = 0;
   std::string problems;
   for (size_t k = 0; k < want.size() && k < outs.size(); ++k) {
-    Tensor got = codegen::fromHostTensor(outs[k]);
+    Tensor got = runtime::fromHostTensor(outs[k]);
     if (got.shape() != want[k].shape()) {
       problems += "output " + std::to_string(k) + " has shape " + sizesStr(got.shape()) +
                   ", expected " + sizesStr(want[k].shape()) + "; ";
@@ -339,7 +340,7 @@ int benchCommand(const Args &args) {
 
   std::vector<runtime::HostTensor> in, outs;
   for (const Tensor &t : inputs)
-    in.push_back(codegen::toHostTensor(t));
+    in.push_back(runtime::toHostTensor(t));
   runtime::RunOptions ropts;
   ropts.threads = options.threads;
   auto runOnce = [&]() -> bool {

@@ -13,6 +13,7 @@
 #include "ir/Builder.h"
 #include "ir/Interpreter.h"
 #include "runtime/Executable.h"
+#include "runtime/reference/HostTensors.h"
 
 #include <gtest/gtest.h>
 
@@ -434,7 +435,7 @@ TEST(CompiledConcurrencyTest, ConcurrentRunsAreBitIdenticalAndMatchTheInterprete
   auto want = interpret(*g, inputs, diag);
   ASSERT_TRUE(want.succeeded()) << collect.str();
 
-  std::vector<HostTensor> in = {codegen::toHostTensor(inputs[0])};
+  std::vector<HostTensor> in = {runtime::toHostTensor(inputs[0])};
   std::vector<HostTensor> reference;
   {
     RunOptions ro;
@@ -444,7 +445,7 @@ TEST(CompiledConcurrencyTest, ConcurrentRunsAreBitIdenticalAndMatchTheInterprete
   }
   ASSERT_EQ(reference.size(), want->size());
   for (size_t k = 0; k < reference.size(); ++k) {
-    Tensor got = codegen::fromHostTensor(reference[k]);
+    Tensor got = runtime::fromHostTensor(reference[k]);
     ASSERT_EQ(got.shape(), (*want)[k].shape());
     // 1e-5 relative to max(1, |want|): the second output sums 256 values
     // near 0.5, where one float ulp is 1.5e-5.
