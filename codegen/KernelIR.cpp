@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 namespace kiln::codegen {
 
@@ -213,6 +214,56 @@ uint64_t Kernel::hash() const {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+namespace {
+template <typename T> void appendBytes(std::string &key, const T &v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  key.append(reinterpret_cast<const char *>(&v), sizeof v);
+}
+
+void appendSizes(std::string &key, const std::vector<int64_t> &sizes) {
+  appendBytes(key, sizes.size());
+  for (int64_t d : sizes)
+    appendBytes(key, d);
+}
+} // namespace
+
+std::string Kernel::codeKey() const {
+  std::string key;
+  for (const auto *buffers : {&inputs, &outputs}) {
+    appendBytes(key, buffers->size());
+    for (const KernelBuffer &b : *buffers) {
+      appendBytes(key, b.dtype);
+      appendSizes(key, b.shape);
+    }
+  }
+  appendSizes(key, outer);
+  appendBytes(key, inner);
+  appendBytes(key, dag.nodes().size());
+  for (const ScalarNode &n : dag.nodes()) {
+    appendBytes(key, n.op);
+    appendBytes(key, n.type);
+    for (const ScalarRef &a : n.args)
+      appendBytes(key, a.id);
+    appendBytes(key, n.fvalue); // the bits: -0.0 and NaN payloads stay apart
+    appendBytes(key, n.ivalue);
+    appendBytes(key, n.slot);
+  }
+  appendBytes(key, stages.size());
+  for (const Stage &st : stages) {
+    appendBytes(key, st.kind);
+    appendBytes(key, st.reduce);
+    appendBytes(key, st.value.id);
+    appendBytes(key, st.outerOnly);
+    appendBytes(key, st.stores.size());
+    for (const Store &store : st.stores) {
+      appendBytes(key, store.output);
+      appendBytes(key, store.offset.id);
+      appendBytes(key, store.value.id);
+    }
+  }
+  return key;
 }
 
 bool canWriteInPlace(const Kernel &k, int32_t output, int32_t input) {

@@ -104,6 +104,10 @@ struct Kernel {
   std::string str() const;
   /// FNV-1a 64 of the text form without the name: equal kernels, equal hash.
   uint64_t hash() const;
+  /// Every field that decides the kernel's code, in binary (constants by
+  /// their bits), names left out: kernels with equal keys compute the same
+  /// function of their buffers, so a backend may compile one for all.
+  std::string codeKey() const;
 };
 
 /// How a kernel is run; chosen by a heuristic now, by measurement later,

@@ -96,6 +96,9 @@ private:
   /// The object the JIT linked last (set by the transform, during lookup).
   std::string lastObject_;
   std::map<runtime::KernelFn, std::shared_ptr<const runtime::KernelObject>> objects_;
+  /// Compiled functions by Kernel::codeKey() and schedule (Note [Shared
+  /// kernel code]).
+  std::map<std::string, runtime::KernelFn> byCode_;
 };
 
 void CpuJitImpl::captureObjects() {
@@ -219,9 +222,29 @@ std::unique_ptr<llvm::Module> CpuJitImpl::buildModule(const Kernel &k, const Sch
   return m;
 }
 
+// Note [Shared kernel code]
+// A model repeats itself (the blocks of a ResNet stage, a transformer's
+// layers): many of its kernels differ only in the buffers they are given,
+// which the kernel ABI passes at run time. compile() keys each kernel by
+// Kernel::codeKey() (every field that decides the code, constants by their
+// bits, names left out) and its Schedule, and returns the function compiled
+// for an equal key instead of compiling again: swin_t's 125 kernels are 56
+// compiles. Steps keep their own names; artifacts store each function's
+// object once (runtime/artifact/Artifact.cpp).
+std::string scheduleKey(const Schedule &s) {
+  std::string key = std::to_string(s.parallel) + "," + std::to_string(s.grain) + "," +
+                    std::to_string(s.vectorWidth) + ",";
+  for (int32_t i : s.inPlaceInput)
+    key += std::to_string(i) + ";";
+  return key;
+}
+
 FailureOr<runtime::KernelFn> CpuJitImpl::compile(const Kernel &k, const Schedule &s,
                                                  DiagnosticEngine &diag) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string code = k.codeKey() + scheduleKey(s);
+  if (auto it = byCode_.find(code); it != byCode_.end())
+    return it->second;
   // Kernel names need not be unique across compiles; symbols must be.
   std::string base = sanitize(k.name), symbol = base;
   for (unsigned n = 1; symbols_.count(symbol); ++n)
@@ -251,6 +274,7 @@ FailureOr<runtime::KernelFn> CpuJitImpl::compile(const Kernel &k, const Schedule
   if (!lastObject_.empty())
     objects_[fn] = std::make_shared<const runtime::KernelObject>(
         runtime::KernelObject{symbol, std::move(lastObject_)});
+  byCode_.emplace(code, fn);
   return fn;
 }
 

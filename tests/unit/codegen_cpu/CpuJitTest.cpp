@@ -824,5 +824,52 @@ TEST(CpuJit, CompileTimePerKernel) {
   EXPECT_LT(totalMs / n, 2000.0);
 }
 
+// Note [Shared kernel code]: kernels equal but for names get one function;
+// a different constant (even +0.0 against -0.0) or schedule does not.
+TEST(CpuJit, EqualKernelsShareCodeOthersDoNot) {
+  DiagnosticEngine diag;
+  auto jit = CpuJit::create(CpuJitOptions{}, diag);
+  ASSERT_TRUE(jit.succeeded());
+  auto plus = [](double c) {
+    return [c](ScalarDag &d, const std::vector<ScalarRef> &x) {
+      return d.add(x[0], d.constFloat(DType::F32, c));
+    };
+  };
+  Kernel a = mapKernel("a", {DType::F32}, DType::F32, 3, 37, plus(0.0));
+  Kernel b = mapKernel("b", {DType::F32}, DType::F32, 3, 37, plus(0.0));
+  b.inputs[0].name = "other";
+  Kernel negZero = mapKernel("c", {DType::F32}, DType::F32, 3, 37, plus(-0.0));
+  Kernel half = mapKernel("d", {DType::F32}, DType::F32, 3, 37, plus(0.5));
+  EXPECT_EQ(a.codeKey(), b.codeKey());
+  EXPECT_NE(a.codeKey(), negZero.codeKey());
+
+  auto fa = (*jit)->compile(a, Schedule{}, diag);
+  auto fb = (*jit)->compile(b, Schedule{}, diag);
+  auto fz = (*jit)->compile(negZero, Schedule{}, diag);
+  auto fh = (*jit)->compile(half, Schedule{}, diag);
+  Schedule inPlace;
+  inPlace.inPlaceInput = {0};
+  auto fi = (*jit)->compile(a, inPlace, diag);
+  ASSERT_TRUE(fa.succeeded() && fb.succeeded() && fz.succeeded() && fh.succeeded() &&
+              fi.succeeded());
+  EXPECT_EQ(*fa, *fb);
+  EXPECT_NE(*fa, *fz);
+  EXPECT_NE(*fa, *fh);
+  EXPECT_NE(*fa, *fi);
+  EXPECT_NE((*jit)->objectOf(*fb), nullptr);
+
+  // Each function computes its own kernel: -0 + 0 is +0, -0 + -0 is -0.
+  const int64_t n = 3 * 37;
+  HostBuffer x(DType::F32, n);
+  for (int64_t i = 0; i < n; ++i)
+    x.set(i, i % 2 ? -0.0 : static_cast<double>(i) - 40);
+  for (const auto &[k, fn] : {std::pair{&a, *fa}, {&negZero, *fz}, {&half, *fh}}) {
+    HostBuffer y(DType::F32, n), want(DType::F32, n);
+    runKernel(fn, {&x, &y}, 0, 3);
+    interpretKernel(*k, {x.data(), want.data()});
+    EXPECT_EQ(std::memcmp(y.data(), want.data(), static_cast<size_t>(n) * 4), 0) << k->name;
+  }
+}
+
 } // namespace
 } // namespace kiln::codegen::cpu::test
