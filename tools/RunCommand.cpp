@@ -299,11 +299,21 @@ int runCommand(const Args &args) {
   if (compiled && !isArtifact) {
     if (failed(checkInputs(*g, values, diag)))
       return 1;
+    const std::map<std::string, int64_t> importDims = copts.dims;
     for (unsigned i = 0; i < g->numInputs(); ++i) {
       const Shape &shape = g->input(i)->type().shape;
       for (size_t d = 0; d < shape.size(); ++d)
         if (shape[d].isSymbolic() && !shape[d].symbol().empty())
           copts.dims[shape[d].symbol()] = values[i].shape()[d];
+    }
+    // An ONNX model is imported again with those dims, as `kiln compile
+    // --dim` imports it: the same graph, so the same compile cache key.
+    if (isOnnx && copts.dims != importDims) {
+      auto reloaded = loadModel(file, graphName, copts.dims, diag);
+      if (failed(reloaded))
+        return 1;
+      model = reloaded.take();
+      g = model.graph;
     }
     std::optional<CompileProgress> progress(std::in_place, file);
     auto e = codegen::compile(*g, copts, diag, &report);
