@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "runtime/artifact/Artifact.h"
 #include "runtime/reference/HostTensors.h"
 #include "tools/Commands.h"
@@ -298,10 +299,11 @@ int benchCommand(const Args &args) {
   } else {
     inputs = randomTensors(inputTypes, 1234);
   }
-  // Dims bound from the inputs (or defaulted to 1) are bound at import, as
-  // `kiln compile --dim` binds them: the same graph, so the same compile
-  // cache key (a model compiled with --dim is a warm compile here).
-  if (g && options.dims != importDims) {
+  // Dims bound from the inputs (or defaulted to 1) are bound at an ONNX
+  // model's import, as `kiln compile --dim` binds them: the same graph, so
+  // the same compile cache key (a model compiled with --dim is a warm
+  // compile here). A .kir graph takes them at compile time either way.
+  if (g && isOnnxPath(file) && options.dims != importDims) {
     const auto reloadStart = Clock::now();
     auto reloaded = loadModel(file, graphName, options.dims, diag);
     if (failed(reloaded))
