@@ -52,6 +52,11 @@ struct LibraryOpSupport {
   bool epilogue = false;
   /// As an anchor, reads its src and writes its result channels-last.
   bool channelsLast = false;
+  /// As an anchor (a matmul of scores), also computes a softmax over the
+  /// last axis of its epilogue's result and the matmul of that by a value
+  /// tensor: attention as one call (Note [Attention calls] in
+  /// codegen/Fusion.cpp).
+  bool attention = false;
 };
 
 class LibraryCapabilities {
@@ -62,6 +67,7 @@ public:
   bool anchors(OpKind k) const { return row(k).anchor; }
   bool takesEpilogue(OpKind k) const { return row(k).epilogue; }
   bool channelsLast(OpKind k) const { return row(k).channelsLast; }
+  bool attention(OpKind k) const { return row(k).attention; }
   /// The rows, in the backend's order.
   std::span<const LibraryOpSupport> rows() const { return rows_; }
 

@@ -368,6 +368,10 @@ public:
         return isChannelsLastAnchor(group.nodes.front()) && predictChannelsLast(v);
       return channelsLast_.count(v) > 0;
     };
+    if (cpu::isAttentionGroup(group.nodes)) {
+      addAttentionGroup(group, dnnl, jit);
+      return;
+    }
     // A value the group exports must be a step's result: the library call
     // ends at the first node whose result leaves the group.
     size_t end = 1;
@@ -386,22 +390,58 @@ public:
                                  " is not supported");
       return;
     }
-    std::vector<const Value *> args = call->operands;
-    args.insert(args.end(), call->results.begin(), call->results.end());
-    exe_->addExternStep(call->step, buffersOf(args), static_cast<int32_t>(call->operands.size()));
-    for (const Value *v : call->results)
+    addLibraryCall(group, *call, dnnl);
+    if (call->numNodes < group.nodes.size())
+      addEpilogueKernel(group, call->numNodes, jit);
+  }
+
+  /// The step of `call` for the first call->numNodes nodes of `group`.
+  void addLibraryCall(const FusionGroup &group, const cpu::OneDnnCall &call,
+                      const cpu::OneDnnOptions &dnnl) {
+    std::vector<const Value *> args = call.operands;
+    args.insert(args.end(), call.results.begin(), call.results.end());
+    exe_->addExternStep(call.step, buffersOf(args), static_cast<int32_t>(call.operands.size()));
+    for (const Value *v : call.results)
       if (dnnl.channelsLast(v))
         channelsLast_.insert(v);
     std::string line = nodeName(group.nodes.front());
-    for (size_t i = 1; i < call->numNodes; ++i)
+    for (size_t i = 1; i < call.numNodes; ++i)
       line += "+" + nodeName(group.nodes[i]);
-    line += ": " + call->detail;
-    if (!call->measurement.empty())
-      line += " (" + call->measurement + ")";
+    line += ": " + call.detail;
+    if (!call.measurement.empty())
+      line += " (" + call.measurement + ")";
     report_.libraryCalls.push_back(line);
     ++report_.numLibraryCalls;
-    if (call->numNodes < group.nodes.size())
-      addEpilogueKernel(group, call->numNodes, jit);
+  }
+
+  /// An attention group (Note [Attention calls] in codegen/Fusion.cpp) as
+  /// one step; when oneDNN cannot, as the scores' call, a softmax kernel and
+  /// the weighted sum's call, the reason in the scores' report line.
+  void addAttentionGroup(const FusionGroup &group, const cpu::OneDnnOptions &dnnl,
+                         cpu::CpuJit *jit) {
+    std::string why;
+    auto call = cpu::buildAttentionCall(group.nodes, dnnl, why);
+    if (!failed(call)) {
+      addLibraryCall(group, *call, dnnl);
+      return;
+    }
+    const size_t n = group.nodes.size();
+    FusionGroup scores, softmax, weighted;
+    scores.kind = weighted.kind = FusionGroup::Kind::Library;
+    scores.nodes.assign(group.nodes.begin(), group.nodes.end() - 2);
+    scores.outputs = {group.nodes[n - 3]->result()};
+    softmax.kind = FusionGroup::Kind::Kernel;
+    softmax.nodes = {group.nodes[n - 2]};
+    softmax.inputs = {group.nodes[n - 3]->result()};
+    softmax.outputs = {group.nodes[n - 2]->result()};
+    weighted.nodes = {group.nodes[n - 1]};
+    weighted.outputs = group.outputs;
+    const size_t calls = report_.libraryCalls.size();
+    addLibraryGroup(scores, jit);
+    if (report_.libraryCalls.size() > calls)
+      report_.libraryCalls[calls] += " (attention as separate calls: " + why + ")";
+    addKernelGroup(softmax, jit);
+    addLibraryGroup(weighted, jit);
   }
 
   /// The epilogue nodes [first, end) of a library group that oneDNN did not

@@ -14,9 +14,17 @@
 //       joins the group when its single user is an epilogue op of the table
 //       with the anchor's result type, the intermediate is not a graph
 //       output, and a binary op's other operand comes from outside and
-//       broadcasts to the anchor's result (sub only as `chain - other`).
+//       broadcasts to the anchor's result (sub and div only as
+//       `chain - other` and `chain / other`).
 //       Anchors are visited in graph order, so the first anchor of a
-//       residual add takes it.
+//       residual add takes it. Attention (an anchor the table marks so, a
+//       matmul of two activations, neither a constant): when the group's
+//       result has one user, a softmax
+//       over its last axis, whose result has one user, a matmul taking it
+//       as its lhs and an activation (not a constant) as its rhs, neither
+//       a graph output, both join the group: scores,
+//       scaling and masks (the epilogue), softmax and the weighted sum are
+//       one library call (Note [Attention calls]).
 //   F4  Elementwise chains: an elementwise (or batch_norm) producer joins
 //       its consumers' kernel when all its users are in that kernel.
 //   F5  Index maps: data movement (reshape, flatten, squeeze, unsqueeze,
@@ -282,6 +290,9 @@ private:
   Role roleOf(const Node &n) const;
   bool libraryAnchors(OpKind k) const { return opts_.library && opts_.library->anchors(k); }
   void planLibrary(int anchor);
+  /// Extends library group `g`, whose result is `scores`, by attention's
+  /// softmax and weighted sum when they follow; returns the group's result.
+  const Value *planAttention(GroupState &g, const Value *scores);
   void planFallback(int at);
   void planKernel(int at, const Value *seedValue, bool own);
   Verdict decide(GroupState &g, int p, std::string &rule, std::string &reason);
@@ -388,8 +399,8 @@ void Planner::planLibrary(int anchor) {
       other = u->operand(1 - chainAt);
       if (other == tail)
         why = "both operands are the chain value";
-      else if (u->kind() == OpKind::Sub && chainAt != 0)
-        why = "sub with the chain value as the subtrahend";
+      else if ((u->kind() == OpKind::Sub || u->kind() == OpKind::Div) && chainAt != 0)
+        why = std::string(u->mnemonic()) + " with the chain value as its second operand";
       else if (other->type().dtype != anchorType.dtype ||
                !broadcastsTo(sizesOf(other), sizesOf(tail)))
         why = "operand " + other->type().str() + " does not broadcast to " + anchorType.str();
@@ -410,12 +421,60 @@ void Planner::planLibrary(int anchor) {
            "'" + std::string(u->mnemonic()) + "' applied as a post-op");
     tail = u->result(0);
   }
+  if (fuse_ && opts_.library->attention(a->kind()))
+    tail = planAttention(g, tail);
   g.outputs.push_back(tail);
   for (unsigned r = 1; r < a->numResults(); ++r)
     g.outputs.push_back(a->result(r));
   for (const Value *v : g.libraryInputs)
     needsMemory_.insert(v);
   groups_.push_back(std::move(g));
+}
+
+// Note [Attention calls]
+// The attention a transformer exports (q k^T, scaled, masked, softmax over
+// the keys, times v) is a matmul anchor with a mul/add epilogue, a softmax
+// and a second matmul. Planned as one library group (F3), the backend runs
+// it as one call whose scores never leave it (codegen/cpu/dnnl/
+// Attention.cpp); a backend that cannot (another epilogue, a refusal)
+// splits it back into the anchor's call and ordinary groups.
+const Value *Planner::planAttention(GroupState &g, const Value *scores) {
+  auto soleUser = [&](const Value *v) -> const Node * {
+    if (graphOutputs_.count(v) || v->uses().size() != 1)
+      return nullptr;
+    const Node *u = v->uses().front().user;
+    return owner_[static_cast<size_t>(pos_.at(u))] == -1 ? u : nullptr;
+  };
+  // Attention multiplies activations: a matmul with a constant operand (a
+  // linear layer followed by a softmax) is not one.
+  auto isConstant = [](const Value *v) {
+    return v->definingNode() && v->definingNode()->kind() == OpKind::Constant;
+  };
+  const Node *first = order_[static_cast<size_t>(g.seed)];
+  if (isConstant(first->operand(0)) || isConstant(first->operand(1)))
+    return scores;
+  const Node *softmax = soleUser(scores);
+  if (!softmax || softmax->kind() != OpKind::Softmax)
+    return scores;
+  const int64_t rank = scores->type().rank(), axis = SoftmaxOp(*softmax).axis();
+  if (rank < 2 || (axis != -1 && axis != rank - 1))
+    return scores;
+  const Node *weighted = soleUser(softmax->result(0));
+  if (!weighted || weighted->kind() != OpKind::MatMul ||
+      weighted->operand(0) != softmax->result(0) || weighted->operand(1) == softmax->result(0) ||
+      isConstant(weighted->operand(1)) || weighted->result(0)->type().dtype != DType::F32)
+    return scores;
+  for (const Node *n : {softmax, weighted}) {
+    int at = pos_.at(n);
+    g.owned.insert(at);
+    owner_[static_cast<size_t>(at)] = static_cast<int>(groups_.size());
+  }
+  g.libraryInputs.push_back(weighted->operand(1));
+  record(pos_.at(softmax), name(scores), name(softmax->result(0)), true, "F3 library attention",
+         "the softmax of the scores");
+  record(pos_.at(weighted), name(softmax->result(0)), name(weighted->result(0)), true,
+         "F3 library attention", "the weighted sum of the values");
+  return weighted->result(0);
 }
 
 void Planner::planFallback(int at) {

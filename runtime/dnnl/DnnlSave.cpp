@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/ByteStream.h"
+#include "runtime/dnnl/AttentionStep.h"
 #include "runtime/dnnl/DnnlSteps.h"
 #include "runtime/dnnl/RecurrentStep.h"
 
@@ -478,6 +479,8 @@ loadStep(const std::string &kind, std::string_view payload,
          std::shared_ptr<const void> owner, std::string &why) {
   if (kind == kRecurrentKind)
     return loadRecurrentStep(payload, blobs, bufferBytes, why);
+  if (kind == kAttentionKind)
+    return loadAttentionStep(payload, blobs, bufferBytes, std::move(owner), why);
   ByteReader r(payload);
   try {
     if (kind == kPrimitiveKind)

@@ -193,7 +193,8 @@ private:
 };
 
 /// Rebuilds a step that save() wrote (kind "onednn.primitive",
-/// "onednn.reorder", "onednn.concat" or, in RecurrentStep.cpp, "onednn.rnn"), its constants read in
+/// "onednn.reorder", "onednn.concat", in RecurrentStep.cpp "onednn.rnn", or in
+/// AttentionStep.cpp "onednn.attention"), its constants read in
 /// place from `blobs` (which `owner` keeps alive); `bufferBytes` are the sizes of the step's
 /// buffers, which every descriptor it binds to them must fit. Null, with `why`, for another kind, a
 /// corrupt payload, or a primitive oneDNN now builds with other layouts than the saved ones

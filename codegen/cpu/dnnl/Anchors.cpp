@@ -86,6 +86,8 @@ const char *algorithmName(algorithm a) {
     return "binary_sub";
   case algorithm::binary_mul:
     return "binary_mul";
+  case algorithm::binary_div:
+    return "binary_div";
   case algorithm::binary_max:
     return "binary_max";
   case algorithm::binary_min:

@@ -34,7 +34,7 @@ constexpr LibraryOpSupport kOneDnnOps[] = {
     {OpKind::GlobalAvgPool, true, false, true},
     {OpKind::Gru, true, false, false},
     {OpKind::Lstm, true, false, false},
-    {OpKind::MatMul, true, false, false},
+    {OpKind::MatMul, true, false, false, true},
     {OpKind::MaxPool, true, false, true},
     {OpKind::Rnn, true, false, false},
     // Epilogue ops: binary post-ops, then eltwise ones.
@@ -43,6 +43,7 @@ constexpr LibraryOpSupport kOneDnnOps[] = {
     {OpKind::Min, false, true},
     {OpKind::Mul, false, true},
     {OpKind::Sub, false, true},
+    {OpKind::Div, false, true},
     {OpKind::Abs, false, true},
     {OpKind::Clip, false, true},
     {OpKind::Elu, false, true},
@@ -198,6 +199,11 @@ std::optional<std::vector<PostOp>> mapEpilogueNode(const Node &n, const Value *c
     if (!chainFirst)
       return std::nullopt;
     p.alg = algorithm::binary_sub;
+    break;
+  case OpKind::Div: // `chain / other` only, like sub
+    if (!chainFirst)
+      return std::nullopt;
+    p.alg = algorithm::binary_div;
     break;
   case OpKind::Mul:
     p.alg = algorithm::binary_mul;

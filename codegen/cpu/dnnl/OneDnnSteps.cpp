@@ -350,18 +350,20 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
             lastError = e.what();
           }
         }
+        // oneDNN's reference implementations are orders of magnitude slower
+        // than its JIT ones (a post-op it cannot fuse sends a matmul there:
+        // 128 ms instead of 0.1 ms): the operands expanded to the result's
+        // shape (a broadcast the JIT cannot read, such as a causal mask
+        // over all heads) are tried next, and with a shorter epilogue the
+        // rest runs as a kernel instead.
+        if (k > 0)
+          candidates.erase(
+              std::remove_if(candidates.begin(), candidates.end(),
+                             [](const Candidate &c) { return c.detail.rfind("ref", 0) == 0; }),
+              candidates.end());
         if (!candidates.empty())
           break;
       }
-      // oneDNN's reference implementations are orders of magnitude slower
-      // than its JIT ones (a post-op it cannot fuse sends a matmul there:
-      // 128 ms instead of 0.1 ms): with a shorter epilogue the rest runs as
-      // a kernel instead.
-      if (k > 0)
-        candidates.erase(
-            std::remove_if(candidates.begin(), candidates.end(),
-                           [](const Candidate &c) { return c.detail.rfind("ref", 0) == 0; }),
-            candidates.end());
       if (candidates.empty())
         continue;
       // Two candidates with the same implementation and layouts are the

@@ -95,6 +95,19 @@ struct OneDnnCall {
 FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
                                       const OneDnnOptions &options, std::string &why);
 
+/// Whether `nodes` is an attention group (Note [Attention calls] in
+/// codegen/Fusion.cpp): a matmul anchor, its epilogue, a softmax over the
+/// last axis and a matmul of its result.
+bool isAttentionGroup(std::span<const Node *const> nodes);
+
+/// Builds one step for an attention group: the anchor with its whole
+/// epilogue as post-ops, the softmax and the second matmul
+/// (runtime/dnnl/AttentionStep.h). On failure (an epilogue node that is no
+/// post-op, oneDNN's refusal) `why` says why; the caller then runs the
+/// group as separate calls and kernels.
+FailureOr<OneDnnCall> buildAttentionCall(std::span<const Node *const> nodes,
+                                         const OneDnnOptions &options, std::string &why);
+
 /// What oneDNN anchors, which epilogue ops it applies as post-ops, and
 /// which anchors take channels-last buffers: the table the fusion planner
 /// and the compiler driver read (codegen/cpu/dnnl/Epilogue.cpp).

@@ -34,6 +34,7 @@
 #include "ir/Builder.h"
 #include "ir/Compare.h"
 #include "ir/Interpreter.h"
+#include "runtime/dnnl/AttentionStep.h"
 #include "runtime/dnnl/RecurrentStep.h"
 #include "tests/unit/OpBounds.h"
 #include "tests/unit/compiler/ArtifactRoundTrip.h"
@@ -914,6 +915,139 @@ TEST(ConcatPiecesTest, OneKernelPerComputedOperandEqualsTheInterpreter) {
                   elements >= 4096)
             << report.steps;
       }
+}
+
+// Attention (Note [Attention calls] in codegen/Fusion.cpp): q k^T, scaled
+// by a mul or a div, with an additive mask of several broadcast shapes (a
+// causal one with -inf above the diagonal), softmax over the keys, times v;
+// 3-D and 4-D, lengths around the vector width. Compiled equals the
+// interpreter (within matmul's relative tolerance), and on this machine's
+// own CPU the group is one "attention" call; where the probabilities are
+// also a graph output it is not, and still equal.
+TEST(AttentionTest, OneCallEqualsTheInterpreter) {
+  if (std::string why = targetRefusal(); !why.empty())
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
+  struct Case {
+    std::vector<int64_t> batch;
+    int64_t lq, lk, d, dv;
+    int mask; // 0 none, 1 [lq, lk] causal (-inf), 2 [batch0, 1, lq, lk] input
+    bool divide, probsOut;
+  };
+  const Case cases[] = {
+      {{2}, 5, 7, 8, 3, 0, false, false},      {{2, 3}, 17, 17, 16, 16, 1, false, false},
+      {{1, 2}, 1, 33, 4, 5, 0, true, false},   {{3}, 64, 64, 32, 32, 1, true, false},
+      {{2, 4}, 16, 15, 8, 8, 2, false, false}, {{2, 2}, 9, 9, 4, 4, 1, false, true},
+  };
+  std::mt19937 rng(11);
+  for (const Case &c : cases) {
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    auto g = std::make_unique<Graph>("attention");
+    Builder b(*g, diag);
+    std::vector<Tensor> inputs;
+    auto input = [&](std::vector<int64_t> shape, const std::string &name) {
+      Tensor t = Tensor::zeros(DType::F32, shape);
+      for (int64_t e = 0; e < t.numel(); ++e)
+        t.setDouble(e, std::normal_distribution<double>(0, 1)(rng));
+      inputs.push_back(t);
+      return g->addInput(TensorType(DType::F32, makeShape(shape)), name);
+    };
+    auto shape = [&](int64_t rows, int64_t cols) {
+      std::vector<int64_t> s = c.batch;
+      s.push_back(rows);
+      s.push_back(cols);
+      return s;
+    };
+    Value *q = input(shape(c.lq, c.d), "q"), *kt = input(shape(c.d, c.lk), "kt");
+    Value *v = input(shape(c.lk, c.dv), "v");
+    Value *scores = b.createValue(OpKind::MatMul, {q, kt});
+    Tensor scale = Tensor::scalar(DType::F32, c.divide ? std::sqrt(double(c.d)) : 0.3);
+    scores = b.createValue(c.divide ? OpKind::Div : OpKind::Mul, {scores, b.constant(scale)});
+    if (c.mask == 1) {
+      Tensor m = Tensor::zeros(DType::F32, {c.lq, c.lk});
+      for (int64_t i = 0; i < c.lq; ++i)
+        for (int64_t j = i + 1; j < c.lk; ++j)
+          m.setDouble(i * c.lk + j, -std::numeric_limits<double>::infinity());
+      scores = b.createValue(OpKind::Add, {scores, b.constant(m)});
+    } else if (c.mask == 2) {
+      scores = b.createValue(OpKind::Add, {scores, input({c.batch[0], 1, c.lq, c.lk}, "mask")});
+    }
+    Value *probs = b.createValue(OpKind::Softmax, {scores}, {{"axis", int64_t(-1)}});
+    Value *out = b.createValue(OpKind::MatMul, {probs, v});
+    ASSERT_NE(out, nullptr) << collect.str();
+    if (c.probsOut)
+      g->setOutputs({out, probs});
+    else
+      g->setOutputs({out});
+    std::string label = "lq " + std::to_string(c.lq) + " lk " + std::to_string(c.lk) + " mask " +
+                        std::to_string(c.mask) + " --cpu " + testCpu();
+    SCOPED_TRACE(label);
+    auto want = interpret(*g, inputs, diag);
+    ASSERT_TRUE(want.succeeded()) << collect.str();
+    CompileReport report;
+    auto got = compileAndRun(*g, inputs, label, {}, &report);
+    ASSERT_TRUE(got.has_value());
+    for (size_t k = 0; k < want->size(); ++k) {
+      std::string bad = compareStructured(opInfo(OpKind::MatMul), (*got)[k], (*want)[k]);
+      EXPECT_TRUE(bad.empty()) << "output " << k << ": " << bad;
+    }
+    std::string calls;
+    for (const std::string &line : report.libraryCalls)
+      calls += line + "\n";
+    if (testCpu() == "native") {
+      EXPECT_EQ(calls.find("attention:") != std::string::npos, !c.probsOut) << calls;
+    }
+  }
+}
+
+// A saved attention step whose payload is damaged (each byte flipped), cut
+// short, or given other buffers is an error when loaded, never a crash.
+TEST(AttentionTest, DamagedSavedStepsAreErrors) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  Graph g("attention");
+  Builder b(g, diag);
+  Value *q = g.addInput(TensorType(DType::F32, makeShape({2, 6, 4})), "q");
+  Value *kt = g.addInput(TensorType(DType::F32, makeShape({2, 4, 6})), "kt");
+  Value *v = g.addInput(TensorType(DType::F32, makeShape({2, 6, 3})), "v");
+  Value *s = b.createValue(OpKind::Mul, {b.createValue(OpKind::MatMul, {q, kt}),
+                                         b.constant(Tensor::scalar(DType::F32, 0.5))});
+  Value *p = b.createValue(OpKind::Softmax, {s}, {{"axis", int64_t(-1)}});
+  g.setOutputs({b.createValue(OpKind::MatMul, {p, v})});
+  if (std::string why = targetRefusal(); !why.empty())
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
+  CompileOptions opts;
+  opts.cpu = testCpu();
+  opts.threads = 1;
+  opts.cache = false;
+  auto exe = compile(g, opts, diag);
+  ASSERT_TRUE(exe.succeeded()) << collect.str();
+  const runtime::Step *step = nullptr;
+  for (const runtime::Step &st : (*exe)->steps())
+    if (st.externStep && st.externStep->describe().rfind("onednn attention", 0) == 0)
+      step = &st;
+  ASSERT_NE(step, nullptr) << "no attention step";
+  runtime::SavedStep saved;
+  std::string why;
+  ASSERT_TRUE(step->externStep->save(saved, why)) << why;
+  std::vector<size_t> sizes;
+  for (int32_t id : step->buffers)
+    sizes.push_back((*exe)->buffers()[static_cast<size_t>(id)].byteSize());
+  auto load = [&](const std::string &payload, const std::vector<size_t> &buffers) {
+    return runtime::onednn::loadStep(saved.kind, payload, saved.blobs, buffers, nullptr, why);
+  };
+  ASSERT_NE(load(saved.payload, sizes), nullptr) << why;
+  for (size_t i = 0; i < saved.payload.size(); ++i)
+    for (uint8_t mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+      std::string bad = saved.payload;
+      bad[i] = static_cast<char>(bad[i] ^ mask);
+      load(bad, sizes); // an error or a step that fits its buffers; no crash
+    }
+  EXPECT_EQ(load(saved.payload.substr(0, saved.payload.size() - 1), sizes), nullptr);
+  std::vector<size_t> small = sizes;
+  small.back() -= 4;
+  EXPECT_EQ(load(saved.payload, small), nullptr);
+  EXPECT_EQ(load(saved.payload, {sizes.begin(), sizes.end() - 1}), nullptr);
 }
 
 std::vector<const OpInfo *> structuredOps() {
