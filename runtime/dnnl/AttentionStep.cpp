@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 namespace kiln::runtime::onednn {
 
@@ -16,10 +17,14 @@ struct AttentionStep::Scratch {
 };
 
 namespace {
+/// Its scratchpad is the caller's (user mode), so that runs from several
+/// threads at once never share one.
 dnnl::softmax_forward::primitive_desc softmaxPd(const memory::desc &md) {
   const int axis = static_cast<int>(md.dims().size()) - 1;
   dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
-  return dnnl::softmax_forward::primitive_desc(d, cpuEngine());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return dnnl::softmax_forward::primitive_desc(d, attr, cpuEngine());
 }
 } // namespace
 
@@ -34,6 +39,7 @@ AttentionStep::AttentionStep(std::string name,
       scoresMd_(plainMd(scores_)), createdThreads_(currentThreads()) {
   dnnl::softmax_forward::primitive_desc pd = softmaxPd(scoresMd_);
   softmaxImpl_ = pd.impl_info_str();
+  softmaxScratchMd_ = pd.scratchpad_desc();
   softmax_ = dnnl::softmax_forward(pd);
 }
 
@@ -65,7 +71,11 @@ runtime::Status AttentionStep::run(std::span<void *const> buffers,
     ScopedThreads threads(std::max(1, std::min(ctx.threads, createdThreads_)));
     try {
       memory m(scoresMd_, cpuEngine(), scores);
-      softmax_.execute(threadStream(), {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}};
+      if (softmaxScratchMd_.get_size() > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(softmaxScratchMd_, cpuEngine(),
+                                                 threadScratch(softmaxScratchMd_.get_size())));
+      softmax_.execute(threadStream(), args);
       threadStream().wait();
     } catch (const dnnl::error &e) {
       return runtime::Status::failure("oneDNN softmax of attention step '" + name_ +

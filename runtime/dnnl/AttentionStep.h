@@ -56,6 +56,7 @@ private:
   dims scores_;
   dnnl::memory::desc scoresMd_;
   dnnl::primitive softmax_;
+  dnnl::memory::desc softmaxScratchMd_;
   std::string softmaxImpl_;
   int createdThreads_ = 1;
   /// Scores buffers of finished runs, kept for later ones.

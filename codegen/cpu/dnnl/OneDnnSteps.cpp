@@ -7,8 +7,8 @@
 //      attributes and activation layout);
 //   2. map the longest prefix of the epilogue chain to post-ops (PostOp);
 //   3. create the primitive for each candidate layout, and if none exists
-//      retry with non-standard broadcasts expanded, then with a shorter
-//      epilogue;
+//      (or only oneDNN's reference one, for an epilogue) retry with
+//      non-standard broadcasts expanded, then with a shorter epilogue;
 //   4. reorder constant weights once into the primitive's layout and
 //      create the reorders the activations need at run time.
 //
