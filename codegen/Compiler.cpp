@@ -55,8 +55,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 namespace kiln::codegen {
@@ -314,13 +316,8 @@ public:
       schedule.inPlaceInput = {static_cast<int32_t>(input)};
       inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
     }
-    struct Compiled {
-      const Kernel *kernel;
-      runtime::KernelFn fn;
-      Schedule schedule;
-    };
-    std::vector<Compiled> compiled;
-    for (const Kernel &k : pieces) {
+    std::vector<size_t> added;
+    for (Kernel &k : pieces) {
       // About 16K inner iterations per thread chunk keeps tiny kernels
       // serial (a parallel region costs 1-2 us, see Note [Threads] in the
       // runtime).
@@ -333,21 +330,36 @@ public:
         if (ir.succeeded())
           report_.llvm += *ir + "\n";
       }
-      auto fn = jit->compile(k, schedule, diag_);
-      if (failed(fn)) {
-        for (const Node *n : group.nodes)
-          addFallback(n, "the JIT failed on its kernel '" + k.name + "'");
-        return;
-      }
-      compiled.push_back({&k, *fn, schedule});
+      // Compiled with the others at the end (compileKernels).
+      pending_.push_back({std::move(k), schedule, exe_->steps().size()});
+      const PendingKernel &p = pending_.back();
+      exe_->addKernelStep(p.kernel.name, nullptr, ids, static_cast<int32_t>(group.inputs.size()),
+                          p.kernel.numOuter(), p.schedule.parallel, p.schedule.grain, inPlace,
+                          nullptr);
     }
     if (iterateCL)
       channelsLast_.insert(group.outputs.begin(), group.outputs.end());
-    for (const Compiled &c : compiled)
-      exe_->addKernelStep(c.kernel->name, c.fn, ids, static_cast<int32_t>(group.inputs.size()),
-                          c.kernel->numOuter(), c.schedule.parallel, c.schedule.grain, inPlace,
-                          jit->objectOf(c.fn));
     ++report_.numKernels;
+  }
+
+  /// Compiles every kernel step added so far, on as many threads as the
+  /// machine has (Note [Parallel kernel compiles] in
+  /// codegen/cpu/CpuJit.cpp), and gives the steps their code. A JIT
+  /// failure is an error naming the kernel.
+  LogicalResult compileKernels(cpu::CpuJit *jit) {
+    if (pending_.empty())
+      return success();
+    std::vector<cpu::KernelJob> jobs;
+    for (const PendingKernel &p : pending_)
+      jobs.push_back({&p.kernel, p.schedule});
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto fns = jit->compileAll(jobs, threads, diag_);
+    if (failed(fns))
+      return failure();
+    for (size_t i = 0; i < pending_.size(); ++i)
+      exe_->setKernelCode(pending_[i].step, (*fns)[i], jit->objectOf((*fns)[i]));
+    pending_.clear();
+    return success();
   }
 
   void addLibraryGroup(const FusionGroup &group, cpu::CpuJit *jit) {
@@ -642,6 +654,13 @@ private:
   std::set<const Node *> emptyFallbacks_;
   /// The kernels compiled, and whether --debug-fault-kernel named one.
   std::string kernelNames_;
+  /// Kernel steps added without code yet (compileKernels).
+  struct PendingKernel {
+    Kernel kernel;
+    Schedule schedule;
+    size_t step;
+  };
+  std::deque<PendingKernel> pending_;
   bool faultPlanted_ = false;
   /// Values stored channels-last, and their row-major twins.
   std::set<const Value *> channelsLast_;
@@ -1111,6 +1130,12 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     }
   }
   builder.checkFaultPlanted();
+  {
+    const auto t0 = Clock::now();
+    if (jit && failed(builder.compileKernels(jit.get())))
+      return failure();
+    kernelSeconds += secondsSince(t0);
+  }
   report.phases.emplace_back("kernels", kernelSeconds);
   report.phases.emplace_back("library", librarySeconds);
   if (fallbackSeconds > 0)

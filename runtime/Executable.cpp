@@ -252,6 +252,13 @@ void Executable::addKernelStep(std::string name, KernelFn fn, std::vector<int32_
   steps_.push_back(std::move(s));
 }
 
+void Executable::setKernelCode(size_t step, KernelFn fn,
+                               std::shared_ptr<const KernelObject> object) {
+  Step &s = steps_.at(step);
+  s.fn = fn;
+  s.object = std::move(object);
+}
+
 void Executable::addExternStep(std::shared_ptr<const ExternStep> step, std::vector<int32_t> buffers,
                                int32_t numReads) {
   Step s;

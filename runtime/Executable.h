@@ -215,6 +215,9 @@ public:
   int32_t addTemp(DType dtype, std::vector<int64_t> shape, std::string name);
   /// Appends a kernel step; `buffers` are its `numReads` inputs then its
   /// outputs.
+  /// Gives kernel step `step` (added with a null fn while its kernel was
+  /// compiled with the others) its code.
+  void setKernelCode(size_t step, KernelFn fn, std::shared_ptr<const KernelObject> object);
   void addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers, int32_t numReads,
                      int64_t numOuter, bool parallel = true, int64_t grain = 1,
                      std::vector<std::pair<int32_t, int32_t>> inPlace = {},

@@ -21,7 +21,9 @@
 #include "runtime/KernelABI.h"
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace kiln::codegen::cpu {
 
@@ -32,6 +34,12 @@ struct CpuJitOptions {
   int optLevel = 3;
   /// Dump folder for per-kernel LLVM IR (before and after optimization); empty: none.
   std::string dumpDir;
+};
+
+/// One kernel to compile with compileAll().
+struct KernelJob {
+  const Kernel *kernel = nullptr;
+  Schedule schedule;
 };
 
 /// A JIT session. Compiled code lives as long as the CpuJit; executables
@@ -46,6 +54,11 @@ public:
   /// diagnostics naming the kernel.
   virtual FailureOr<runtime::KernelFn> compile(const Kernel &k, const Schedule &s,
                                                DiagnosticEngine &diag) = 0;
+  /// Compiles every job on up to `threads` threads (Note [Parallel kernel
+  /// compiles]); entry i is jobs[i]'s. A failure is a diagnostic naming
+  /// the kernel.
+  virtual FailureOr<std::vector<runtime::KernelFn>>
+  compileAll(std::span<const KernelJob> jobs, int threads, DiagnosticEngine &diag) = 0;
   /// The LLVM IR of `k` after optimization (`kiln compile --emit=llvm`).
   virtual FailureOr<std::string> emitLLVM(const Kernel &k, const Schedule &s, bool optimized,
                                           DiagnosticEngine &diag) = 0;

@@ -871,5 +871,46 @@ TEST(CpuJit, EqualKernelsShareCodeOthersDoNot) {
   }
 }
 
+// Note [Parallel kernel compiles]: compileAll on three threads gives each
+// job a function that computes its kernel, equal kernels one function, and
+// every function its object (what artifacts store).
+TEST(CpuJit, CompileAllOnThreadsEqualsTheInterpreter) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto jit = CpuJit::create(CpuJitOptions{}, diag);
+  ASSERT_TRUE(jit.succeeded());
+  std::vector<Kernel> kernels;
+  for (int i = 0; i < 7; ++i)
+    kernels.push_back(mapKernel("k" + std::to_string(i), {DType::F32, DType::F32}, DType::F32, 2,
+                                33 + i % 3, [i](ScalarDag &d, const std::vector<ScalarRef> &x) {
+                                  return d.add(d.mul(x[0], d.constFloat(DType::F32, i % 4)),
+                                               d.unary(ScalarOp::Exp, x[1]));
+                                }));
+  std::vector<KernelJob> jobs;
+  for (const Kernel &k : kernels)
+    jobs.push_back({&k, Schedule{}});
+  auto fns = (*jit)->compileAll(jobs, 3, diag);
+  ASSERT_TRUE(fns.succeeded()) << collect.str();
+  ASSERT_EQ(fns->size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_EQ((*fns)[i] == (*fns)[j], kernels[i].codeKey() == kernels[j].codeKey()) << i << j;
+    EXPECT_NE((*jit)->objectOf((*fns)[i]), nullptr) << i;
+    const int64_t n = kernels[i].numOuter() * kernels[i].inner;
+    HostBuffer a = randomBuffer(DType::F32, n, -2, 2, 1), b = randomBuffer(DType::F32, n, -2, 2, 2);
+    HostBuffer y(DType::F32, n), want(DType::F32, n), serial(DType::F32, n);
+    runKernel((*fns)[i], {&a, &b, &y}, 0, kernels[i].numOuter());
+    interpretKernel(kernels[i], {a.data(), b.data(), want.data()});
+    // The same bits as the kernel compiled alone, on the calling thread.
+    auto alone = sharedJit().compile(kernels[i], Schedule{}, diag);
+    ASSERT_TRUE(alone.succeeded()) << collect.str();
+    runKernel(*alone, {&a, &b, &serial}, 0, kernels[i].numOuter());
+    EXPECT_EQ(std::memcmp(y.data(), serial.data(), static_cast<size_t>(n) * 4), 0) << i;
+    for (int64_t e = 0; e < n; ++e)
+      EXPECT_NEAR(y.getDouble(e), want.getDouble(e), 1e-5 * (1 + std::fabs(want.getDouble(e))))
+          << "kernel " << i << " element " << e;
+  }
+}
+
 } // namespace
 } // namespace kiln::codegen::cpu::test
