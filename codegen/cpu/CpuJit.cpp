@@ -8,13 +8,16 @@
 //      registered before the default function analyses so it is the one
 //      used);
 //   3. the optimized module is added to the main JITDylib and its entry
-//      point looked up (this is when machine code is generated).
+//      point looked up (this is when machine code is generated); or, for
+//      compileAll (Note [Parallel kernel compiles]), compiled to an object
+//      on one of several threads and that object added and looked up.
 // Symbols resolve first from libmvec (DynamicLibrarySearchGenerator on
 // libmvec.so.1), then from the process (libm, when libmvec is missing),
 // plus our own helpers as absolute symbols.
 //
 // Every LLVM error becomes a diagnostic naming the kernel; nothing aborts.
-// The JIT is thread-safe: compile() and emitLLVM() lock one mutex.
+// The JIT is thread-safe: compile(), compileAll() and emitLLVM() lock one
+// mutex (compileAll's threads work on their own contexts under it).
 //
 //===----------------------------------------------------------------------===//
 
