@@ -18,6 +18,8 @@
 
 namespace kiln {
 
+namespace detail {
+
 std::string sizesStr(const Sizes &sizes) {
   std::string s;
   for (const auto &[name, size] : sizes)
@@ -46,6 +48,8 @@ std::vector<PortInfo> portsOf(const std::vector<runtime::ArtifactPort> &ports) {
     out.push_back({p.name, p.dtype, p.dims});
   return out;
 }
+
+} // namespace detail
 
 const Compiled &Executable::Impl::forInputs(std::span<const Tensor> inputs,
                                             std::shared_ptr<const Compiled> &hold) const {

@@ -24,11 +24,17 @@ namespace kiln {
 
 using Sizes = std::map<std::string, int64_t>;
 
+// Internal helpers (not part of the public API, though both libraries
+// export them).
+namespace detail {
 /// "batch=1, seq=5" (the label of a size set's member) and back.
 std::string sizesStr(const Sizes &sizes);
 Sizes parseSizes(const std::string &text);
-
 std::vector<PortInfo> portsOf(const std::vector<runtime::ArtifactPort> &ports);
+} // namespace detail
+using detail::parseSizes;
+using detail::portsOf;
+using detail::sizesStr;
 
 /// One compiled size: the runtime executable and what save() records.
 struct Compiled {

@@ -52,6 +52,8 @@
 #include "runtime/reference/HostTensors.h"
 #include "runtime/reference/ReferenceStep.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -316,7 +318,6 @@ public:
       schedule.inPlaceInput = {static_cast<int32_t>(input)};
       inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
     }
-    std::vector<size_t> added;
     for (Kernel &k : pieces) {
       // About 16K inner iterations per thread chunk keeps tiny kernels
       // serial (a parallel region costs 1-2 us, see Note [Threads] in the
@@ -352,7 +353,13 @@ public:
     std::vector<cpu::KernelJob> jobs;
     for (const PendingKernel &p : pending_)
       jobs.push_back({&p.kernel, p.schedule});
-    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // The CPUs this process may run on (its affinity mask, which container
+    // CPU sets restrict), not the machine's.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int threads = sched_getaffinity(0, sizeof(set), &set) == 0
+                            ? std::max(1, CPU_COUNT(&set))
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto fns = jit->compileAll(jobs, threads, diag_);
     if (failed(fns))
       return failure();

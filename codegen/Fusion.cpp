@@ -435,7 +435,7 @@ void Planner::planLibrary(int anchor) {
 // The attention a transformer exports (q k^T, scaled, masked, softmax over
 // the keys, times v) is a matmul anchor with a mul/add epilogue, a softmax
 // and a second matmul. Planned as one library group (F3), the backend runs
-// it as one call whose scores never leave it (codegen/cpu/dnnl/
+// it as one call whose scores no other step reads (codegen/cpu/dnnl/
 // Attention.cpp); a backend that cannot (another epilogue, a refusal)
 // splits it back into the anchor's call and ordinary groups.
 const Value *Planner::planAttention(GroupState &g, const Value *scores) {

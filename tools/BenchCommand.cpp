@@ -310,7 +310,7 @@ int benchCommand(const Args &args) {
       return 1;
     model = reloaded.take();
     g = model.graph;
-    loadSeconds = secondsSince(reloadStart);
+    loadSeconds += secondsSince(reloadStart); // both imports
   }
 
   if (isArtifact) {

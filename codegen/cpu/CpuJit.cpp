@@ -51,6 +51,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 namespace kiln::codegen::cpu {
@@ -364,7 +365,8 @@ CpuJitImpl::compileAll(std::span<const KernelJob> jobs, int threads, DiagnosticE
       std::unique_ptr<llvm::Module> m =
           buildModuleFor(**tm, *kj.kernel, kj.schedule, job.symbol, ctx, true, nullptr, local);
       if (!m) {
-        job.error = collect.str();
+        for (const Diagnostic &d : collect.diagnostics())
+          job.error += (job.error.empty() ? "" : "; ") + d.message;
         continue;
       }
       llvm::SmallVector<char, 0> buffer;
@@ -380,8 +382,13 @@ CpuJitImpl::compileAll(std::span<const KernelJob> jobs, int threads, DiagnosticE
   };
   std::vector<std::thread> pool;
   const size_t extra = std::min<size_t>(static_cast<size_t>(threads), pending.size());
-  for (size_t t = 1; t < extra; ++t)
-    pool.emplace_back(work);
+  for (size_t t = 1; t < extra; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error &) {
+      break; // no more threads: the ones started and this one do the rest
+    }
+  }
   work();
   for (std::thread &t : pool)
     t.join();

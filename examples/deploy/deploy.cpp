@@ -67,11 +67,16 @@ int main(int argc, char **argv) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
       threads.emplace_back([&] {
-        for (int r = 0; r < 10; ++r) {
-          std::vector<kiln::Tensor> got = exe.run(inputs);
-          for (size_t k = 0; k < got.size(); ++k)
-            if (!got[k].bitwiseEqual(outputs[k]))
-              same = false; // any thread's mismatch fails the example
+        try {
+          for (int r = 0; r < 10; ++r) {
+            std::vector<kiln::Tensor> got = exe.run(inputs);
+            for (size_t k = 0; k < got.size(); ++k)
+              if (!got[k].bitwiseEqual(outputs[k]))
+                same = false; // any thread's mismatch fails the example
+          }
+        } catch (const kiln::Error &e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          same = false;
         }
       });
     for (std::thread &t : threads)

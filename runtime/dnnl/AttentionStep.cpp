@@ -12,10 +12,6 @@ namespace kiln::runtime::onednn {
 
 using dnnl::memory;
 
-struct AttentionStep::Scratch {
-  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-};
-
 namespace {
 /// Its scratchpad is the caller's (user mode), so that runs from several
 /// threads at once never share one.
@@ -32,11 +28,11 @@ AttentionStep::AttentionStep(std::string name,
                              std::shared_ptr<const runtime::ExternStep> scoresStep,
                              std::vector<int32_t> scoresArgs,
                              std::shared_ptr<const runtime::ExternStep> weightedStep,
-                             std::vector<int32_t> weightedArgs, dims scores)
+                             std::vector<int32_t> weightedArgs, dims scores, int32_t scoresBuffer)
     : name_(std::move(name)), scoresStep_(std::move(scoresStep)),
       weightedStep_(std::move(weightedStep)), scoresArgs_(std::move(scoresArgs)),
       weightedArgs_(std::move(weightedArgs)), scores_(std::move(scores)),
-      scoresMd_(plainMd(scores_)), createdThreads_(currentThreads()) {
+      scoresBuffer_(scoresBuffer), scoresMd_(plainMd(scores_)), createdThreads_(currentThreads()) {
   dnnl::softmax_forward::primitive_desc pd = softmaxPd(scoresMd_);
   softmaxImpl_ = pd.impl_info_str();
   softmaxScratchMd_ = pd.scratchpad_desc();
@@ -47,21 +43,11 @@ AttentionStep::~AttentionStep() = default;
 
 runtime::Status AttentionStep::run(std::span<void *const> buffers,
                                    const runtime::StepContext &ctx) const {
-  std::unique_ptr<Scratch> scratch = scratch_.take();
-  if (!scratch) {
-    scratch = std::make_unique<Scratch>();
-    const size_t bytes = (scoresMd_.get_size() + 63) / 64 * 64;
-    scratch->data.reset(static_cast<float *>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
-    if (!scratch->data)
-      return runtime::Status::failure("attention step '" + name_ + "': cannot allocate " +
-                                      std::to_string(bytes) + " bytes of scores");
-  }
-  void *scores = scratch->data.get();
   auto bind = [&](const std::vector<int32_t> &args) {
     std::vector<void *> out;
     out.reserve(args.size());
     for (int32_t a : args)
-      out.push_back(a == kScratch ? scores : buffers[static_cast<size_t>(a)]);
+      out.push_back(buffers[static_cast<size_t>(a)]);
     return out;
   };
   std::vector<void *> first = bind(scoresArgs_);
@@ -70,7 +56,7 @@ runtime::Status AttentionStep::run(std::span<void *const> buffers,
   {
     ScopedThreads threads(std::max(1, std::min(ctx.threads, createdThreads_)));
     try {
-      memory m(scoresMd_, cpuEngine(), scores);
+      memory m(scoresMd_, cpuEngine(), buffers[static_cast<size_t>(scoresBuffer_)]);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}};
       if (softmaxScratchMd_.get_size() > 0)
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(softmaxScratchMd_, cpuEngine(),
@@ -83,9 +69,7 @@ runtime::Status AttentionStep::run(std::span<void *const> buffers,
     }
   }
   std::vector<void *> second = bind(weightedArgs_);
-  runtime::Status st = weightedStep_->run(second, ctx);
-  scratch_.give(std::move(scratch));
-  return st;
+  return weightedStep_->run(second, ctx);
 }
 
 bool AttentionStep::save(runtime::SavedStep &out, std::string &why) const {
@@ -96,6 +80,7 @@ bool AttentionStep::save(runtime::SavedStep &out, std::string &why) const {
   w.str(name_);
   w.pod<int32_t>(createdThreads_);
   w.vec(scores_);
+  w.pod<int32_t>(scoresBuffer_);
   for (const auto &[step, args] : {std::pair{&first, &scoresArgs_}, {&second, &weightedArgs_}}) {
     w.str(step->kind);
     w.str(step->payload);
@@ -130,11 +115,14 @@ loadAttentionStep(std::string_view payload, std::span<const std::span<const uint
     if (ok)
       elements *= d;
   }
+  const int32_t scoresBuffer = r.pod<int32_t>();
+  ok = ok && scoresBuffer >= 0 && static_cast<size_t>(scoresBuffer) < bufferBytes.size() &&
+       bufferBytes[static_cast<size_t>(scoresBuffer)] >=
+           static_cast<size_t>(elements) * sizeof(float);
   if (!ok) {
-    why = "a corrupt attention step (its scores' dims)";
+    why = "a corrupt attention step (its scores' dims or buffer)";
     return nullptr;
   }
-  const size_t scoresBytes = static_cast<size_t>(elements) * sizeof(float);
   std::shared_ptr<const runtime::ExternStep> steps[2];
   std::vector<int32_t> args[2];
   size_t blobAt = 0;
@@ -148,12 +136,11 @@ loadAttentionStep(std::string_view payload, std::span<const std::span<const uint
     }
     std::vector<size_t> subBytes;
     for (int32_t a : args[k]) {
-      if (a != AttentionStep::kScratch && (a < 0 || static_cast<size_t>(a) >= bufferBytes.size())) {
+      if (a < 0 || static_cast<size_t>(a) >= bufferBytes.size()) {
         why = "a corrupt attention step (buffer " + std::to_string(a) + ")";
         return nullptr;
       }
-      subBytes.push_back(a == AttentionStep::kScratch ? scoresBytes
-                                                      : bufferBytes[static_cast<size_t>(a)]);
+      subBytes.push_back(bufferBytes[static_cast<size_t>(a)]);
     }
     steps[k] = loadStep(kind, sub, blobs.subspan(blobAt, numBlobs), subBytes, owner, why);
     if (!steps[k])
@@ -165,10 +152,10 @@ loadAttentionStep(std::string_view payload, std::span<const std::span<const uint
     return nullptr;
   }
   try {
-    ScopedThreads scoped(std::max(1, threads));
+    ScopedThreads scoped(std::clamp(threads, 1, 4096));
     return std::make_shared<AttentionStep>(std::move(name), std::move(steps[0]), std::move(args[0]),
                                            std::move(steps[1]), std::move(args[1]),
-                                           std::move(scores));
+                                           std::move(scores), scoresBuffer);
   } catch (const dnnl::error &e) {
     why = std::string("oneDNN cannot rebuild a saved attention step: ") + e.what();
     return nullptr;

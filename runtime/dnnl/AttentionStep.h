@@ -2,14 +2,16 @@
 //
 // softmax(scores) x v, where scores = q x k^T with its scaling and mask (a
 // matmul primitive and its post-ops), as one step (Note [Attention calls]
-// in codegen/Fusion.cpp): the scores matmul writes into the step's own
-// scratch, oneDNN's softmax runs over its last axis in place, and the
-// weighted-sum matmul reads it and writes the result. The two matmuls are
-// ordinary oneDNN steps (DnnlStep) run on a buffer list the step assembles;
-// the scratch never becomes a buffer of the compiled model.
+// in codegen/Fusion.cpp): the scores matmul writes its buffer, oneDNN's
+// softmax runs over its last axis in place, and the weighted-sum matmul
+// reads it and writes the result. The two matmuls are ordinary oneDNN
+// steps (DnnlStep) run on buffer lists the step assembles from its own.
 //
 // Buffers: the operands of both matmuls except the scores (the first's,
-// then the second's other ones), then the result.
+// then the second's other ones), then the result, then the scores: a
+// buffer written here and read by no other step, so the memory planner
+// places it in the arena with this step's lifetime (shared with every
+// other short-lived buffer, counted in the plan).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -29,17 +31,15 @@ namespace kiln::runtime::onednn {
 class AttentionStep final : public runtime::ExternStep {
 public:
   /// `scoresArgs[i]` / `weightedArgs[i]`: the step buffer that buffer i of
-  /// the scores / weighted-sum step binds to, or kScratch for the scores.
-  /// `scores` is the dims of the scores (row-major f32). Creates the
+  /// the scores / weighted-sum step binds to. `scores` is the dims of the
+  /// scores (row-major f32), in step buffer `scoresBuffer`. Creates the
   /// softmax primitive for the calling thread's OpenMP thread count; throws
   /// dnnl::error when oneDNN refuses.
   AttentionStep(std::string name, std::shared_ptr<const runtime::ExternStep> scoresStep,
                 std::vector<int32_t> scoresArgs,
                 std::shared_ptr<const runtime::ExternStep> weightedStep,
-                std::vector<int32_t> weightedArgs, dims scores);
+                std::vector<int32_t> weightedArgs, dims scores, int32_t scoresBuffer);
   ~AttentionStep() override;
-
-  static constexpr int32_t kScratch = -1;
 
   std::string describe() const override { return name_; }
   runtime::Status run(std::span<void *const> buffers,
@@ -54,14 +54,12 @@ private:
   std::shared_ptr<const runtime::ExternStep> scoresStep_, weightedStep_;
   std::vector<int32_t> scoresArgs_, weightedArgs_;
   dims scores_;
+  int32_t scoresBuffer_;
   dnnl::memory::desc scoresMd_;
   dnnl::primitive softmax_;
   dnnl::memory::desc softmaxScratchMd_;
   std::string softmaxImpl_;
   int createdThreads_ = 1;
-  /// Scores buffers of finished runs, kept for later ones.
-  struct Scratch;
-  mutable KeptPool<Scratch> scratch_;
 };
 
 /// The step save() wrote (kind "onednn.attention"), its two matmul steps

@@ -4,8 +4,9 @@
 // masked), softmax and the weighted sum as one library group; this builds
 // its step (runtime/dnnl/AttentionStep.h) from two ordinary oneDNN calls,
 // the scores matmul with the whole epilogue as post-ops and the weighted
-// sum, joined by oneDNN's softmax over the scores' last axis. The scores
-// live in the step's scratch: no buffer of the model holds them.
+// sum, joined by oneDNN's softmax over the scores' last axis, in place in
+// the scores' buffer: a second result of the step that no other step
+// reads, so the memory planner gives it this step's lifetime in the arena.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
@@ -47,29 +48,36 @@ FailureOr<OneDnnCall> buildAttentionCall(std::span<const Node *const> nodes,
     return failure();
   }
   // The step's buffers: the first call's operands, the second's other than
-  // the softmax, then the result.
+  // the softmax, then the result and the scores (which the softmax
+  // overwrites with the probabilities).
   OneDnnCall call;
   call.operands = first->operands;
   std::vector<int32_t> firstArgs, secondArgs;
   for (size_t i = 0; i < first->operands.size(); ++i)
     firstArgs.push_back(static_cast<int32_t>(i));
-  firstArgs.push_back(runtime::onednn::AttentionStep::kScratch);
+  std::vector<size_t> probsAt;
   for (const Value *v : second->operands) {
     if (v == probs) {
-      secondArgs.push_back(runtime::onednn::AttentionStep::kScratch);
+      probsAt.push_back(secondArgs.size());
+      secondArgs.push_back(-1); // the scores buffer, numbered below
       continue;
     }
     secondArgs.push_back(static_cast<int32_t>(call.operands.size()));
     call.operands.push_back(v);
   }
   const Value *result = nodes[n - 1]->result();
-  secondArgs.push_back(static_cast<int32_t>(call.operands.size()));
-  call.results = {result};
+  const auto resultAt = static_cast<int32_t>(call.operands.size());
+  const int32_t scoresAt = resultAt + 1;
+  secondArgs.push_back(resultAt);
+  firstArgs.push_back(scoresAt);
+  for (size_t at : probsAt)
+    secondArgs[at] = scoresAt;
+  call.results = {result, scores};
   try {
     runtime::onednn::ScopedThreads threads(options.threads);
     auto step = std::make_shared<runtime::onednn::AttentionStep>(
         "onednn attention %" + result->name(), first->step, std::move(firstArgs), second->step,
-        std::move(secondArgs), onednn::sizesOf(scores));
+        std::move(secondArgs), onednn::sizesOf(scores), scoresAt);
     call.detail = "attention: scores " + first->detail + "; softmax " + step->softmaxImpl() +
                   "; weighted sum " + second->detail;
     call.step = std::move(step);
