@@ -580,7 +580,7 @@ std::string checkResize(const onnx::NodeProto &node, int64_t) {
   if (attrIntOr(node, "antialias", 0) != 0)
     return "antialias=1 is not supported";
   std::string policy = attrStringOr(node, "keep_aspect_ratio_policy", "stretch");
-  if (policy != "stretch")
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     return "keep_aspect_ratio_policy '" + policy + "' is not supported";
   return "";
 }
@@ -644,6 +644,32 @@ Values convertResize(NodeContext &ctx) {
         }
       }
       sizes = std::move(full);
+    }
+    // Opset 18's keep_aspect_ratio_policy: the sizes of the covered axes
+    // become one scale (the smallest or largest ratio), the result's size
+    // round_half_up(scale * size), and that scale maps coordinates.
+    const std::string policy = ctx.attrString("keep_aspect_ratio_policy", "stretch");
+    if (!sizes->empty() && policy != "stretch") {
+      std::vector<int64_t> covered;
+      for (int64_t d = 0; d < rank; ++d)
+        if (!axes || std::find(axes->begin(), axes->end(), d) != axes->end())
+          covered.push_back(d);
+      std::optional<double> scale;
+      for (int64_t d : covered) {
+        auto n = ctx.staticDim(x, d);
+        if (!n)
+          return {};
+        double r = static_cast<double>((*sizes)[static_cast<size_t>(d)]) / static_cast<double>(*n);
+        scale = !scale ? r : policy == "not_larger" ? std::min(*scale, r) : std::max(*scale, r);
+      }
+      std::vector<double> scales(static_cast<size_t>(rank), 1.0);
+      for (int64_t d : covered) {
+        scales[static_cast<size_t>(d)] = *scale;
+        (*sizes)[static_cast<size_t>(d)] = static_cast<int64_t>(
+            std::floor(*scale * static_cast<double>(*ctx.staticDim(x, d)) + 0.5));
+      }
+      std::erase_if(attrs, [](const NamedAttr &a) { return a.first == "scales"; });
+      attrs.emplace_back("scales", std::move(scales));
     }
     if (!sizes->empty())
       attrs.emplace_back("sizes", *sizes);

@@ -129,12 +129,16 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
     return failure();
   const std::vector<double> &scales = op.scales();
   const std::vector<int64_t> &sizes = op.sizes();
-  if (scales.empty() == sizes.empty())
-    return ctx.emitError() << "exactly one of scales and sizes must be given";
-  size_t count = scales.empty() ? sizes.size() : scales.size();
-  if (static_cast<int64_t>(count) != in.rank())
-    return ctx.emitError() << (scales.empty() ? "sizes" : "scales") << " has " << count
-                           << " entries but the input " << in.str() << " has rank " << in.rank();
+  if (scales.empty() && sizes.empty())
+    return ctx.emitError() << "one of scales and sizes must be given";
+  for (const auto &[name, count] :
+       {std::pair{"scales", scales.size()}, std::pair{"sizes", sizes.size()}})
+    if (count != 0 && static_cast<int64_t>(count) != in.rank())
+      return ctx.emitError() << name << " has " << count << " entries but the input " << in.str()
+                             << " has rank " << in.rank();
+  // With both, sizes give the result's shape and scales the coordinate
+  // mapping (ONNX's keep_aspect_ratio_policy).
+  const size_t count = static_cast<size_t>(in.rank());
   Shape out = in.shape;
   for (size_t i = 0; i < count; ++i) {
     const Dim &d = in.shape[i];
@@ -143,6 +147,9 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
       if (!(s > 0.0) || !std::isfinite(s))
         return ctx.emitError() << "scale " << formatDouble(s) << " of dim " << i
                                << " is not a positive number";
+    }
+    if (sizes.empty()) {
+      const double s = scales[i];
       if (d.isSymbolic()) {
         // An integer scale multiplies exactly; any other needs the size.
         if (s != 1.0)

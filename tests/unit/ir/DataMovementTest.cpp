@@ -630,8 +630,14 @@ TEST(DataMovementTest, ResizeInference) {
   EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,H,W]"}, {{"scales", Floats{1, 1, 1.5, 2}}}),
             "f32[N,3,?,2*W]");
   EXPECT_EQ(infer(OpKind::Resize, {"f32[N,3,H,W]"}, {{"sizes", Ints{1, 3, 8, 8}}}), "f32[1,3,8,8]");
+  // Both: the sizes are the shape, the scales the coordinate mapping.
+  EXPECT_EQ(infer(OpKind::Resize, {"f32[1,3,10,10]"},
+                  {{"scales", Floats{1, 1, 0.75, 0.75}}, {"sizes", Ints{1, 3, 8, 8}}}),
+            "f32[1,3,8,8]");
   EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"}),
-               "'resize' op exactly one of scales and sizes must be given");
+               "'resize' op one of scales and sizes must be given");
+  EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"}, {{"scales", Floats{2, 2}}, {"sizes", Ints{4}}}),
+               "sizes has 1 entries but the input f32[2,2] has rank 2");
   EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"}, {{"scales", Floats{2}}}),
                "scales has 1 entries but the input f32[2,2] has rank 2");
   EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"}, {{"scales", Floats{2, 0}}}),
