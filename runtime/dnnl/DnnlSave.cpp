@@ -19,6 +19,7 @@
 #include "runtime/dnnl/RecurrentStep.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 
@@ -39,11 +40,24 @@ void putMd(ByteWriter &w, const memory::desc &md) {
 /// A descriptor as saved; a corrupt one (rank, kind or type out of range)
 /// reads as the empty descriptor and makes `r` fail.
 memory::desc getMd(ByteReader &r) {
-  dnnl_memory_desc_t d = r.pod<dnnl_memory_desc_t>();
-  bool ok = d.ndims >= 0 && d.ndims <= DNNL_MAX_NDIMS &&
-            (d.format_kind == dnnl_format_kind_undef || d.format_kind == dnnl_blocked ||
-             d.format_kind == dnnl_format_kind_any) &&
-            (d.ndims == 0 || d.data_type == dnnl_f32);
+  // The enum fields are checked as integers before the bytes become a
+  // descriptor: loading an enum from a value outside its range is undefined.
+  static_assert(sizeof(dnnl_data_type_t) == sizeof(int32_t) &&
+                sizeof(dnnl_format_kind_t) == sizeof(int32_t));
+  unsigned char raw[sizeof(dnnl_memory_desc_t)];
+  r.bytes(raw, sizeof raw);
+  int32_t dataType = 0, formatKind = 0;
+  std::memcpy(&dataType, raw + offsetof(dnnl_memory_desc_t, data_type), sizeof dataType);
+  std::memcpy(&formatKind, raw + offsetof(dnnl_memory_desc_t, format_kind), sizeof formatKind);
+  if ((formatKind != dnnl_format_kind_undef && formatKind != dnnl_blocked &&
+       formatKind != dnnl_format_kind_any) ||
+      (dataType != dnnl_f32 && dataType != dnnl_data_type_undef)) {
+    r.fail();
+    return memory::desc();
+  }
+  dnnl_memory_desc_t d;
+  std::memcpy(&d, raw, sizeof d);
+  bool ok = d.ndims >= 0 && d.ndims <= DNNL_MAX_NDIMS && (d.ndims == 0 || d.data_type == dnnl_f32);
   constexpr int64_t kLimit = int64_t(1) << 40;
   for (int i = 0; ok && i < d.ndims; ++i)
     ok = d.dims[i] >= 0 && d.dims[i] < kLimit && d.padded_dims[i] >= d.dims[i] &&
@@ -317,8 +331,9 @@ std::shared_ptr<const ExternStep> loadPrimitive(ByteReader &r,
       break;
     int64_t elements = 1;
     for (int64_t d : a.expandFrom)
-      elements =
-          d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44) ? -1 : elements * d;
+      elements = elements < 0 || d < 0 || d > (int64_t(1) << 40) || elements > (int64_t(1) << 44)
+                     ? -1
+                     : elements * d;
     // An expanded operand is broadcast from expandFrom to expandTo: same
     // rank, each dim 1 or the target's, nothing empty.
     bool broadcastable = !a.expand || (a.expandFrom.size() == a.expandTo.size() &&
