@@ -187,5 +187,4 @@ struct GraphPorts {
 runtime::ArtifactInfo artifactInfo(const GraphPorts &ports, const runtime::Executable &exe,
                                    const CompileReport &report, const std::string &model);
 
-
 } // namespace kiln::codegen
