@@ -1,6 +1,8 @@
 //===- Attribute.cpp - Node attributes --------------------------*- C++ -*-===//
 #include "ir/Attribute.h"
 
+#include "ir/Graph.h"
+
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -27,6 +29,8 @@ const char *attrKindName(AttrKind k) {
     return "tensor";
   case AttrKind::SymInts:
     return "symbolic int list";
+  case AttrKind::Graph:
+    return "graph";
   }
   return "?";
 }
@@ -64,6 +68,10 @@ bool attrEqual(const Attribute &a, const Attribute &b) {
     return false;
   if (auto *t = std::get_if<Tensor>(&a))
     return t->bitwiseEqual(std::get<Tensor>(b));
+  if (auto *g = std::get_if<GraphAttr>(&a)) {
+    const GraphAttr &h = std::get<GraphAttr>(b);
+    return *g == h || (*g && h && structurallyEqual(**g, *h));
+  }
   if (auto *d = std::get_if<double>(&a))
     return std::bit_cast<uint64_t>(*d) == std::bit_cast<uint64_t>(std::get<double>(b));
   if (auto *fs = std::get_if<std::vector<double>>(&a)) {
@@ -177,6 +185,18 @@ std::string attrStr(const Attribute &a) {
     return std::string(dtypeName(std::get<DType>(a)));
   case AttrKind::Tensor:
     return denseStr(std::get<Tensor>(a));
+  case AttrKind::Graph: {
+    const GraphAttr &g = std::get<GraphAttr>(a);
+    if (!g)
+      return "graph <null>";
+    std::string s = "graph @" + g->name() + "(";
+    for (unsigned i = 0; i < g->numInputs(); ++i)
+      s += (i ? ", " : "") + g->input(i)->type().str();
+    s += ") -> (";
+    for (size_t i = 0; i < g->outputs().size(); ++i)
+      s += (i ? ", " : "") + g->outputs()[i]->type().str();
+    return s + ")";
+  }
   }
   return "?";
 }

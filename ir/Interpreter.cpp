@@ -169,24 +169,40 @@ FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Tenso
 FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Attribute> attrs,
                                             std::span<const Tensor> operands,
                                             DiagnosticEngine &diag) {
+  return evaluateOp(n.info(), attrs, operands, n.numResults(), n.loc(), diag);
+}
+
+FailureOr<std::vector<Tensor>> evaluateOp(const OpInfo &info, std::span<const Attribute> attrs,
+                                          std::span<const Tensor> operands, unsigned numResults,
+                                          const Location &loc, DiagnosticEngine &diag) {
   std::vector<TensorType> types;
   for (const Tensor &t : operands)
     types.push_back(t.type());
-  auto resultTypes = inferTypes(n.info(), types, attrs, n.numResults(), n.loc(), diag);
+  auto resultTypes = inferTypes(info, types, attrs, numResults, loc, diag);
   if (failed(resultTypes))
     return failure();
+  // Results whose dims depend on operand values are sized by the kernel.
+  bool valueDependent = info.hasTrait(ValueDependentShape);
   for (const TensorType &t : *resultTypes)
-    if (!t.isStatic())
-      return diag.emitError(n.loc())
-             << "'" << n.mnemonic()
-             << "' op result shape is not static on concrete inputs: " << t.str();
-  OpContext ctx{n.info(), types, attrs, n.numResults(), n.loc(), diag};
-  auto results = n.info().reference(ctx, operands, *resultTypes);
+    if (!t.isStatic() && !valueDependent)
+      return diag.emitError(loc) << "'" << info.mnemonic
+                                 << "' op result shape is not static on concrete inputs: "
+                                 << t.str();
+  OpContext ctx{info, types, attrs, numResults, loc, diag};
+  auto results = info.reference(ctx, operands, *resultTypes);
   if (failed(results))
     return failure();
   KILN_ASSERT(results->size() == resultTypes->size());
-  for (size_t i = 0; i < results->size(); ++i)
-    KILN_ASSERT((*results)[i].type() == (*resultTypes)[i] && "reference kernel result type");
+  for (size_t i = 0; i < results->size(); ++i) {
+    const TensorType got = (*results)[i].type(), &want = (*resultTypes)[i];
+    if (!valueDependent) {
+      KILN_ASSERT(got == want && "reference kernel result type");
+      continue;
+    }
+    if (!refines(got, want))
+      return diag.emitError(loc) << "'" << info.mnemonic << "' op result " << i << " is "
+                                 << got.str() << " but its type is " << want.str();
+  }
   return results;
 }
 

@@ -56,6 +56,14 @@ FailureOr<std::vector<Tensor>> evaluateNode(const Node &n, std::span<const Attri
                                             std::span<const Tensor> operands,
                                             DiagnosticEngine &diag);
 
+/// Runs one op's reference kernel on concrete operands, outside any graph
+/// (the eager API): inference on the operands' types, the kernel, and the
+/// check that its results have those types (Note [Value-dependent shapes]
+/// in docs/IR.md for the ops whose results the kernel sizes).
+FailureOr<std::vector<Tensor>> evaluateOp(const OpInfo &info, std::span<const Attribute> attrs,
+                                          std::span<const Tensor> operands, unsigned numResults,
+                                          const Location &loc, DiagnosticEngine &diag);
+
 /// Runs the graph; returns its outputs. Intermediates are freed after their
 /// last use.
 FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor> inputs,

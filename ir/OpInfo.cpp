@@ -37,6 +37,8 @@ Attribute placeholder(AttrKind k) {
     return Tensor();
   case AttrKind::SymInts:
     return std::vector<DimExpr>();
+  case AttrKind::Graph:
+    return GraphAttr();
   }
   return int64_t(0);
 }

@@ -60,6 +60,11 @@ enum OpTrait : uint32_t {
   Normalization = 1u << 6,
   /// Sliding windows over spatial dims (conv, pools).
   Window = 1u << 7,
+  /// Result dims may depend on operand values, not only their types (the
+  /// branch an `if` takes, the trip count of a `loop`): inference gives `?`
+  /// where it cannot know, and on concrete operands the reference kernel's
+  /// results decide those dims.
+  ValueDependentShape = 1u << 8,
 };
 
 /// One attribute of an op's schema.

@@ -7,7 +7,7 @@
 //                '{' node* 'return' %v,* '}'
 //   node     ::= %v,+ '=' op-body ':' type,+ loc?
 //   op-body  ::= 'constant' (@blob | dense) | mnemonic '(' %v,* ')' attrs?
-//   attrs    ::= '{' (name '=' value),* '}'
+//   attrs    ::= '{' (name '=' value),* '}'     (a Graph value is a nested graph)
 //   type     ::= dtype '[' (int | symbol | '?'),* ']'
 //   loc      ::= 'loc' '(' (string ':' int ':' int | string ('in' string)?
 //                 | 'unknown' | 'fused' '[' loc-body,* ']') ')'
@@ -455,6 +455,23 @@ private:
     }
     case AttrKind::Tensor:
       return emitError() << "tensor attributes are written as 'constant dense<...> : type'";
+    case AttrKind::Graph: {
+      if (cur().kind != Tok::Ident || cur().text != "graph")
+        return expected("a region ('graph @name(...) -> (...) { ... }')");
+      if (++regionDepth_ > kMaxRegionDepth)
+        return emitError() << "regions nest deeper than " << kMaxRegionDepth;
+      // A region sees only its own inputs (Note [Regions] in docs/IR.md):
+      // the enclosing graph's names are out of scope inside it.
+      auto outer = std::move(values_);
+      Location outerLoc = graphLoc_;
+      auto g = parseGraph();
+      values_ = std::move(outer);
+      graphLoc_ = outerLoc;
+      --regionDepth_;
+      if (failed(g))
+        return failure();
+      return Attribute(GraphAttr(g.take()));
+    }
     }
     return failure();
   }
@@ -961,6 +978,10 @@ private:
   std::vector<PendingBlob> pending_;
   std::map<std::string, std::pair<std::optional<std::string>, Location>> blobs_;
   Location graphLoc_;
+  /// Regions being parsed around the current position; bounded so that a
+  /// crafted file cannot exhaust the stack.
+  int regionDepth_ = 0;
+  static constexpr int kMaxRegionDepth = 64;
 };
 
 } // namespace
@@ -990,6 +1011,17 @@ FailureOr<Attribute> parseAttributeLiteral(AttrKind kind, std::string_view text,
   ParseOptions opts;
   opts.filename = "<attribute>";
   return Parser(text, diag, opts).parseLiteralOnly(kind);
+}
+
+FailureOr<GraphAttr> parseRegion(std::string_view text, DiagnosticEngine &diag,
+                                 const ParseOptions &opts) {
+  auto m = parseModule(text, diag, opts);
+  if (failed(m))
+    return failure();
+  if ((*m)->graphs().size() != 1)
+    return diag.emitError(Location())
+           << "a region is one graph, the text has " << (*m)->graphs().size();
+  return GraphAttr(std::move((*m)->graphs().front()));
 }
 
 FailureOr<TensorType> parseTensorType(std::string_view text, DiagnosticEngine &diag) {

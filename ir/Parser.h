@@ -34,6 +34,10 @@ FailureOr<std::unique_ptr<Module>> parseFile(const std::string &path, Diagnostic
 /// Parses one attribute value of `kind` in its text form (not tensors).
 FailureOr<Attribute> parseAttributeLiteral(AttrKind kind, std::string_view text,
                                            DiagnosticEngine &diag);
+/// Parses a module of exactly one graph and returns it as a region (the
+/// body of an `if` or `loop`, Note [Regions] in docs/IR.md).
+FailureOr<GraphAttr> parseRegion(std::string_view text, DiagnosticEngine &diag,
+                                 const ParseOptions &opts = {});
 /// Parses a tensor type such as `f32[N,3,224,224]`.
 FailureOr<TensorType> parseTensorType(std::string_view text, DiagnosticEngine &diag);
 

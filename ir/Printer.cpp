@@ -51,8 +51,9 @@ struct BlobTable {
 
 class GraphPrinter {
 public:
-  GraphPrinter(const Graph &g, const PrintOptions &opts, BlobTable &blobs)
-      : g_(g), opts_(opts), blobs_(blobs) {}
+  /// `indent` prefixes every line after the first (regions print nested).
+  GraphPrinter(const Graph &g, const PrintOptions &opts, BlobTable &blobs, std::string indent = "")
+      : g_(g), opts_(opts), blobs_(blobs), indent_(std::move(indent)) {}
 
   std::string print() {
     nameValues();
@@ -64,11 +65,11 @@ public:
       s += (i ? ", " : "") + g_.outputs()[i]->type().str();
     s += ") {\n";
     for (Node *n : g_.nodes())
-      s += "  " + printNode(n) + "\n";
-    s += "  return";
+      s += indent_ + "  " + printNode(n) + "\n";
+    s += indent_ + "  return";
     for (size_t i = 0; i < g_.outputs().size(); ++i)
       s += (i ? ", " : " ") + ref(g_.outputs()[i]);
-    return s + "\n}\n";
+    return s + "\n" + indent_ + "}";
   }
 
 private:
@@ -127,9 +128,15 @@ private:
       s += ")";
       std::vector<std::pair<std::string_view, std::string>> attrs;
       const OpInfo &info = n->info();
-      for (unsigned i = 0; i < info.attrs.size(); ++i)
-        if (info.isRequired(i) || !attrEqual(n->attr(i), info.defaults[i]))
-          attrs.emplace_back(info.attrs[i].name, attrStr(n->attr(i)));
+      for (unsigned i = 0; i < info.attrs.size(); ++i) {
+        if (!info.isRequired(i) && attrEqual(n->attr(i), info.defaults[i]))
+          continue;
+        const auto *region = std::get_if<GraphAttr>(&n->attr(i));
+        attrs.emplace_back(info.attrs[i].name,
+                           region && *region
+                               ? GraphPrinter(**region, opts_, blobs_, indent_ + "    ").print()
+                               : attrStr(n->attr(i)));
+      }
       std::sort(attrs.begin(), attrs.end());
       if (!attrs.empty()) {
         s += " {";
@@ -149,6 +156,7 @@ private:
   const Graph &g_;
   const PrintOptions &opts_;
   BlobTable &blobs_;
+  std::string indent_;
   std::unordered_map<const Value *, std::string> names_;
 };
 
@@ -179,14 +187,14 @@ std::string printModule(const Module &m, const PrintOptions &opts) {
   for (size_t i = 0; i < m.graphs().size(); ++i) {
     if (i)
       s += "\n";
-    s += GraphPrinter(*m.graphs()[i], opts, blobs).print();
+    s += GraphPrinter(*m.graphs()[i], opts, blobs).print() + "\n";
   }
   return s + printBlobs(blobs, opts);
 }
 
 std::string printGraph(const Graph &g, const PrintOptions &opts) {
   BlobTable blobs;
-  std::string s = GraphPrinter(g, opts, blobs).print();
+  std::string s = GraphPrinter(g, opts, blobs).print() + "\n";
   return s + printBlobs(blobs, opts);
 }
 

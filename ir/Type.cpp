@@ -130,6 +130,15 @@ Shape makeShape(const std::vector<int64_t> &sizes) {
   return Shape(sizes.begin(), sizes.end());
 }
 
+bool refines(const TensorType &t, const TensorType &general) {
+  if (t.dtype != general.dtype || t.rank() != general.rank())
+    return false;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (!general.shape[d].isDynamic() && t.shape[d] != general.shape[d])
+      return false;
+  return true;
+}
+
 bool isStatic(const Shape &s) {
   for (const Dim &d : s)
     if (!d.isStatic())

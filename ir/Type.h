@@ -115,4 +115,10 @@ struct TensorType {
   bool operator!=(const TensorType &o) const { return !(*this == o); }
 };
 
+/// True when `t` says at least what `general` says: the same dtype and
+/// rank, and each dim equal to general's unless general's is `?` (the
+/// result of a value-dependent op once its kernel has run, or as a
+/// frontend recorded it).
+bool refines(const TensorType &t, const TensorType &general);
+
 } // namespace kiln

@@ -11,10 +11,18 @@
 //        operand at index is the value.
 //   [V4] Every attribute has the kind the op table gives it.
 //   [V5] The op's type inference accepts the operand types and attributes,
-//        and each recorded result type equals the inferred one.
+//        and each recorded result type equals the inferred one (or, for an
+//        op whose result dims depend on operand values, refines it: a
+//        known dim where inference gives `?`).
 //   [V6] Graph outputs are values of this graph; there is at least one.
 //   [V7] Value name hints are unique within a graph.
 //   [V8] A constant's tensor is present and matches its result type.
+//   [V9] Every region (a Graph attribute: the branches of `if`, the body of
+//        `loop`) is present and is a well-formed graph by these rules; it
+//        sees only its own inputs, so no value crosses a region boundary
+//        except as an operand and a region input, or a region output and a
+//        result. Whether the region fits its node (inputs, outputs, types)
+//        is the op's type inference, [V5].
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Verifier.h"
@@ -85,6 +93,17 @@ LogicalResult verify(const Graph &g, DiagnosticEngine &diag) {
         err("[V4]") << "attribute '" << info.attrs[i].name << "' must be "
                     << attrKindName(info.attrs[i].kind);
         nodeOk = false;
+        continue;
+      }
+      if (const auto *region = std::get_if<GraphAttr>(&n->attr(i))) {
+        if (!*region) {
+          err("[V9]") << "region '" << info.attrs[i].name << "' is missing";
+          nodeOk = false;
+        } else if (failed(verify(**region, diag))) {
+          err("[V9]") << "region '" << info.attrs[i].name << "' (graph '@" << (*region)->name()
+                      << "') is not well formed";
+          nodeOk = false;
+        }
       }
     }
     if (nodeOk && n->kind() == OpKind::Constant) {
@@ -101,7 +120,12 @@ LogicalResult verify(const Graph &g, DiagnosticEngine &diag) {
         ok = false;
       } else {
         for (unsigned i = 0; i < n->numResults(); ++i) {
-          if ((*types)[i] != n->result(i)->type()) {
+          // A value-dependent result may be recorded more precisely than
+          // inference can say (a traced loop's trip count).
+          const TensorType &have = n->result(i)->type();
+          bool matches =
+              n->hasTrait(ValueDependentShape) ? refines(have, (*types)[i]) : have == (*types)[i];
+          if (!matches) {
             err("[V5]") << "result " << i << " has type " << n->result(i)->type().str()
                         << " but the op infers " << (*types)[i].str();
           }

@@ -12,6 +12,7 @@
 #include "kiln/Eager.h"
 
 #include "frontend/trace/Internal.h"
+#include "ir/Interpreter.h"
 
 namespace kiln {
 namespace detail {
@@ -77,20 +78,7 @@ std::vector<Tensor> runOp(OpKind kind, std::vector<Tensor> operands, std::vector
   auto numResults = countResults(info, *attrs, numOutputs, loc, diag);
   if (failed(numResults))
     fail();
-  std::vector<TensorType> types;
-  for (const Tensor &t : operands)
-    types.push_back(t.type());
-  auto resultTypes = inferTypes(info, types, *attrs, *numResults, loc, diag);
-  if (failed(resultTypes))
-    fail();
-  for (const TensorType &t : *resultTypes)
-    if (!t.isStatic()) {
-      diag.emitError(loc) << "'" << info.mnemonic
-                          << "' op result shape is not static on concrete inputs: " << t.str();
-      fail();
-    }
-  OpContext ctx{info, types, *attrs, *numResults, loc, diag};
-  auto results = info.reference(ctx, operands, *resultTypes);
+  auto results = evaluateOp(info, *attrs, operands, *numResults, loc, diag);
   if (failed(results))
     fail();
   std::vector<Tensor> out = results.take();

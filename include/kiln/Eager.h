@@ -25,7 +25,7 @@
 //  - the result is a Tensor, or std::vector<Tensor> for variadic results.
 //
 // Names are the mnemonics (kiln::reduce_sum, kiln::layer_norm), except that
-// and/or/not, C++ keywords, are logical_and/logical_or/logical_not.
+// and/or/not, C++ keywords, are logical_and/logical_or/logical_not; if is if_.
 //
 // Errors (shape and dtype mistakes, missing or bad attributes, a kernel
 // refusing its input) throw kiln::Error whose message is located at the
@@ -106,9 +106,11 @@ namespace detail {
 /// True when `name` is a valid eager function name for `mnemonic` (see
 /// EagerNames.def).
 constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
-  return name == mnemonic || (name.size() == mnemonic.size() + 8 &&
-                              name.substr(0, 8) == "logical_" && name.substr(8) == mnemonic &&
-                              (mnemonic == "and" || mnemonic == "or" || mnemonic == "not"));
+  return name == mnemonic ||
+         (name.size() == mnemonic.size() + 8 && name.substr(0, 8) == "logical_" &&
+          name.substr(8) == mnemonic &&
+          (mnemonic == "and" || mnemonic == "or" || mnemonic == "not")) ||
+         (mnemonic == "if" && name == "if_");
 }
 } // namespace detail
 
@@ -156,6 +158,8 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
   KILN_EAGER_OPERANDS_2_2(X, __VA_ARGS__)                                                          \
   KILN_EAGER_OPERANDS_3_3(X, __VA_ARGS__)
 #define KILN_EAGER_OPERANDS_1_kVariadic(X, ...)                                                    \
+  X((std::vector<::kiln::Tensor> xs, ), (std::move(xs)), __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_2_kVariadic(X, ...)                                                    \
   X((std::vector<::kiln::Tensor> xs, ), (std::move(xs)), __VA_ARGS__)
 
 #define KILN_EAGER_DECLARE(Params, Operands, Class, Fn, NumResults)                                \

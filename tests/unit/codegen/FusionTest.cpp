@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FusionTestUtil.h"
+#include "ir/Parser.h"
 
 using namespace kiln;
 using namespace kiln::codegen;
@@ -607,6 +608,44 @@ TEST(FusionDifferentialTest, ShapeRangeAndConstantOfShapeFallBack) {
     found |=
         grp.kind == FusionGroup::Kind::Fallback && grp.reason == "no kernel lowering for 'range'";
   EXPECT_TRUE(found) << plan->explain();
+}
+
+// Nothing fuses across a region boundary: an if and a loop are groups of
+// their own between the kernels around them (the compiler compiles their
+// regions, or runs them on the reference kernel).
+TEST(FusionDifferentialTest, RegionOpsAreGroupsOfTheirOwn) {
+  auto region = [](const char *text) {
+    DiagnosticEngine diag;
+    auto g = parseRegion(text, diag);
+    EXPECT_TRUE(g.succeeded());
+    return g.succeeded() ? *g : nullptr;
+  };
+  GraphAttr twice = region(R"(graph @twice(%a: f32[4]) -> (f32[4]) {
+  %b = add(%a, %a) : f32[4]
+  return %b
+})");
+  GraphAttr negate = region(R"(graph @negate(%a: f32[4]) -> (f32[4]) {
+  %b = neg(%a) : f32[4]
+  return %b
+})");
+  GraphAttr body = region(R"(graph @body(%i: i64[], %c: bool[], %a: f32[4]) -> (bool[], f32[4]) {
+  %b = add(%a, %a) : f32[4]
+  return %c, %b
+})");
+  for (bool cond : {true, false}) {
+    TestGraph tg;
+    Value *x = tg.input(DType::F32, {4}, "x");
+    Value *c = tg.constant(Tensor::fromInts(DType::Bool, {}, {cond ? 1 : 0}));
+    Value *n = tg.constant(Tensor::fromInts(DType::I64, {}, {3}));
+    Value *e = tg.op(OpKind::Exp, {x});
+    Value *y = tg.op(OpKind::If, {c, e}, {{"then_branch", twice}, {"else_branch", negate}});
+    Value *z = tg.op(OpKind::Loop, {n, c, tg.op(OpKind::Relu, {y})},
+                     {{"body", body}, {"num_carried", int64_t(1)}});
+    tg.outputs({tg.op(OpKind::Sin, {z})});
+    Result res = check(*tg.graph);
+    EXPECT_EQ(res.numGroups(FusionGroup::Kind::Fallback), 2) << res.plan.explain();
+    EXPECT_EQ(res.numKernels, 3) << res.plan.explain();
+  }
 }
 
 TEST(FusionDifferentialTest, DynamicShapesAreAnError) {

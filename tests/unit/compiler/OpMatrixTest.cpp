@@ -34,6 +34,7 @@
 #include "ir/Builder.h"
 #include "ir/Compare.h"
 #include "ir/Interpreter.h"
+#include "ir/Parser.h"
 #include "runtime/dnnl/AttentionStep.h"
 #include "runtime/dnnl/RecurrentStep.h"
 #include "tests/unit/OpBounds.h"
@@ -369,6 +370,15 @@ struct StructuredCase {
 
 using CaseGen = std::vector<StructuredCase> (*)(int64_t n);
 
+/// The one graph of `text`, as a region attribute.
+GraphAttr region(const char *text) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto g = parseRegion(text, diag);
+  EXPECT_TRUE(g.succeeded()) << collect.str();
+  return g.succeeded() ? *g : nullptr;
+}
+
 /// The generator of each structured op, by mnemonic.
 const std::map<std::string, CaseGen> &structuredCases() {
   static const std::map<std::string, CaseGen> gens = {
@@ -453,6 +463,39 @@ const std::map<std::string, CaseGen> &structuredCases() {
       {"global_avg_pool",
        [](int64_t n) -> std::vector<StructuredCase> {
          return {{{{1, 3, 5, n}}, {false}, {}}};
+       }},
+      // Regions over symbolic dims (bound from the operands); ops that
+      // round once, so the op's bound (exact) holds however they compile.
+      {"if",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         GraphAttr add = region(R"(graph @then(%x: f32[R,C], %y: f32[R,C]) -> (f32[R,C]) {
+  %s = add(%x, %y) : f32[R,C]
+  %m = mul(%s, %x) : f32[R,C]
+  return %m
+})");
+         GraphAttr sub = region(R"(graph @else(%x: f32[R,C], %y: f32[R,C]) -> (f32[R,C]) {
+  %s = sub(%x, %y) : f32[R,C]
+  return %s
+})");
+         StructuredCase c{{{1}, {kRows, n}, {kRows, n}},
+                          {false, false, false},
+                          {{"then_branch", add}, {"else_branch", sub}}};
+         c.dtypes = {DType::Bool, DType::F32, DType::F32};
+         return {c, c};
+       }},
+      {"loop",
+       [](int64_t n) -> std::vector<StructuredCase> {
+         GraphAttr body = region(
+             R"(graph @body(%i: i64[], %c: bool[], %a: f32[R,C], %w: f32[R,C]) -> (bool[], f32[R,C]) {
+  %s = add(%a, %w) : f32[R,C]
+  %m = max(%s, %a) : f32[R,C]
+  return %c, %m
+})");
+         StructuredCase c{{{}, {}, {kRows, n}, {kRows, n}},
+                          {false, false, false, true},
+                          {{"body", body}, {"num_carried", int64_t(1)}}};
+         c.dtypes = {DType::I64, DType::Bool, DType::F32, DType::F32};
+         return {c};
        }},
       {"lstm",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -625,7 +668,11 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
         DType t = c.dtypes.empty() ? DType::F32 : c.dtypes[k];
         Tensor v = Tensor::zeros(t, c.shapes[k]);
         for (int64_t i = 0; i < v.numel(); ++i) {
-          if (t == DType::I64) // gather indices, negative ones too
+          if (op.kind == OpKind::Loop && k == 0) // trip counts 0 to 4
+            v.setInt(i, n % 5);
+          else if (t == DType::Bool) // both branches of an if
+            v.setInt(i, (n + ci) % 2);
+          else if (t == DType::I64) // gather indices, negative ones too
             v.setInt(i, static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * n)) - n);
           // Finite values only for library ops and max_pool: oneDNN's max
           // pooling neither propagates NaN nor returns -inf for a window of

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Interpreter.h"
+#include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "kiln/Trace.h"
@@ -39,6 +40,15 @@ Tensor positive(std::vector<int64_t> shape, uint64_t seed) {
 Tensor boolean(std::vector<double> values) {
   int64_t n = static_cast<int64_t>(values.size());
   return tensor(values, {n}, DType::Bool);
+}
+
+/// The one graph of `text`, as a region attribute.
+GraphAttr region(const char *text) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto g = parseRegion(text, diag);
+  EXPECT_TRUE(g.succeeded()) << collect.str();
+  return g.succeeded() ? *g : nullptr;
 }
 
 std::map<std::string, OpCase> opCases() {
@@ -231,6 +241,35 @@ std::map<std::string, OpCase> opCases() {
   c["slice"] = {
       {normal({4, 5}, 1)}, [](const Ins &in) -> Outs {
         return {slice(in[0], {.starts = {1, 0}, .ends = {3, 5}, .axes = {0, 1}, .steps = {1, 2}})};
+      }};
+  // Regions: each branch once; a loop that carries and scans.
+  c["if"] = {x23, [](const Ins &in) -> Outs {
+               GraphAttr twice = region(R"(graph @twice(%a: f32[2,3]) -> (f32[2,3]) {
+  %b = add(%a, %a) : f32[2,3]
+  return %b
+})");
+               GraphAttr negate = region(R"(graph @negate(%a: f32[2,3]) -> (f32[2,3]) {
+  %b = neg(%a) : f32[2,3]
+  return %b
+})");
+               Outs out;
+               for (bool cond : {true, false})
+                 for (const Tensor &t :
+                      if_({tensor({cond ? 1.0 : 0.0}, {}, DType::Bool), in[0]},
+                          {.then_branch = twice, .else_branch = negate, .num_outputs = 1}))
+                   out.push_back(t);
+               return out;
+             }};
+  c["loop"] = {
+      x23, [](const Ins &in) -> Outs {
+        GraphAttr body = region(
+            R"(graph @body(%i: i64[], %c: bool[], %a: f32[2,3]) -> (bool[], f32[2,3], f32[2,3]) {
+  %f = cast(%i) {to = f32} : f32[]
+  %b = add(%a, %f) : f32[2,3]
+  return %c, %b, %a
+})");
+        return loop({tensorOfInts({3}, {}), tensor({1}, {}, DType::Bool), in[0]},
+                    {.body = body, .num_carried = 1, .num_outputs = 2});
       }};
   c["split"] = {{normal({4, 6}, 1)}, [](const Ins &in) -> Outs {
                   Outs out = split(in[0], {.axis = 1, .num_outputs = 3});
