@@ -114,7 +114,18 @@ using SymInts = std::vector<SymInt>;
 // symbolic limit (an iota). The Shape / Gather / ... nodes become dead and
 // are removed.
 
-/// State shared by all nodes of one import.
+class GraphImport;
+
+/// A value a region reads from an enclosing scope: `inner` (the region's
+/// input) stands for `outer`, which the region op takes as an operand.
+struct Capture {
+  std::string name;
+  Value *outer;
+  Value *inner;
+};
+
+/// State shared by all nodes of one graph's import (the main graph, or a
+/// subgraph being imported into a region).
 struct ImportState {
   ImportState(Graph &g, DiagnosticEngine &diag, const OnnxImportOptions &opts)
       : graph(g), builder(g, diag), diag(diag), opts(opts) {}
@@ -134,9 +145,24 @@ struct ImportState {
   std::unordered_map<std::string, int> useCounts;
   /// See Note [Shape values].
   std::unordered_map<const Value *, SymInts> shapeValues;
+  /// The model's default-domain opset.
+  int64_t opset = 0;
+  /// The import of this graph (set by GraphImport).
+  const GraphImport *scope = nullptr;
+  /// For a subgraph: the state of the graph around it, whose values a
+  /// lookup that misses here captures (Note [Regions] in docs/IR.md), and
+  /// the captures made, in order. A captured constant is copied into the
+  /// region instead.
+  ImportState *parent = nullptr;
+  std::vector<Capture> captures;
+  /// False for subgraphs, which may be imported twice (a Loop body whose
+  /// carried value changes shape): an initializer's protobuf bytes are
+  /// released once it is a constant only when this is true.
+  bool releaseInitializerBytes = true;
 
   /// The value of ONNX name `name`, creating an initializer's constant on
-  /// first use; nullptr (with an error at `loc`) when the name is unknown.
+  /// first use and capturing a value of an enclosing scope; nullptr (with
+  /// an error at `loc`) when the name is unknown.
   Value *lookup(const std::string &name, const Location &loc);
   /// Creates a node at the end of the graph and folds it when it can. See
   /// Note [Import-time folding]. nullptr after an error.
@@ -227,6 +253,31 @@ private:
   bool failed_ = false;
 };
 
+/// A subgraph imported as a region.
+struct ImportedRegion {
+  std::unique_ptr<Graph> graph;
+  /// The values it reads from enclosing scopes, one region input each,
+  /// after its own inputs.
+  std::vector<Capture> captures;
+};
+
+/// Imports `body`, the subgraph attribute `what` of ctx's node, as a
+/// region: its inputs typed `inputTypes` (one per input `body` declares),
+/// then an input per value it reads from an enclosing scope, `seed`'s
+/// names first and in that order (so that two branches can take the same
+/// captures). Errors are located at the subgraph's nodes.
+FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto &body,
+                                       const std::string &what,
+                                       std::span<const TensorType> inputTypes,
+                                       std::span<const std::string> seed);
+
+/// Imports `body`, a subgraph without inputs (an If branch), into ctx's
+/// graph itself: its nodes become nodes of the graph around the If, with
+/// every converter's folding and shape values; returns its outputs. For a
+/// branch an import-time condition selects.
+FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::GraphProto &body,
+                                             const std::string &what);
+
 /// The bool [rows, cols] mask of a triangle, j - i >= k (`upper`) or
 /// j - i <= k, computed in the graph from two iotas, so that the sizes may
 /// be symbolic (a causal mask of a sequence length). Trilu and Attention's
@@ -276,6 +327,7 @@ std::span<const Converter> rnnConverters();
 std::span<const Converter> attentionConverters();
 std::span<const Converter> indexingConverters();
 std::span<const Converter> einsumConverters();
+std::span<const Converter> controlFlowConverters();
 
 /// The lowest opset of the default domain Kiln reads as it is (most
 /// converters start at or below it; those of ops added later start where

@@ -12,7 +12,8 @@
 // results. Ops without operands (range, constant_of_shape) fold the same way.
 // Folding happens as the graph is built, so a chain of shape computations
 // folds step by step and the consumer (Reshape's shape, Expand's shape, ...)
-// sees a constant input.
+// sees a constant input. A `loop` is not folded (an import should not run
+// a model's loop, whose trip count may be anything).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -315,6 +316,25 @@ Value *ImportState::lookup(const std::string &name, const Location &loc) {
   if (it != values.end())
     return it->second;
   auto init = initializers.find(name);
+  if (init == initializers.end() && parent) {
+    Value *outer = parent->lookup(name, loc);
+    if (!outer)
+      return nullptr;
+    Value *inner = nullptr;
+    if (const Tensor *t = constantOf(outer)) {
+      inner = builder.constant(*t, name);
+      if (!inner)
+        return nullptr;
+    } else {
+      inner = graph.addInput(outer->type(), name);
+      captures.push_back(Capture{name, outer, inner});
+    }
+    inner->setName(name);
+    if (auto sv = parent->shapeValues.find(outer); sv != parent->shapeValues.end())
+      shapeValues[inner] = sv->second;
+    values[name] = inner;
+    return inner;
+  }
   if (init == initializers.end()) {
     diag.emitError(loc) << "value '" << name << "' is not defined";
     return nullptr;
@@ -332,7 +352,8 @@ Value *ImportState::lookup(const std::string &name, const Location &loc) {
   c->setName(name);
   // The tensor holds the bytes now; the protobuf's copy goes (a model's
   // weights are then in memory once, not twice, while the import runs).
-  std::string().swap(*const_cast<onnx::TensorProto *>(init->second)->mutable_raw_data());
+  if (releaseInitializerBytes)
+    std::string().swap(*const_cast<onnx::TensorProto *>(init->second)->mutable_raw_data());
   initializers.erase(init);
   values[name] = c;
   return c;
@@ -349,7 +370,8 @@ FailureOr<std::vector<Value *>> ImportState::create(OpKind kind, std::vector<Val
   for (unsigned i = 0; i < node->numResults(); ++i)
     results.push_back(node->result(i));
   // See Note [Import-time folding].
-  if (kind == OpKind::Constant || opts.foldElementLimit <= 0)
+  // A loop is never folded here: its trip count is the model's to bound.
+  if (kind == OpKind::Constant || kind == OpKind::Loop || opts.foldElementLimit <= 0)
     return results;
   std::vector<Tensor> inputs;
   for (Value *v : operands) {

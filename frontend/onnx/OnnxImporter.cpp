@@ -47,9 +47,9 @@ namespace {
 const std::unordered_map<std::string, std::vector<const Converter *>> &converterTable() {
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
-    for (auto family :
-         {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
-          rnnConverters(), attentionConverters(), indexingConverters(), einsumConverters()})
+    for (auto family : {elementwiseConverters(), nnConverters(), shapeConverters(),
+                        reduceConverters(), rnnConverters(), attentionConverters(),
+                        indexingConverters(), einsumConverters(), controlFlowConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)
@@ -88,6 +88,165 @@ std::string symbolName(const std::string &param) {
   return s;
 }
 
+std::vector<std::string> scopeReads(const onnx::NodeProto &n);
+
+/// The names `g` reads from enclosing scopes: used by its nodes (or by the
+/// subgraphs of its nodes, recursively) or returned, and defined by none
+/// of its inputs, initializers and nodes. ONNX lets a subgraph read any
+/// value of a scope around it; Kiln's regions take them as operands
+/// (Note [Regions] in docs/IR.md).
+void freeNames(const onnx::GraphProto &g, std::set<std::string> &out) {
+  std::set<std::string> defined;
+  for (const auto &in : g.input())
+    defined.insert(in.name());
+  for (const auto &init : g.initializer())
+    defined.insert(init.name());
+  for (const auto &n : g.node())
+    for (const std::string &o : n.output())
+      defined.insert(o);
+  auto use = [&](const std::string &name) {
+    if (!name.empty() && !defined.count(name))
+      out.insert(name);
+  };
+  for (const auto &n : g.node())
+    for (const std::string &name : scopeReads(n))
+      use(name);
+  for (const auto &o : g.output())
+    use(o.name());
+}
+
+/// What node `n` reads from its graph: its inputs, then the names its
+/// subgraphs read from outside them.
+std::vector<std::string> scopeReads(const onnx::NodeProto &n) {
+  std::vector<std::string> reads(n.input().begin(), n.input().end());
+  std::set<std::string> inner;
+  for (const auto &a : n.attribute()) {
+    if (a.has_g())
+      freeNames(a.g(), inner);
+    for (const auto &sub : a.graphs())
+      freeNames(sub, inner);
+  }
+  reads.insert(reads.end(), inner.begin(), inner.end());
+  return reads;
+}
+
+/// The name of node `i` of `g` for locations: its name, or `<OpType #i>`
+/// (`<OpType #i in SCOPE>` inside a subgraph).
+std::string nodeName(const onnx::GraphProto &g, int i, const std::string &scope) {
+  const onnx::NodeProto &n = g.node(i);
+  if (!n.name().empty())
+    return n.name();
+  return "<" + n.op_type() + " #" + std::to_string(i) + (scope.empty() ? "" : " in " + scope) + ">";
+}
+
+/// One unsupported node, for the one error that lists them all.
+struct SupportProblem {
+  Location loc;
+  std::string opType;
+  std::string what;
+};
+
+/// The converter of `n`, or nullptr with `reason` set.
+const Converter *converterFor(const onnx::NodeProto &n, int64_t opset,
+                              const std::map<std::string, int64_t> &domainOpsets,
+                              std::string &qualified, int64_t &nodeOpset, std::string &reason) {
+  qualified = n.op_type();
+  nodeOpset = opset;
+  const Converter *c = nullptr;
+  if (!isDefaultDomain(n.domain())) {
+    qualified = n.domain() + "." + n.op_type();
+    auto it = domainOpsets.find(n.domain());
+    nodeOpset = it == domainOpsets.end() ? 0 : it->second;
+    reason = "is not supported (domain '" + n.domain() + "')";
+  } else if (!(c = findConverter(n.op_type(), opset))) {
+    auto it = converterTable().find(n.op_type());
+    if (it == converterTable().end()) {
+      reason = "is not supported";
+    } else {
+      int first = INT_MAX;
+      for (const Converter *cv : it->second)
+        first = std::min(first, cv->since);
+      reason = opset < kMinOpset ? "is supported from opset " + std::to_string(first) +
+                                       ", where its current definition starts (convert the "
+                                       "model with onnx.version_converter)"
+                                 : "is supported at opsets " + std::to_string(first) + " to " +
+                                       std::to_string(kMaxOpset) + " only";
+    }
+  } else if (c->check) {
+    reason = c->check(n, opset);
+  }
+  return reason.empty() ? c : nullptr;
+}
+
+/// Collects the unsupported nodes of `g` and of its subgraphs.
+void collectSupportProblems(const onnx::GraphProto &g, const std::string &scope, int64_t opset,
+                            const std::map<std::string, int64_t> &domainOpsets,
+                            const std::string &modelName, std::vector<SupportProblem> &out) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &n = g.node(i);
+    std::string qualified, reason;
+    int64_t nodeOpset = 0;
+    converterFor(n, opset, domainOpsets, qualified, nodeOpset, reason);
+    std::string name = nodeName(g, i, scope);
+    if (!reason.empty())
+      out.push_back({Location::name(name, modelName), qualified,
+                     "'" + qualified + "' (opset " + std::to_string(nodeOpset) + ") " + reason});
+    for (const auto &a : n.attribute())
+      if (a.has_g())
+        collectSupportProblems(a.g(), a.name() + " of '" + name + "'", opset, domainOpsets,
+                               modelName, out);
+  }
+}
+
+} // namespace
+
+/// The import of one graph: the model's main graph, or a subgraph (an If
+/// branch, a Loop body) into a region, reading its enclosing scopes
+/// through `parent`.
+class GraphImport {
+public:
+  GraphImport(const onnx::GraphProto &g, ImportState &state, int64_t opset,
+              const GraphImport *parent, std::string scope)
+      : g_(g), state_(state), opset_(opset), parent_(parent), scope_(std::move(scope)) {
+    state_.scope = this;
+  }
+
+  /// Initializers, producers and use counts.
+  LogicalResult indexValues();
+  /// Every name a node reads is defined here or in an enclosing scope.
+  LogicalResult checkReferences();
+  LogicalResult sortNodes();
+  /// Finds each node's converter; the problems were reported before the
+  /// main graph converted anything (collectSupportProblems).
+  LogicalResult findConverters();
+  LogicalResult convertNodes();
+  /// The graph outputs, in order.
+  FailureOr<std::vector<Value *>> outputs();
+  /// True when `name` is a value of this graph (before conversion: an
+  /// input, an initializer or a node output) or of an enclosing one.
+  /// True when a node of this graph produces `name`.
+  bool produces(const std::string &name) const { return producers_.count(name) != 0; }
+  bool defines(const std::string &name) const {
+    return state_.values.count(name) || state_.initializers.count(name) || producers_.count(name) ||
+           (parent_ && parent_->defines(name));
+  }
+
+  Location nodeLoc(int i) const {
+    return Location::name(nodeName(g_, i, scope_), state_.modelName);
+  }
+
+private:
+  const onnx::GraphProto &g_;
+  ImportState &state_;
+  int64_t opset_;
+  const GraphImport *parent_;
+  std::string scope_;
+  /// Output name -> index of the producing node.
+  std::unordered_map<std::string, int> producers_;
+  std::vector<int> order_;
+  std::vector<const Converter *> converters_;
+};
+
 class Importer {
 public:
   Importer(DiagnosticEngine &diag, const OnnxImportOptions &opts)
@@ -110,25 +269,15 @@ private:
     d << state_.modelName << ": ";
     return d;
   }
-  /// The location of node `i`: its name, or `<OpType #i>` when unnamed.
-  Location nodeLoc(int i) const {
-    const onnx::NodeProto &n = model_.graph().node(i);
-    std::string name =
-        n.name().empty() ? "<" + n.op_type() + " #" + std::to_string(i) + ">" : n.name();
-    return Location::name(name, state_.modelName);
-  }
 
   LogicalResult parse(std::string_view bytes);
   /// The checks after parsing (ir_version, graph, its name).
   LogicalResult checkParsed();
   LogicalResult checkOpsets();
-  LogicalResult indexValues();
-  LogicalResult createInputs();
-  LogicalResult checkReferences();
-  LogicalResult sortNodes();
+  LogicalResult createInputs(const GraphImport &main);
+  /// Every unsupported (op type, opset, node), subgraphs included, in ONE
+  /// error.
   LogicalResult checkSupport();
-  LogicalResult convertNodes();
-  LogicalResult setOutputs();
   void removeDeadNodes();
 
   DiagnosticEngine &diag_;
@@ -138,10 +287,6 @@ private:
   ImportState state_;
   int64_t opset_ = 0;
   std::map<std::string, int64_t> domainOpsets_;
-  /// Output name -> index of the producing node.
-  std::unordered_map<std::string, int> producers_;
-  std::vector<int> order_;
-  std::vector<const Converter *> converters_;
 };
 
 FailureOr<std::unique_ptr<Module>> Importer::run(std::istream &in, int64_t size) {
@@ -170,14 +315,20 @@ FailureOr<std::unique_ptr<Module>> Importer::runParsed() {
   if (failed(checkOpsets()) ||
       failed(inlineLocalFunctions(model_, opset_, diag_, state_.modelName)))
     return failure();
+  state_.opset = opset_;
+  GraphImport main(model_.graph(), state_, opset_, nullptr, "");
   // Structural checks report everything they find before giving up.
-  bool ok = succeeded(indexValues());
-  ok &= succeeded(createInputs());
-  ok = ok && succeeded(checkReferences());
-  ok = ok && succeeded(sortNodes());
-  ok = ok && succeeded(checkSupport());
-  if (!ok || failed(convertNodes()) || failed(setOutputs()))
+  bool ok = succeeded(main.indexValues());
+  ok &= succeeded(createInputs(main));
+  ok = ok && succeeded(main.checkReferences());
+  ok = ok && succeeded(main.sortNodes());
+  ok = ok && succeeded(checkSupport()) && succeeded(main.findConverters());
+  if (!ok || failed(main.convertNodes()))
     return failure();
+  auto outs = main.outputs();
+  if (failed(outs))
+    return failure();
+  graph_->setOutputs(outs.take());
   if (opts_.removeDeadNodes)
     removeDeadNodes();
   if (failed(verify(*graph_, diag_)))
@@ -233,48 +384,50 @@ LogicalResult Importer::checkOpsets() {
   return success();
 }
 
-LogicalResult Importer::indexValues() {
-  const onnx::GraphProto &g = model_.graph();
+LogicalResult GraphImport::indexValues() {
   bool ok = true;
-  for (const auto &init : g.initializer()) {
+  for (const auto &init : g_.initializer()) {
     if (init.name().empty()) {
-      modelError() << "an initializer has no name";
+      state_.diag.emitError(Location()) << state_.modelName << ": an initializer has no name"
+                                        << (scope_.empty() ? "" : " in ") << scope_;
       ok = false;
     } else if (!state_.initializers.emplace(init.name(), &init).second) {
-      diag_.emitError(Location::name(init.name(), state_.modelName))
+      state_.diag.emitError(Location::name(init.name(), state_.modelName))
           << "initializer '" << init.name() << "' is defined twice";
       ok = false;
     }
   }
-  if (g.sparse_initializer_size() > 0) {
-    modelError() << "sparse initializers are not supported ('"
-                 << g.sparse_initializer(0).values().name() << "')";
+  if (g_.sparse_initializer_size() > 0) {
+    state_.diag.emitError(Location())
+        << state_.modelName << ": sparse initializers are not supported ('"
+        << g_.sparse_initializer(0).values().name() << "')";
     ok = false;
   }
-  for (int i = 0; i < g.node_size(); ++i) {
-    for (const std::string &out : g.node(i).output()) {
+  for (int i = 0; i < g_.node_size(); ++i) {
+    for (const std::string &out : g_.node(i).output()) {
       if (out.empty())
         continue;
       auto [it, inserted] = producers_.emplace(out, i);
       if (!inserted) {
-        diag_.emitError(nodeLoc(i)) << "value '" << out << "' is also produced by node '"
-                                    << nodeLoc(it->second).nameStr() << "'";
+        state_.diag.emitError(nodeLoc(i)) << "value '" << out << "' is also produced by node '"
+                                          << nodeLoc(it->second).nameStr() << "'";
         ok = false;
       } else if (state_.initializers.count(out)) {
-        diag_.emitError(nodeLoc(i)) << "value '" << out << "' is also an initializer";
+        state_.diag.emitError(nodeLoc(i)) << "value '" << out << "' is also an initializer";
         ok = false;
       }
     }
-    for (const std::string &in : g.node(i).input())
+    // A value a subgraph reads is used by the node that holds it.
+    for (const std::string &in : scopeReads(g_.node(i)))
       if (!in.empty())
         ++state_.useCounts[in];
   }
-  for (const auto &out : g.output())
+  for (const auto &out : g_.output())
     ++state_.useCounts[out.name()];
   return ok ? success() : failure();
 }
 
-LogicalResult Importer::createInputs() {
+LogicalResult Importer::createInputs(const GraphImport &main) {
   const onnx::GraphProto &g = model_.graph();
   bool ok = true;
   std::set<std::string> params;
@@ -283,7 +436,7 @@ LogicalResult Importer::createInputs() {
     if (state_.initializers.count(in.name()))
       continue;
     Location loc = Location::name(in.name(), state_.modelName);
-    if (in.name().empty() || state_.values.count(in.name()) || producers_.count(in.name())) {
+    if (in.name().empty() || state_.values.count(in.name()) || main.produces(in.name())) {
       diag_.emitError(loc) << "graph input '" << in.name()
                            << "' has no name or is defined more than once";
       ok = false;
@@ -360,46 +513,50 @@ LogicalResult Importer::createInputs() {
   return ok ? success() : failure();
 }
 
-LogicalResult Importer::checkReferences() {
-  const onnx::GraphProto &g = model_.graph();
+LogicalResult GraphImport::checkReferences() {
   bool ok = true;
-  auto defined = [&](const std::string &name) {
-    return state_.values.count(name) || state_.initializers.count(name) || producers_.count(name);
-  };
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto &n = g.node(i);
-    for (int k = 0; k < n.input_size(); ++k) {
-      if (n.input(k).empty() || defined(n.input(k)))
+  for (int i = 0; i < g_.node_size(); ++i) {
+    const onnx::NodeProto &n = g_.node(i);
+    std::vector<std::string> reads = scopeReads(n);
+    for (size_t k = 0; k < reads.size(); ++k) {
+      if (reads[k].empty() || defines(reads[k]))
         continue;
-      diag_.emitError(nodeLoc(i))
-          << n.op_type() << ": input " << k << " '" << n.input(k)
-          << "' is not defined by any node, graph input or initializer (a missing initializer?)";
+      auto d = state_.diag.emitError(nodeLoc(i));
+      d << n.op_type() << ": ";
+      if (static_cast<int>(k) < n.input_size())
+        d << "input " << k << " '" << reads[k] << "'";
+      else
+        d << "a subgraph reads '" << reads[k] << "', which";
+      d << " is not defined by any node, graph input or initializer (a missing initializer?)";
       ok = false;
     }
   }
-  for (const auto &out : g.output()) {
-    if (!defined(out.name())) {
-      modelError() << "graph output '" << out.name() << "' is not defined by any node";
+  for (const auto &out : g_.output()) {
+    if (!defines(out.name())) {
+      state_.diag.emitError(Location())
+          << state_.modelName << ": " << (scope_.empty() ? "graph" : scope_) << " output '"
+          << out.name() << "' is not defined by any node";
       ok = false;
     }
   }
-  if (g.output_size() == 0) {
-    modelError() << "the graph has no outputs";
+  if (g_.output_size() == 0) {
+    state_.diag.emitError(Location())
+        << state_.modelName << ": " << (scope_.empty() ? "the graph" : scope_) << " has no outputs";
     ok = false;
   }
   return ok ? success() : failure();
 }
 
-LogicalResult Importer::sortNodes() {
+LogicalResult GraphImport::sortNodes() {
   // Kahn's algorithm; among ready nodes the lowest index goes first, so an
   // already sorted graph keeps its order.
-  const onnx::GraphProto &g = model_.graph();
+  const onnx::GraphProto &g = g_;
   int n = g.node_size();
   std::vector<int> pending(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     std::set<int> deps;
-    for (const std::string &in : g.node(i).input()) {
+    for (const std::string &in : scopeReads(g.node(i))) {
       auto it = producers_.find(in);
       if (!in.empty() && it != producers_.end())
         deps.insert(it->second);
@@ -433,7 +590,7 @@ LogicalResult Importer::sortNodes() {
   while (seenAt[static_cast<size_t>(cur)] < 0) {
     seenAt[static_cast<size_t>(cur)] = static_cast<int>(path.size());
     path.push_back(cur);
-    for (const std::string &in : g.node(cur).input()) {
+    for (const std::string &in : scopeReads(g.node(cur))) {
       auto it = producers_.find(in);
       if (!in.empty() && it != producers_.end() && pending[static_cast<size_t>(it->second)] > 0) {
         cur = it->second;
@@ -444,7 +601,7 @@ LogicalResult Importer::sortNodes() {
   std::vector<int> cycle(path.begin() + seenAt[static_cast<size_t>(cur)], path.end());
   std::reverse(cycle.begin(), cycle.end()); // producer -> consumer order
   std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
-  auto d = diag_.emitError(nodeLoc(cycle.front()));
+  auto d = state_.diag.emitError(nodeLoc(cycle.front()));
   d << "the graph has a cycle: ";
   for (int c : cycle)
     d << "'" << nodeLoc(c).nameStr() << "' -> ";
@@ -454,52 +611,13 @@ LogicalResult Importer::sortNodes() {
 }
 
 LogicalResult Importer::checkSupport() {
-  const onnx::GraphProto &g = model_.graph();
-  struct Problem {
-    int node;
-    std::string what;
-  };
-  std::vector<Problem> problems;
-  std::set<std::string> opTypes;
-  converters_.assign(static_cast<size_t>(g.node_size()), nullptr);
-  for (int i : order_) {
-    const onnx::NodeProto &n = g.node(i);
-    std::string reason;
-    std::string qualified = n.op_type();
-    int64_t opset = opset_;
-    const Converter *c = nullptr;
-    if (!isDefaultDomain(n.domain())) {
-      qualified = n.domain() + "." + n.op_type();
-      auto it = domainOpsets_.find(n.domain());
-      opset = it == domainOpsets_.end() ? 0 : it->second;
-      reason = "is not supported (domain '" + n.domain() + "')";
-    } else if (!(c = findConverter(n.op_type(), opset_))) {
-      auto it = converterTable().find(n.op_type());
-      if (it == converterTable().end()) {
-        reason = "is not supported";
-      } else {
-        int first = INT_MAX;
-        for (const Converter *cv : it->second)
-          first = std::min(first, cv->since);
-        reason = opset_ < kMinOpset
-                     ? "is supported from opset " + std::to_string(first) +
-                           ", where its current definition starts (convert the model "
-                           "with onnx.version_converter)"
-                     : "is supported at opsets " + std::to_string(first) + " to " +
-                           std::to_string(kMaxOpset) + " only";
-      }
-    } else if (c->check) {
-      reason = c->check(n, opset_);
-    }
-    if (!reason.empty()) {
-      problems.push_back(
-          {i, "'" + qualified + "' (opset " + std::to_string(opset) + ") " + reason});
-      opTypes.insert(qualified);
-    }
-    converters_[static_cast<size_t>(i)] = c;
-  }
+  std::vector<SupportProblem> problems;
+  collectSupportProblems(model_.graph(), "", opset_, domainOpsets_, state_.modelName, problems);
   if (problems.empty())
     return success();
+  std::set<std::string> opTypes;
+  for (const SupportProblem &p : problems)
+    opTypes.insert(p.opType);
   auto d = modelError();
   d << problems.size() << (problems.size() == 1 ? " node uses" : " nodes use")
     << " ONNX ops or attributes that Kiln does not support:";
@@ -508,13 +626,27 @@ LogicalResult Importer::checkSupport() {
     d << sep << t;
     sep = ", ";
   }
-  for (const Problem &p : problems)
-    d.attachNote(nodeLoc(p.node), p.what);
+  for (const SupportProblem &p : problems)
+    d.attachNote(p.loc, p.what);
   return failure();
 }
 
-LogicalResult Importer::convertNodes() {
-  const onnx::GraphProto &g = model_.graph();
+LogicalResult GraphImport::findConverters() {
+  converters_.assign(static_cast<size_t>(g_.node_size()), nullptr);
+  std::map<std::string, int64_t> noDomains;
+  for (int i : order_) {
+    std::string qualified, reason;
+    int64_t nodeOpset = 0;
+    converters_[static_cast<size_t>(i)] =
+        converterFor(g_.node(i), opset_, noDomains, qualified, nodeOpset, reason);
+    if (!reason.empty())
+      return state_.diag.emitError(nodeLoc(i)) << "'" << qualified << "' " << reason;
+  }
+  return success();
+}
+
+LogicalResult GraphImport::convertNodes() {
+  const onnx::GraphProto &g = g_;
   for (int i : order_) {
     const onnx::NodeProto &n = g.node(i);
     Location loc = nodeLoc(i);
@@ -530,8 +662,8 @@ LogicalResult Importer::convertNodes() {
       Value *v = static_cast<size_t>(k) < outs.size() ? outs[static_cast<size_t>(k)] : nullptr;
       if (!v) {
         if (ctx.isOutputUsed(static_cast<size_t>(k)))
-          return diag_.emitError(loc) << n.op_type() << ": output " << k << " ('" << name
-                                      << "') is used, but Kiln does not compute it";
+          return state_.diag.emitError(loc) << n.op_type() << ": output " << k << " ('" << name
+                                            << "') is used, but Kiln does not compute it";
         continue;
       }
       if (v->name().empty())
@@ -542,16 +674,15 @@ LogicalResult Importer::convertNodes() {
   return success();
 }
 
-LogicalResult Importer::setOutputs() {
+FailureOr<std::vector<Value *>> GraphImport::outputs() {
   std::vector<Value *> outs;
-  for (const auto &out : model_.graph().output()) {
+  for (const auto &out : g_.output()) {
     Value *v = state_.lookup(out.name(), Location::name(out.name(), state_.modelName));
     if (!v)
       return failure();
     outs.push_back(v);
   }
-  graph_->setOutputs(std::move(outs));
-  return success();
+  return outs;
 }
 
 void Importer::removeDeadNodes() {
@@ -562,7 +693,68 @@ void Importer::removeDeadNodes() {
       graph_->erase(*it);
 }
 
-} // namespace
+FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto &body,
+                                       const std::string &what,
+                                       std::span<const TensorType> inputTypes,
+                                       std::span<const std::string> seed) {
+  ImportState &outer = ctx.state();
+  if (static_cast<size_t>(body.input_size()) != inputTypes.size())
+    return ctx.emitError() << ctx.opType() << ": " << what << " declares " << body.input_size()
+                           << " input(s), the op gives it " << inputTypes.size();
+  auto graph = std::make_unique<Graph>(what);
+  ImportState state(*graph, outer.diag, outer.opts);
+  state.modelName = outer.modelName;
+  state.baseDir = outer.baseDir;
+  state.opset = outer.opset;
+  state.parent = &outer;
+  state.releaseInitializerBytes = false;
+  GraphImport import(body, state, outer.opset, outer.scope,
+                     what + " of '" + ctx.loc().nameStr() + "'");
+  for (size_t i = 0; i < inputTypes.size(); ++i) {
+    const std::string &name = body.input(static_cast<int>(i)).name();
+    if (name.empty() || state.values.count(name))
+      return ctx.emitError() << ctx.opType() << ": input " << i << " of " << what
+                             << " has no name or repeats one";
+    state.values[name] = graph->addInput(inputTypes[i], name);
+  }
+  if (failed(import.indexValues()) || failed(import.checkReferences()) ||
+      failed(import.sortNodes()) || failed(import.findConverters()))
+    return failure();
+  for (const std::string &name : seed)
+    if (!state.lookup(name, ctx.loc()))
+      return failure();
+  if (failed(import.convertNodes()))
+    return failure();
+  auto outs = import.outputs();
+  if (failed(outs))
+    return failure();
+  graph->setOutputs(outs.take());
+  std::vector<Node *> nodes = graph->nodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if ((*it)->isUnused())
+      graph->erase(*it);
+  return ImportedRegion{std::move(graph), std::move(state.captures)};
+}
+
+FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::GraphProto &body,
+                                             const std::string &what) {
+  ImportState &state = ctx.state();
+  const GraphImport *scope = state.scope;
+  if (body.input_size() != 0)
+    return ctx.emitError() << ctx.opType() << ": " << what << " declares " << body.input_size()
+                           << " input(s), the op gives it none";
+  GraphImport import(body, state, state.opset, scope, what + " of '" + ctx.loc().nameStr() + "'");
+  bool ok = succeeded(import.indexValues()) && succeeded(import.checkReferences()) &&
+            succeeded(import.sortNodes()) && succeeded(import.findConverters()) &&
+            succeeded(import.convertNodes());
+  FailureOr<std::vector<Value *>> outs = failure();
+  if (ok)
+    outs = import.outputs();
+  state.scope = scope;
+  state.builder.setLoc(ctx.loc());
+  return outs;
+}
+
 } // namespace onnximport
 
 FailureOr<std::unique_ptr<Module>> importOnnxBytes(std::string_view bytes, DiagnosticEngine &diag,
