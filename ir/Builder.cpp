@@ -1,6 +1,10 @@
 //===- Builder.cpp - Creating nodes with inferred types ---------*- C++ -*-===//
 #include "ir/Builder.h"
 
+#include "ir/Graph.h"
+
+#include <unordered_map>
+
 namespace kiln {
 
 FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
@@ -122,6 +126,62 @@ Value *Builder::constant(Tensor value, std::string name) {
   if (!name.empty())
     attrs.push_back(NamedAttr("name", Attribute(std::move(name))));
   return createValue(OpKind::Constant, {}, std::move(attrs));
+}
+
+std::map<std::string, DimExpr> bindRegionSymbols(const Graph &region,
+                                                 std::span<const TensorType> argTypes) {
+  std::map<std::string, DimExpr> out;
+  for (unsigned i = 0; i < region.numInputs() && i < argTypes.size(); ++i) {
+    const Shape &declared = region.input(i)->type().shape;
+    const Shape &actual = argTypes[i].shape;
+    for (size_t d = 0; d < declared.size() && d < actual.size(); ++d)
+      if (!declared[d].symbol().empty())
+        if (auto e = actual[d].expr())
+          out.emplace(declared[d].symbol(), *e);
+  }
+  return out;
+}
+
+FailureOr<std::vector<Value *>> inlineRegion(Builder &b, const Graph &region,
+                                             std::span<Value *const> args) {
+  KILN_ASSERT(args.size() == region.numInputs());
+  std::vector<TensorType> argTypes;
+  for (Value *v : args)
+    argTypes.push_back(v->type());
+  std::map<std::string, DimExpr> binding = bindRegionSymbols(region, argTypes);
+  std::unordered_map<const Value *, Value *> map;
+  for (unsigned i = 0; i < region.numInputs(); ++i)
+    map[region.input(i)] = args[i];
+  Location saved = b.loc();
+  for (const Node *n : region.nodes()) {
+    std::vector<Value *> operands;
+    std::vector<TensorType> operandTypes;
+    for (Value *v : n->operands()) {
+      operands.push_back(map.at(v));
+      operandTypes.push_back(operands.back()->type());
+    }
+    std::vector<Attribute> attrs(n->attrs().begin(), n->attrs().end());
+    for (Attribute &a : attrs)
+      if (auto *exprs = std::get_if<std::vector<DimExpr>>(&a))
+        for (DimExpr &e : *exprs)
+          if (auto sub = e.substitute(binding))
+            e = *sub;
+    auto types = inferTypes(n->info(), operandTypes, attrs, n->numResults(), n->loc(), b.diag());
+    if (failed(types)) {
+      b.setLoc(saved);
+      return failure();
+    }
+    b.setLoc(n->loc());
+    Node *copy = b.graph().createNode(n->info(), std::move(operands), types.take(),
+                                      std::move(attrs), n->loc(), b.insertionPoint());
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      map[n->result(r)] = copy->result(r);
+  }
+  b.setLoc(saved);
+  std::vector<Value *> outs;
+  for (Value *v : region.outputs())
+    outs.push_back(map.at(v));
+  return outs;
 }
 
 } // namespace kiln

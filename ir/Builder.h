@@ -12,6 +12,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <map>
+#include <span>
+
 #include "ir/Graph.h"
 
 #include <string>
@@ -50,6 +53,8 @@ public:
   /// New nodes go before `n` (nullptr: at the end of the graph).
   void setInsertionPoint(Node *n) { before_ = n; }
   void setInsertionPointToEnd() { before_ = nullptr; }
+  /// Where new nodes go: before this node (nullptr: at the end).
+  Node *insertionPoint() const { return before_; }
   void setLoc(Location loc) { loc_ = std::move(loc); }
   const Location &loc() const { return loc_; }
 
@@ -68,5 +73,21 @@ private:
   Node *before_ = nullptr;
   Location loc_;
 };
+
+/// The region's input symbols in terms of the dims of `argTypes` (one per
+/// region input): the `B` of a region input f32[B,4] given f32[N,4] is `N`.
+/// A symbol bound twice keeps the first (whoever runs the region checks
+/// that the sizes agree). Note [Regions] in docs/IR.md.
+std::map<std::string, DimExpr> bindRegionSymbols(const Graph &region,
+                                                 std::span<const TensorType> argTypes);
+
+/// Inlines `region` at the builder's insertion point: each of its nodes is
+/// created anew over `args` (region input i is args[i]), its types
+/// inferred from the operands' (so a `?` of the region may become known)
+/// and its symbolic attributes rewritten by bindRegionSymbols. Returns the
+/// values of the region's outputs; failure (with the builder's
+/// diagnostics) when a node does not accept its new operands.
+FailureOr<std::vector<Value *>> inlineRegion(Builder &b, const Graph &region,
+                                             std::span<Value *const> args);
 
 } // namespace kiln

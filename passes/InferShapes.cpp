@@ -24,6 +24,7 @@
 #define DEBUG_TYPE "infer-shapes"
 
 #include "ir/Builder.h"
+#include "passes/Internal.h"
 #include "passes/PassManager.h"
 #include "passes/Passes.h"
 
@@ -35,20 +36,11 @@ public:
   InferShapesPass() : Pass(kInferShapesSpec.name, kInferShapesSpec.description) {}
 
   PassResult run(Graph &g, PassContext &ctx) override {
-    bool changed = false;
-    for (Node *n : g.nodes()) {
-      auto types = inferNodeTypes(*n, ctx.diag());
-      if (failed(types))
-        return PassResult::failure();
-      for (unsigned i = 0; i < n->numResults(); ++i) {
-        if ((*types)[i] == n->result(i)->type())
-          continue;
-        n->result(i)->setType((*types)[i]);
-        ++numUpdated;
-        changed = true;
-      }
-    }
-    return PassResult::success(changed);
+    auto changed = passes::reinferTypes(g, ctx.diag());
+    if (failed(changed))
+      return PassResult::failure();
+    numUpdated += *changed;
+    return PassResult::success(*changed > 0);
   }
 
 private:

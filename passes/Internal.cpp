@@ -1,6 +1,8 @@
 //===- Internal.cpp - Helpers shared by the passes --------------*- C++ -*-===//
 #include "passes/Internal.h"
 
+#include "ir/Builder.h"
+
 #include <algorithm>
 
 namespace kiln::passes {
@@ -51,6 +53,23 @@ void transferName(Value *from, Value *to) {
     return;
   to->setName(from->name());
   from->setName("");
+}
+
+FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag) {
+  unsigned changed = 0;
+  for (Node *n : g.nodes()) {
+    auto types = inferNodeTypes(*n, diag);
+    if (failed(types))
+      return failure();
+    for (unsigned i = 0; i < n->numResults(); ++i) {
+      const TensorType &have = n->result(i)->type(), &want = (*types)[i];
+      if (have == want || (n->hasTrait(ValueDependentShape) && refines(have, want)))
+        continue;
+      n->result(i)->setType(want);
+      ++changed;
+    }
+  }
+  return changed;
 }
 
 } // namespace kiln::passes

@@ -34,6 +34,13 @@ bool isSplatConstant(const Value *v, double x);
 unsigned eraseDeadProducers(const std::vector<Value *> &values,
                             const std::function<void(Node *)> &onErase = nullptr);
 
+/// Re-runs type inference over the nodes in order and records the
+/// inferred result types; a value-dependent result keeps a recorded type
+/// that refines the inferred one (Note [Value-dependent shapes] in
+/// docs/IR.md). Returns how many result types changed; failure when a
+/// node no longer infers (its diagnostic is in `diag`).
+FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag);
+
 /// Moves `from`'s name hint to `to` when `to` has none, so that a value
 /// replaced by a new node keeps printing under its old name.
 void transferName(Value *from, Value *to);

@@ -29,6 +29,7 @@
 // reference kernel's results decide the dims inference leaves `?`.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/Builder.h"
 #include "ir/Graph.h"
 #include "ir/Interpreter.h"
 #include "ir/ops/Internal.h"
@@ -83,25 +84,6 @@ bool fitsSameScope(const TensorType &actual, const TensorType &declared) {
       return false;
   }
   return true;
-}
-
-/// The region's input symbols in terms of the operands' dims: `N` of a
-/// region input f32[N, 4] given an operand f32[B, 4] is B. A symbol bound
-/// to two different dims keeps the first (the region's interpreter reports
-/// the disagreement when it runs).
-std::map<std::string, DimExpr> bindRegionSymbols(const Graph &region,
-                                                 std::span<const TensorType> operandTypes,
-                                                 unsigned firstInput) {
-  std::map<std::string, DimExpr> out;
-  for (unsigned i = firstInput; i < region.numInputs() && i < operandTypes.size(); ++i) {
-    const Shape &declared = region.input(i)->type().shape;
-    const Shape &actual = operandTypes[i].shape;
-    for (size_t d = 0; d < declared.size() && d < actual.size(); ++d)
-      if (!declared[d].symbol().empty())
-        if (auto e = actual[d].expr())
-          out.emplace(declared[d].symbol(), *e);
-  }
-  return out;
 }
 
 /// `t` (a region's type) in the enclosing scope: symbols bound by
@@ -178,8 +160,7 @@ FailureOr<Types> inferIf(const OpContext &ctx) {
       return ctx.emitError() << "region '" << name << "' returns " << g->outputs().size()
                              << " value(s) but the op has " << ctx.numResults << " result(s)";
     // A region's inputs are its operands minus the condition.
-    std::vector<TensorType> shifted(ctx.operandTypes.begin() + 1, ctx.operandTypes.end());
-    auto binding = bindRegionSymbols(*g, shifted, 0);
+    auto binding = bindRegionSymbols(*g, captures);
     Types outs;
     for (const Value *v : g->outputs())
       outs.push_back(outsideType(v->type(), binding));
@@ -261,7 +242,7 @@ FailureOr<Types> inferLoop(const OpContext &ctx) {
                                      : " (a dim that changes between iterations must be '?' in "
                                        "the body's input)");
   }
-  auto binding = bindRegionSymbols(body, ctx.operandTypes, 2);
+  auto binding = bindRegionSymbols(body, ctx.operandTypes);
   Types results;
   for (unsigned i = 0; i < n; ++i)
     results.push_back(outsideType(body.input(2 + i)->type(), binding));
