@@ -366,6 +366,79 @@ class GNUNetBlock(nn.Module):
         return self.out(self.run(self.r2, torch.cat([y, s], 1)))
 
 
+# Scripted models (torch.jit.script, the "script" entry): their control flow
+# is kept, and torch.onnx writes If and Loop.
+
+class ScriptedBranch(nn.Module):
+    """A branch on a value computed from the input (data-dependent)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            y = torch.relu(self.a(x))
+        else:
+            y = self.b(x) * 2.0
+        return y
+
+
+class ScriptedDecoder(nn.Module):
+    """A recurrent decoder that feeds back its own output for x.size(1) steps
+    (a trip count from an input's size) and accumulates the outputs with
+    torch.cat (a loop-carried value that grows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wx = nn.Linear(8, 16)
+        self.wh = nn.Linear(16, 16)
+        self.out = nn.Linear(16, 8)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(0), 16)
+        y = self.out(h)
+        outs = y.unsqueeze(1)
+        for t in range(x.size(1)):
+            h = torch.tanh(self.wx(x[:, t] + y) + self.wh(h))
+            y = self.out(h)
+            outs = torch.cat([outs, y.unsqueeze(1)], dim=1)
+        return outs, h
+
+
+class ScriptedWhile(nn.Module):
+    """A while loop whose exit depends on the values (and a step limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        i = 0
+        while bool((x * x).sum() > 1.0) and i < 20:
+            x = x * 0.7 + 0.01 * self.lin(x)
+            i += 1
+        return x
+
+
+class ScriptedNested(nn.Module):
+    """A loop over steps.size(0) with a branch on the iteration inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x, steps):
+        for i in range(steps.size(0)):
+            if i % 2 == 0:
+                x = self.a(x)
+            else:
+                x = torch.relu(self.b(x))
+        return x
+
+
 def tv(name, **kw):
     def build():
         return getattr(torchvision.models, name)(weights=None, **kw)
@@ -422,6 +495,23 @@ MODELS = {
     "rnn_tanh": dict(build=RNNTanh, inputs=[("x", (2, 10, 16), "randn")]),
     # U-Net.
     "unet": dict(build=UNet, inputs=[("x", (1, 3, 64, 64), "image")]),
+    # Scripted control flow (If, Loop): data sets that take each branch and
+    # several trip counts (0 included), each run against PyTorch.
+    "scripted_branch": dict(build=ScriptedBranch, script=True, inputs=[("x", (4, 16), "randn")],
+                            data_inputs=[(5, 16)], more_data_inputs=[[(3, 16)], [(2, 16)]],
+                            dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}}),
+    "scripted_decoder": dict(build=ScriptedDecoder, script=True, inputs=[("x", (2, 4, 8), "randn")],
+                             data_inputs=[(3, 5, 8)], more_data_inputs=[[(1, 1, 8)], [(2, 0, 8)]],
+                             dynamic_axes={"x": {0: "batch", 1: "steps"}}),
+    "scripted_while": dict(build=ScriptedWhile, script=True, inputs=[("x", (4, 16), "randn")],
+                           data_inputs=[(4, 16)], more_data_inputs=[[(1, 16)], [(9, 16)]],
+                           dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}}),
+    "scripted_nested": dict(build=ScriptedNested, script=True,
+                            inputs=[("x", (4, 16), "randn"), ("steps", (3,), "randn")],
+                            data_inputs=[(5, 16), (5,)], more_data_inputs=[[(2, 16), (0,)],
+                                                                          [(1, 16), (2,)]],
+                            dynamic_axes={"x": {0: "batch"}, "steps": {0: "n"},
+                                          "output_0": {0: "batch"}}),
     # Dynamic batch: exported at batch 64 with dim 0 named "batch"; the test data
     # uses batch 5, so a consumer must bind the symbol from the inputs (or --dim).
     "mlp_dynamic": dict(build=MLP, inputs=[("x", (64, 784), "randn")], data_inputs=[(5, 784)],
@@ -540,6 +630,8 @@ def build_model(name, spec):
     if spec.get("calibrate_bn"):
         calibrate_batchnorm(model, spec["inputs"], gen)
     model.eval()
+    if spec.get("script"):
+        model = torch.jit.script(model)
     inputs = [make_input(shape, kind, gen) for _, shape, kind in spec["inputs"]]
     data_sets = [inputs]
     if "data_inputs" in spec:
