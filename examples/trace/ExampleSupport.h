@@ -81,8 +81,9 @@ inline int finish(const char *name, int argc, char **argv, const kiln::Graph &gr
   std::printf("%s: eager %.3f ms, traced graph on the reference interpreter %.3f ms "
               "(best of %d)\n",
               name, eagerMs, graphMs, reps);
-  std::printf("%s: note: both run the reference kernels; the public API has no compile call "
-              "yet (the kiln CLI compiles .kir and ONNX files)\n",
+  std::printf("%s: note: both run the reference kernels; to compile the graph, write it with "
+              "-o and run `kiln run FILE.kir --compile`, or call kiln::compile (kiln/kiln.h, "
+              "examples/embed)\n",
               name);
   return same ? 0 : 1;
 }

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -98,7 +99,17 @@ Diagnostic makeNote(Location loc, std::string message) {
 
 class TraceState {
 public:
-  TraceState(Graph &graph, const TraceOptions &options) : graph_(graph), options_(options) {}
+  TraceState(Graph &graph, const TraceOptions &options, TraceState *parent = nullptr)
+      : graph_(graph), options_(options), parent_(parent) {}
+
+  /// A value of an enclosing trace that a region read (Note [Traced
+  /// regions]): `inner` is the region's input for `outer`.
+  struct Capture {
+    Tensor tensor;
+    Value *outer;
+    Value *inner;
+  };
+  const std::vector<Capture> &captures() const { return captures_; }
 
   /// A name based on `base` that no value of the graph has yet.
   std::string uniqueName(const std::string &base) {
@@ -109,6 +120,10 @@ public:
   }
 
   bool isMapped(const Tensor &t) const { return values_.count(TensorKey(t)) != 0; }
+  /// Mapped here or by an enclosing trace.
+  bool mapsInScope(const Tensor &t) const {
+    return isMapped(t) || (parent_ && parent_->mapsInScope(t));
+  }
   void map(const Tensor &t, Value *v, bool dependsOnInputs) {
     values_[TensorKey(t)] = v;
     keepAlive_.push_back(t);
@@ -126,6 +141,19 @@ public:
     auto it = values_.find(TensorKey(t));
     if (it != values_.end())
       return it->second;
+    // A region reads a value an enclosing trace computed (or took as an
+    // input): it becomes a region input, captured by the region op.
+    if (parent_ && parent_->mapsInScope(t)) {
+      Value *outer = parent_->valueOf(t, loc);
+      Node *def = outer->definingNode();
+      if (!def || def->kind() != OpKind::Constant) {
+        Value *inner = graph_.addInput(
+            t.type(), uniqueName(outer->name().empty() ? "capture" : outer->name()));
+        captures_.push_back(Capture{t, outer, inner});
+        map(t, inner, /*dependsOnInputs=*/true);
+        return inner;
+      }
+    }
     std::string param = parameterName(t);
     Value *v;
     if (!param.empty() && options_.parametersAsInputs) {
@@ -204,6 +232,7 @@ public:
   }
 
   Graph &graph() { return graph_; }
+  const TraceOptions &options() const { return options_; }
   const std::vector<Tensor> &parameterInputs() const { return parameterInputs_; }
   /// One note per warning, for a failed trace check to explain itself.
   const std::vector<Diagnostic> &warnings() const { return warnings_; }
@@ -211,6 +240,8 @@ public:
 private:
   Graph &graph_;
   const TraceOptions &options_;
+  TraceState *parent_;
+  std::vector<Capture> captures_;
   std::map<TensorKey, Value *> values_;
   std::vector<Tensor> keepAlive_;
   std::unordered_set<const Value *> dependent_;
@@ -227,10 +258,13 @@ thread_local TraceState *tlsTrace = nullptr;
 /// Makes `state` the thread's trace for its lifetime, also on exceptions.
 class ActiveTraceScope {
 public:
-  explicit ActiveTraceScope(TraceState *state) { tlsTrace = state; }
-  ~ActiveTraceScope() { tlsTrace = nullptr; }
+  explicit ActiveTraceScope(TraceState *state) : previous_(tlsTrace) { tlsTrace = state; }
+  ~ActiveTraceScope() { tlsTrace = previous_; }
   ActiveTraceScope(const ActiveTraceScope &) = delete;
   ActiveTraceScope &operator=(const ActiveTraceScope &) = delete;
+
+private:
+  TraceState *previous_;
 };
 } // namespace
 
@@ -276,7 +310,8 @@ void recordHostRead(TraceState &trace, const Tensor &t, const Location &loc,
   d.message = "'" + std::string(what) +
               "' reads a traced value back to the host; the trace records only what the "
               "program did with the value it had for the example inputs (a branch, loop count "
-              "or size decided by it is frozen in the graph)";
+              "or size decided by it is frozen in the graph; kiln::cond, kiln::whileLoop and "
+              "kiln::forLoop keep such a decision in the graph)";
   Diagnostic note;
   note.severity = Severity::Note;
   if (Node *def = v->definingNode()) {
@@ -434,6 +469,209 @@ std::unique_ptr<Graph> traceImpl(const TracedFunction &fn, std::vector<Tensor> i
 }
 
 } // namespace detail
+
+// Note [Traced regions]
+// cond, whileLoop and forLoop run eagerly when no trace records. Under a
+// trace, each function is traced once more into a region: a TraceState of
+// its own over a fresh graph whose inputs are the function's arguments,
+// with the recording trace as its parent. A tensor the function reads that
+// an enclosing trace computed (or took as an input) becomes a region input
+// and an operand of the region op (a capture, Note [Regions] in
+// docs/IR.md); a parameter or a tensor nobody traced becomes a constant
+// inside. The op's results are what the eager run gave, computed with the
+// recording suspended (the eager ops of the run are not the graph's: the
+// region op is). cond traces both branches, the else-branch taking the
+// then-branch's captures first. The recorded op is checked by its type
+// inference, so branches that disagree, or a loop body that changes a
+// carried dtype or shape, are one error located at the combinator's call.
+
+namespace detail {
+namespace {
+
+/// A function traced into a region.
+struct TracedRegion {
+  std::unique_ptr<Graph> graph;
+  std::vector<TraceState::Capture> captures;
+};
+
+TracedRegion traceRegion(TraceState &parent, const TraceOptions &options, const std::string &name,
+                         const TracedFunction &fn, std::vector<Tensor> args,
+                         const std::vector<TraceState::Capture> &seed, const Location &loc) {
+  TracedRegion r{std::make_unique<Graph>(name), {}};
+  TraceState state(*r.graph, options, &parent);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (state.isMapped(args[i]))
+      args[i] = args[i].clone();
+    state.map(args[i],
+              r.graph->addInput(args[i].type(), state.uniqueName("arg" + std::to_string(i))),
+              /*dependsOnInputs=*/true);
+  }
+  for (const TraceState::Capture &c : seed)
+    state.valueOf(c.tensor, loc);
+  std::vector<Tensor> outs;
+  {
+    ActiveTraceScope scope(&state);
+    outs = fn(args);
+  }
+  std::vector<Value *> values;
+  for (const Tensor &t : outs) {
+    if (t.isNull())
+      throw Error(loc.str() + ": error: " + name + " returned a null tensor");
+    values.push_back(state.valueOf(t, loc));
+  }
+  r.graph->setOutputs(values);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collected(diag);
+  if (failed(verify(*r.graph, diag)))
+    throwDiagnostics(collected.diagnostics(), loc, "the traced " + name + " does not verify");
+  r.captures = state.captures();
+  return r;
+}
+
+/// Runs `fn` with the recording trace suspended.
+std::vector<Tensor> runUntraced(const std::function<std::vector<Tensor>()> &fn) {
+  ActiveTraceScope none(nullptr);
+  return fn();
+}
+
+/// Records `kind` over `operands` (values of the trace) with `results` as
+/// what it gave; the op's inference checks the regions against them.
+std::vector<Tensor> recordRegionOp(TraceState &trace, OpKind kind, std::vector<Value *> operands,
+                                   std::vector<NamedAttr> named, std::vector<Tensor> results,
+                                   const Location &loc) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collected(diag);
+  const OpInfo &info = opInfo(kind);
+  auto attrs = buildAttrs(info, std::move(named), loc, diag);
+  std::vector<TensorType> operandTypes;
+  for (Value *v : operands)
+    operandTypes.push_back(v->type());
+  if (failed(attrs) || failed(inferTypes(info, operandTypes, *attrs,
+                                         static_cast<unsigned>(results.size()), loc, diag)))
+    throwDiagnostics(collected.diagnostics(), loc, "cannot record the region op");
+  std::vector<TensorType> types;
+  for (const Tensor &t : results)
+    types.push_back(t.type());
+  Node *n =
+      trace.graph().createNode(info, std::move(operands), std::move(types), attrs.take(), loc);
+  for (unsigned i = 0; i < results.size(); ++i) {
+    if (trace.isMapped(results[i]))
+      results[i] = results[i].clone();
+    trace.map(results[i], n->result(i), /*dependsOnInputs=*/true);
+  }
+  return results;
+}
+
+bool truth(const Tensor &t, const Location &loc, const char *what) {
+  if (t.isNull() || t.dtype() != DType::Bool || t.numel() != 1)
+    throw Error(loc.str() + ": error: " + what + " must be one bool element, got " +
+                (t.isNull() ? std::string("a null tensor") : t.str()));
+  return t.getDouble(0) != 0;
+}
+
+} // namespace
+
+} // namespace detail
+
+std::vector<Tensor> cond(const Tensor &pred, const BranchFn &thenFn, const BranchFn &elseFn,
+                         std::vector<Tensor> operands, std::source_location where) {
+  using namespace detail;
+  Location loc = toLocation(where);
+  bool taken = truth(pred, loc, "cond: the predicate");
+  TraceState *trace = activeTrace();
+  if (!trace)
+    return taken ? thenFn(operands) : elseFn(operands);
+  const TraceOptions &options = trace->options();
+  TracedRegion thenR = traceRegion(*trace, options, "then_branch", thenFn, operands, {}, loc);
+  TracedRegion elseR =
+      traceRegion(*trace, options, "else_branch", elseFn, operands, thenR.captures, loc);
+  for (size_t k = thenR.captures.size(); k < elseR.captures.size(); ++k)
+    thenR.graph->addInput(elseR.captures[k].outer->type(), "unused" + std::to_string(k));
+  std::vector<Value *> values{trace->valueOf(pred, loc)};
+  for (const Tensor &t : operands)
+    values.push_back(trace->valueOf(t, loc));
+  for (const TraceState::Capture &c : elseR.captures)
+    values.push_back(c.outer);
+  std::vector<Tensor> results =
+      runUntraced([&] { return taken ? thenFn(operands) : elseFn(operands); });
+  return recordRegionOp(*trace, OpKind::If, values,
+                        {{"then_branch", GraphAttr(std::move(thenR.graph))},
+                         {"else_branch", GraphAttr(std::move(elseR.graph))}},
+                        std::move(results), loc);
+}
+
+namespace {
+
+/// The loop op for a body region that takes (iteration, condition,
+/// carried...) and returns (condition, carried...), started with `cond0`.
+std::vector<Tensor> recordLoop(detail::TraceState &trace, const Tensor &trip, const Tensor &cond0,
+                               const detail::TracedFunction &region, std::vector<Tensor> init,
+                               std::vector<Tensor> results, const Location &loc) {
+  using namespace detail;
+  std::vector<Tensor> args{tensorOfInts({0}, {}), tensor({1}, {}, DType::Bool)};
+  args.insert(args.end(), init.begin(), init.end());
+  TracedRegion body = traceRegion(trace, trace.options(), "body", region, args, {}, loc);
+  std::vector<Value *> values{trace.valueOf(trip, loc), trace.valueOf(cond0, loc)};
+  for (const Tensor &t : init)
+    values.push_back(trace.valueOf(t, loc));
+  for (const TraceState::Capture &c : body.captures)
+    values.push_back(c.outer);
+  return recordRegionOp(
+      trace, OpKind::Loop, values,
+      {{"body", GraphAttr(std::move(body.graph))}, {"num_carried", int64_t(init.size())}},
+      std::move(results), loc);
+}
+
+} // namespace
+
+std::vector<Tensor> whileLoop(const LoopCondFn &condFn, const BranchFn &bodyFn,
+                              std::vector<Tensor> init, std::source_location where) {
+  using namespace detail;
+  Location loc = toLocation(where);
+  auto run = [&]() {
+    std::vector<Tensor> x = init;
+    while (truth(condFn(x), loc, "whileLoop: the condition"))
+      x = bodyFn(x);
+    return x;
+  };
+  TraceState *trace = activeTrace();
+  if (!trace)
+    return run();
+  Tensor cond0 = condFn(init); // recorded: the loop's first test
+  std::vector<Tensor> results = runUntraced(run);
+  TracedFunction region = [&](const std::vector<Tensor> &args) {
+    std::vector<Tensor> next = bodyFn(std::vector<Tensor>(args.begin() + 2, args.end()));
+    std::vector<Tensor> outs{condFn(next)};
+    outs.insert(outs.end(), next.begin(), next.end());
+    return outs;
+  };
+  Tensor noLimit = tensorOfInts({std::numeric_limits<int64_t>::max()}, {});
+  return recordLoop(*trace, noLimit, cond0, region, init, std::move(results), loc);
+}
+
+std::vector<Tensor> forLoop(int64_t n, const ForBodyFn &bodyFn, std::vector<Tensor> init,
+                            std::source_location where) {
+  using namespace detail;
+  Location loc = toLocation(where);
+  auto run = [&]() {
+    std::vector<Tensor> x = init;
+    for (int64_t i = 0; i < n; ++i)
+      x = bodyFn(tensorOfInts({i}, {}), x);
+    return x;
+  };
+  TraceState *trace = activeTrace();
+  if (!trace)
+    return run();
+  std::vector<Tensor> results = runUntraced(run);
+  TracedFunction region = [&](const std::vector<Tensor> &args) {
+    std::vector<Tensor> outs{args[1]};
+    std::vector<Tensor> next = bodyFn(args[0], std::vector<Tensor>(args.begin() + 2, args.end()));
+    outs.insert(outs.end(), next.begin(), next.end());
+    return outs;
+  };
+  return recordLoop(*trace, tensorOfInts({n}, {}), tensor({1}, {}, DType::Bool), region, init,
+                    std::move(results), loc);
+}
 
 bool isTracing() {
   return detail::activeTrace() != nullptr;

@@ -44,6 +44,7 @@
 #include <concepts>
 #include <functional>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -115,6 +116,42 @@ requires std::invocable < Fn &, const std::vector<Tensor>
 
 /// True while a trace records on this thread.
 bool isTracing();
+
+//===----------------------------------------------------------------------===//
+// Control flow that a trace keeps
+//===----------------------------------------------------------------------===//
+//
+// A C++ `if` or loop on a traced value is frozen by the trace (it warns at
+// the host read). These combinators run eagerly when nothing traces, and
+// under a trace record an `if` or `loop` node whose regions are the
+// functions traced on their arguments (jax.lax.cond / while_loop style):
+//
+//   auto y = kiln::cond(kiln::greater(kiln::reduce_sum(x), zero),
+//                       [](const auto &a) { return std::vector{kiln::relu(a[0])}; },
+//                       [](const auto &a) { return std::vector{kiln::neg(a[0])}; }, {x});
+//
+// A function may read tensors other than its arguments (a parameter, a
+// value computed before): the region captures them. Branches must agree on
+// each result's dtype and rank; a loop body must keep each carried value's
+// dtype and shape. A mistake throws kiln::Error located at the call.
+
+using BranchFn = std::function<std::vector<Tensor>(const std::vector<Tensor> &)>;
+using LoopCondFn = std::function<Tensor(const std::vector<Tensor> &)>;
+using ForBodyFn =
+    std::function<std::vector<Tensor>(const Tensor &iteration, const std::vector<Tensor> &)>;
+
+/// thenFn(operands) when `pred` (one bool) is true, else elseFn(operands).
+std::vector<Tensor> cond(const Tensor &pred, const BranchFn &thenFn, const BranchFn &elseFn,
+                         std::vector<Tensor> operands,
+                         std::source_location loc = std::source_location::current());
+/// x = init; while (condFn(x)) x = bodyFn(x); returns x.
+std::vector<Tensor> whileLoop(const LoopCondFn &condFn, const BranchFn &bodyFn,
+                              std::vector<Tensor> init,
+                              std::source_location loc = std::source_location::current());
+/// x = init; for i in [0, n): x = bodyFn(i, x) (i a 0-d i64 tensor); returns
+/// x. A compile unrolls small trip counts (inline-regions).
+std::vector<Tensor> forLoop(int64_t n, const ForBodyFn &bodyFn, std::vector<Tensor> init,
+                            std::source_location loc = std::source_location::current());
 
 /// The inputs for running a graph traced with `parametersAsInputs`:
 /// `inputs`, then for each further graph input the parameter of `module`

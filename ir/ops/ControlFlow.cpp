@@ -224,7 +224,10 @@ FailureOr<Types> inferLoop(const OpContext &ctx) {
     return ctx.emitError() << "region 'body' must take the iteration (one i64) and the condition "
                            << "(one bool) first, got " << body.input(0)->type().str() << " and "
                            << body.input(1)->type().str();
-  if (body.outputs()[0]->type().dtype != DType::Bool || body.outputs()[0]->type().shape.size() > 1)
+  const TensorType &bodyCond = body.outputs()[0]->type();
+  bool oneElement = std::all_of(bodyCond.shape.begin(), bodyCond.shape.end(),
+                                [](const Dim &d) { return !d.isStatic() || d.size() == 1; });
+  if (bodyCond.dtype != DType::Bool || !oneElement)
     return ctx.emitError() << "region 'body' must return the condition (one bool) first, got "
                            << body.outputs()[0]->type().str();
   for (unsigned i = 2; i < ctx.numOperands(); ++i)
