@@ -130,6 +130,40 @@ void PassManager::dumpIr(const char *when, const Pass &pass, const Graph &g) {
   os.flush();
 }
 
+// Note [Passes in regions]
+// A pass runs on every region too (the branches of an `if`, a `loop`'s
+// body, and theirs), before the graph that holds them, so that a pass that
+// reads types (infer-shapes) sees its regions' results as they now are.
+// A region is immutable and shared: the pass runs on a clone, and a clone
+// it changed replaces the region in its node. Passes keep a region's
+// inputs and outputs (dce keeps returned values; nothing removes inputs).
+
+namespace {
+
+PassResult runOnRegions(Pass &pass, Graph &g, PassContext &ctx) {
+  bool changed = false;
+  for (Node *n : g.nodes())
+    for (unsigned i = 0; i < n->attrs().size(); ++i) {
+      const auto *region = std::get_if<GraphAttr>(&n->attr(i));
+      if (!region || !*region)
+        continue;
+      std::unique_ptr<Graph> copy = (*region)->clone();
+      PassResult inner = runOnRegions(pass, *copy, ctx);
+      if (inner.failed)
+        return inner;
+      PassResult result = pass.run(*copy, ctx);
+      if (result.failed)
+        return result;
+      if (inner.changed || result.changed) {
+        n->setAttr(i, GraphAttr(std::move(copy)));
+        changed = true;
+      }
+    }
+  return PassResult::success(changed);
+}
+
+} // namespace
+
 LogicalResult PassManager::run(Graph &g, DiagnosticEngine &diag) {
   using Clock = std::chrono::steady_clock;
   PassContext ctx(diag);
@@ -140,7 +174,11 @@ LogicalResult PassManager::run(Graph &g, DiagnosticEngine &diag) {
 
     unsigned errorsBefore = diag.numErrors();
     Clock::time_point start = Clock::now();
-    PassResult result = pass.run(g, ctx);
+    PassResult result = runOnRegions(pass, g, ctx); // Note [Passes in regions]
+    if (!result.failed) {
+      PassResult outer = pass.run(g, ctx);
+      result = outer.failed ? outer : PassResult::success(outer.changed || result.changed);
+    }
     passTime_[i] += Clock::now() - start;
 
     if (result.failed) {
