@@ -51,6 +51,7 @@
 #include "runtime/CopyStep.h"
 #include "runtime/reference/HostTensors.h"
 #include "runtime/reference/ReferenceStep.h"
+#include "runtime/reference/RegionStep.h"
 
 #include <sched.h>
 
@@ -214,6 +215,98 @@ public:
 
   /// A graph output's buffer (row-major).
   int32_t outputBufferOf(const Value *v) { return rowMajorBufferOf(v); }
+
+  /// Note [Compiled regions]
+  /// An `if` or `loop` that inline-regions left (a condition or exit known
+  /// only at run time, a long loop) runs as one RegionStep
+  /// (runtime/reference/RegionStep.h) over its regions compiled as models
+  /// of their own, with the same options, each for the static types of the
+  /// operands it gets (a region's symbols bound to their sizes): nothing
+  /// fuses across a region boundary, and the runtime tests the condition
+  /// and counts the trips on the host. Not possible, and the node runs on
+  /// its reference kernel with the reason, when a region input has a `?`
+  /// dim (a carried value that changes shape), a loop scans (the stacked
+  /// result's length is known only at run time), or a region does not
+  /// compile. A model with compiled regions is not stored in the compile
+  /// cache (artifacts hold the node as a reference step, its regions
+  /// interpreted; a cache hit would be slower than the compile it saves).
+  /// Returns the reason it could not, or "".
+  std::string addRegionStep(const Node *n) {
+    std::vector<const Graph *> regions;
+    if (n->kind() == OpKind::If) {
+      regions = {IfOp(*n).then_branch().get(), IfOp(*n).else_branch().get()};
+    } else {
+      const Graph &body = *LoopOp(*n).body();
+      if (n->numResults() != static_cast<unsigned>(LoopOp(*n).num_carried()))
+        return "a loop that scans is not compiled (its result's length is known at run time)";
+      regions = {&body};
+    }
+    const unsigned firstOperand = n->kind() == OpKind::If ? 1 : 0;
+    std::vector<std::shared_ptr<const runtime::Executable>> exes;
+    for (const Graph *region : regions) {
+      CompileOptions o = options_;
+      o.dims.clear();
+      o.cache = false;
+      o.explain = o.emitKernels = o.emitLLVM = o.emitLLVMOptimized = false;
+      o.dumpDir.clear();
+      o.debugFaultKernel.clear();
+      std::vector<TensorType> actual;
+      for (unsigned i = 0; i < region->numInputs(); ++i) {
+        const TensorType &declared = region->input(i)->type();
+        // A loop's iteration and condition inputs are the body's own.
+        const TensorType &given =
+            n->kind() == OpKind::Loop && i < 2 ? declared : n->operand(firstOperand + i)->type();
+        if (!given.isStatic() || given.rank() != declared.rank())
+          return "region input " + std::to_string(i) + " is " + given.str();
+        for (size_t d = 0; d < declared.shape.size(); ++d) {
+          const Dim &dim = declared.shape[d];
+          if (dim.isDynamic())
+            return "region input %" + region->input(i)->name() + " : " + declared.str() +
+                   " has a dim that changes between runs";
+          if (!dim.symbol().empty()) {
+            auto [it, fresh] = o.dims.emplace(dim.symbol(), given.shape[d].size());
+            if (!fresh && it->second != given.shape[d].size())
+              return "region symbol " + dim.symbol() + " is bound to two sizes";
+          }
+        }
+        actual.push_back(given);
+      }
+      DiagnosticEngine quiet;
+      ScopedDiagnosticCollector collected(quiet);
+      auto exe = compile(*region, o, quiet);
+      if (failed(exe)) {
+        std::string why = collected.diagnostics().empty() ? std::string("unknown")
+                                                          : collected.diagnostics().front().message;
+        return "region '@" + region->name() + "' did not compile: " + why;
+      }
+      // The compiled region must take and give exactly these types.
+      const auto &buffers = (*exe)->buffers();
+      std::vector<TensorType> ins, outs;
+      for (const runtime::BufferDesc &b : buffers)
+        if (b.kind == runtime::BufferDesc::Kind::Input)
+          ins.push_back(TensorType(b.dtype, b.shape));
+      for (int32_t id : (*exe)->outputs())
+        outs.push_back(TensorType(buffers[static_cast<size_t>(id)].dtype,
+                                  buffers[static_cast<size_t>(id)].shape));
+      if (ins != actual)
+        return "region '@" + region->name() + "' compiled for other input types";
+      for (unsigned r = 0; r < n->numResults(); ++r) {
+        const TensorType &want = n->result(r)->type();
+        const size_t k = n->kind() == OpKind::If ? r : r + 1;
+        if (k >= outs.size() || outs[k] != want)
+          return "region '@" + region->name() + "' gives result " + std::to_string(r) + " as " +
+                 (k < outs.size() ? outs[k].str() : std::string("nothing")) + ", not " + want.str();
+      }
+      exes.push_back(std::shared_ptr<const runtime::Executable>(std::move(*exe)));
+    }
+    std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      writes.push_back(n->result(r));
+    exe_->addExternStep(std::make_shared<runtime::RegionStep>(n, nullptr, std::move(exes)),
+                        stepBuffers(reads, writes), static_cast<int32_t>(n->numOperands()));
+    ++report_.numRegions;
+    return "";
+  }
 
   /// A reference step for `n`, with a warning naming it.
   void addFallback(const Node *n, const std::string &reason) {
@@ -864,7 +957,10 @@ std::string CompileReport::counts() const {
   std::snprintf(buf, sizeof(buf), "%d kernel%s, %d library call%s, %d fallback%s", numKernels,
                 numKernels == 1 ? "" : "s", numLibraryCalls, numLibraryCalls == 1 ? "" : "s",
                 numFallbacks, numFallbacks == 1 ? "" : "s");
-  return buf;
+  std::string s = buf;
+  if (numRegions > 0)
+    s += ", " + std::to_string(numRegions) + " compiled region op" + (numRegions == 1 ? "" : "s");
+  return s;
 }
 
 std::string CompileReport::summary() const {
@@ -1129,9 +1225,13 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       librarySeconds += secondsSince(t0);
       break;
     case FusionGroup::Kind::Fallback:
-      for (const Node *n : group.nodes)
-        builder.addFallback(n, group.reason.empty() ? "no kernel or library handles it"
-                                                    : group.reason);
+      for (const Node *n : group.nodes) {
+        std::string why = n->hasTrait(ValueDependentShape) ? builder.addRegionStep(n) : "-";
+        if (!why.empty())
+          builder.addFallback(n, why != "-"             ? why
+                                 : group.reason.empty() ? "no kernel or library handles it"
+                                                        : group.reason);
+      }
       fallbackSeconds += secondsSince(t0);
       break;
     }
@@ -1176,8 +1276,10 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
   endPhase("memory");
   report.steps = exe.describe();
-  if (ports)
+  if (ports && report.numRegions == 0) // Note [Compiled regions]
     storeCached(exe, *ports, report, diag);
+  else if (ports)
+    report.cacheEntry.clear();
   report.totalSeconds = secondsSince(start);
   return builder.take();
 }

@@ -122,6 +122,9 @@ struct CompileReport {
   std::vector<std::pair<std::string, double>> phases;
   double totalSeconds = 0;
   int numKernels = 0, numLibraryCalls = 0, numFallbacks = 0;
+  /// `if` and `loop` nodes whose regions were compiled (Note [Compiled
+  /// regions] in Compiler.cpp); each is one step.
+  int numRegions = 0;
   /// One line per library call: node, implementation, layouts, post-ops.
   std::vector<std::string> libraryCalls;
   /// One line per node run on its reference kernel, with the reason.

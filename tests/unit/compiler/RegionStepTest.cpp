@@ -1,0 +1,123 @@
+//===- RegionStepTest.cpp - Compiled if and loop regions --------*- C++ -*-===//
+//
+// Note [Compiled regions] in codegen/Compiler.cpp: an `if` with a run-time
+// condition and a `loop` with a run-time trip count compile their regions
+// and run as one step each, equal to the interpreter for both branches and
+// trip counts 0, 1 and several, at 1 and 2 threads, through an artifact
+// (where the node is a reference step). A loop whose result the run sizes
+// (a value grown for a run-time number of iterations) is a compile error.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Compiler.h"
+#include "ir/Interpreter.h"
+#include "ir/Parser.h"
+#include "tests/unit/compiler/ArtifactRoundTrip.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+using namespace kiln::codegen;
+
+namespace {
+
+std::unique_ptr<Graph> parse(const char *text) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto m = parseModule(text, diag);
+  EXPECT_TRUE(m.succeeded()) << collect.str();
+  return m.succeeded() ? std::move((*m)->graphs().front()) : nullptr;
+}
+
+// An if on a value (its condition an input) with a symbolic region, and a
+// loop whose trip count is an input, carrying a value and a captured weight.
+const char kModel[] =
+    R"(graph @g(%c: bool[], %n: i64[], %x: f32[3,40], %w: f32[3,40]) -> (f32[3,40], f32[3,40]) {
+  %y = if(%c, %x, %w) {else_branch = graph @else(%a: f32[R,C], %b: f32[R,C]) -> (f32[R,C]) {
+      %s = sub(%a, %b) : f32[R,C]
+      return %s
+    }, then_branch = graph @then(%a: f32[R,C], %b: f32[R,C]) -> (f32[R,C]) {
+      %s = add(%a, %b) : f32[R,C]
+      %e = exp(%s) : f32[R,C]
+      return %e
+    }} : f32[3,40]
+  %t = constant dense<true> : bool[]
+  %z = loop(%n, %t, %y, %w) {body = graph @body(%i: i64[], %k: bool[], %a: f32[3,40], %b: f32[3,40]) -> (bool[], f32[3,40]) {
+      %f = cast(%i) {to = f32} : f32[]
+      %m = mul(%a, %b) : f32[3,40]
+      %s = add(%m, %f) : f32[3,40]
+      %h = tanh(%s) : f32[3,40]
+      return %k, %h
+    }, num_carried = 1} : f32[3,40]
+  return %y, %z
+}
+)";
+
+Tensor values(std::vector<int64_t> shape, double scale) {
+  Tensor t = Tensor::zeros(DType::F32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setDouble(i, scale * std::sin(0.37 * double(i) + 1.0));
+  return t;
+}
+
+TEST(RegionStepTest, IfAndLoopRegionsCompileAndEqualTheInterpreter) {
+  auto g = parse(kModel);
+  ASSERT_TRUE(g);
+  for (int threads : {1, 2}) {
+    CompileOptions opts;
+    opts.threads = threads;
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    CompileReport report;
+    auto exe = compile(*g, opts, diag, &report);
+    ASSERT_TRUE(exe.succeeded()) << collect.str();
+    EXPECT_EQ(report.numRegions, 2) << report.summary();
+    EXPECT_EQ(report.numFallbacks, 0) << report.summary();
+    for (bool cond : {true, false})
+      for (int64_t trips : {0, 1, 7}) {
+        std::vector<Tensor> in{Tensor::fromInts(DType::Bool, {}, {cond}),
+                               Tensor::fromInts(DType::I64, {}, {trips}), values({3, 40}, 0.5),
+                               values({3, 40}, 0.25)};
+        auto want = interpret(*g, in, diag);
+        ASSERT_TRUE(want.succeeded()) << collect.str();
+        auto got = runCompiled(**exe, in, diag);
+        ASSERT_TRUE(got.succeeded()) << collect.str();
+        std::string label = "cond " + std::to_string(cond) + " trips " + std::to_string(trips) +
+                            " threads " + std::to_string(threads);
+        for (size_t k = 0; k < want->size(); ++k) {
+          const Tensor &a = (*got)[k], &b = (*want)[k];
+          ASSERT_EQ(a.shape(), b.shape()) << label;
+          double worst = 0;
+          for (int64_t i = 0; i < b.numel(); ++i)
+            worst = std::max(worst, std::fabs(a.getDouble(i) - b.getDouble(i)));
+          // exp and tanh are within a few ulps of the reference.
+          EXPECT_LE(worst, 1e-6) << label << " output " << k;
+        }
+        // Saved, the node is a reference step: the loaded model gives the
+        // interpreter's values exactly.
+        if (threads == 1 && trips == 7)
+          kiln::testing::expectArtifactRoundTrip(**exe, in, *want, label);
+      }
+  }
+}
+
+TEST(RegionStepTest, ALoopResultSizedByTheRunIsACompileError) {
+  auto g = parse(R"(graph @g(%n: i64[], %x: f32[1,2]) -> (f32[?,2], f32[?,2]) {
+  %t = constant dense<true> : bool[]
+  %r = loop(%n, %t, %x) {body = graph @body(%i: i64[], %c: bool[], %a: f32[?,2]) -> (bool[], f32[?,2]) {
+      %b = concat(%a, %a) {axis = 0} : f32[?,2]
+      return %c, %b
+    }, num_carried = 1} : f32[?,2]
+  return %r, %r
+}
+)");
+  ASSERT_TRUE(g);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  // A result whose size the run decides cannot be compiled at all.
+  EXPECT_TRUE(compile(*g, CompileOptions{}, diag).failed());
+  EXPECT_NE(collect.str().find("'loop' op result %r : f32[?,2] has a dynamic shape"),
+            std::string::npos)
+      << collect.str();
+}
+
+} // namespace
