@@ -11,8 +11,8 @@ usage: build/venv/bin/python bench/control_flow.py [--build build] [--threads 1]
      body      the body once, as a plain graph: what its two ops cost compiled
      loop-N    the loop with a constant trip count N: N = 64 is unrolled by
                inline-regions (one straight graph, fused), N = 65 and 1000 are
-               not (the loop runs as one step on its reference kernel, the
-               body interpreted each iteration)
+               not (the loop is one step running the body, compiled as a
+               model of its own, once per iteration: Note [Compiled regions])
    `kiln bench --json --no-cache` per file at --threads; per iteration =
    median / N, overhead = per iteration - body.
 2. The scripted models of the zoo (build/tests/models/zoo, scripts/make_models.py:
@@ -128,10 +128,9 @@ def main():
             r["median_s"] * 1e6, per * 1e6, (per - b["median_s"]) * 1e6))
     lines += ["", "Unrolled (64 trips), the copies fuse into a few kernels and an iteration "
               "costs less than the body run alone (one step's overhead shared by all). A loop "
-              "that is not unrolled runs as one step on its reference kernel: its body is "
-              "interpreted each iteration, which is what the 'over the body' column costs. "
-              "Compiling region bodies into nested step lists (the issue's goal of at most "
-              "1 us per iteration) is not built.", ""]
+              "that is not unrolled runs its compiled body once per iteration through "
+              "Executable::run (input checks, a pooled context, an output block): the 'over "
+              "the body' column is that call's cost. The issue's goal is at most 1 us.", ""]
 
     zoo = os.path.join(args.build, "tests", "models", "zoo")
     lines += ["## 2. Scripted models against ONNX Runtime (test_data_set_0, opset 17)", "",
