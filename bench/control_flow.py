@@ -129,8 +129,10 @@ def main():
     lines += ["", "Unrolled (64 trips), the copies fuse into a few kernels and an iteration "
               "costs less than the body run alone (one step's overhead shared by all). A loop "
               "that is not unrolled runs its compiled body once per iteration through "
-              "Executable::run (input checks, a pooled context, an output block): the 'over "
-              "the body' column is that call's cost. The issue's goal is at most 1 us.", ""]
+              "Executable::run (input checks, a pooled context, an output block), the same "
+              "call that times 'body once': an iteration costs one run of the compiled body, "
+              "and 'over the body' is what the loop adds to it (the issue's goal: at most "
+              "1 us over the kernels).", ""]
 
     zoo = os.path.join(args.build, "tests", "models", "zoo")
     lines += ["## 2. Scripted models against ONNX Runtime (test_data_set_0, opset 17)", "",
