@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 namespace kiln::codegen {
 namespace fs = std::filesystem;
@@ -165,14 +166,23 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
   PrintOptions po;
   po.elideBlobs = true;
   h.str(printGraph(g, po));
-  for (const Node *n : g.nodes())
-    if (n->kind() == OpKind::Constant) {
-      const Tensor &t = std::get<Tensor>(n->attr(ConstantOp::value_index));
-      h.str(std::string(dtypeName(t.dtype())));
-      for (int64_t d : t.shape())
-        h.bytes(&d, sizeof(d));
-      h.words(t.rawData(), t.byteSize());
+  // Every constant's bytes, those inside regions too (their blobs print
+  // elided like the graph's own).
+  std::function<void(const Graph &)> hashConstants = [&](const Graph &graph) {
+    for (const Node *n : graph.nodes()) {
+      if (n->kind() == OpKind::Constant) {
+        const Tensor &t = std::get<Tensor>(n->attr(ConstantOp::value_index));
+        h.str(std::string(dtypeName(t.dtype())));
+        for (int64_t d : t.shape())
+          h.bytes(&d, sizeof(d));
+        h.words(t.rawData(), t.byteSize());
+      }
+      for (const Attribute &a : n->attrs())
+        if (const auto *region = std::get_if<GraphAttr>(&a); region && *region)
+          hashConstants(**region);
     }
+  };
+  hashConstants(g);
   h.str(cpu);
   h.str(features);
   // Dims and the pipeline are in the graph (it is the prepared one). The

@@ -89,7 +89,9 @@ private:
     }
     if (n.kind() == OpKind::ShapeOf)
       return evaluateShape(n, results);
-    if (!allOperandsConstant(n))
+    // A loop is not run at compile time: its trip count is the model's to
+    // bound (inline-regions unrolls the short ones, which then fold).
+    if (n.kind() == OpKind::Loop || !allOperandsConstant(n))
       return false;
     std::vector<Tensor> operands;
     for (Value *v : n.operands())

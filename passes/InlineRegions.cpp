@@ -9,7 +9,8 @@
 //      whose body passes its condition through unchanged (or returns a
 //      constant true), so that it runs exactly N = max(trip, 0) times
 //      (0 when the initial condition is false), is unrolled when
-//      N <= kMaxTrips and N x (body nodes) <= kMaxNodes: the body inlined
+//      N <= kMaxTrips and N x (body nodes) <= kMaxNodes (and at most
+//      kMaxNodesPerRun nodes added by all the loops of one run): the body inlined
 //      N times with its iteration number a constant, each carried value
 //      feeding the next copy, each scan the concat of its N values on a new
 //      axis 0. Unrolled, nothing separates the copies: fusion and the
@@ -41,9 +42,11 @@ namespace kiln {
 namespace {
 
 /// The most iterations a loop is unrolled for, and the most body nodes all
-/// its copies may add.
+/// its copies may add; and the most nodes one run of the pass may add in
+/// all (a loop inside an unrolled loop unrolls once per copy).
 constexpr int64_t kMaxTrips = 64;
 constexpr int64_t kMaxNodes = 4096;
+constexpr int64_t kMaxNodesPerRun = 4 * kMaxNodes;
 
 /// The one element of a constant bool or integer value, else nullopt.
 std::optional<int64_t> constantScalar(const Value *v) {
@@ -59,6 +62,7 @@ public:
 
   PassResult run(Graph &g, PassContext &ctx) override {
     bool changed = false;
+    added_ = 0;
     // An inlined body may hold region ops of its own: sweep until none
     // changes (each sweep removes at least one region op).
     for (bool again = true; again;) {
@@ -116,8 +120,10 @@ private:
     if (!trip || !cond || !passesCondition)
       return false;
     int64_t trips = *cond ? std::max<int64_t>(*trip, 0) : 0;
-    if (trips > kMaxTrips || trips * static_cast<int64_t>(body.numNodes()) > kMaxNodes)
+    const int64_t adds = trips * static_cast<int64_t>(body.numNodes());
+    if (trips > kMaxTrips || adds > kMaxNodes || added_ + adds > kMaxNodesPerRun)
       return false;
+    added_ += adds;
     const unsigned numCarried = static_cast<unsigned>(op.num_carried());
     const unsigned numScans = n->numResults() - numCarried;
     // With no iteration a scan is empty: its element type must be known.
@@ -166,6 +172,8 @@ private:
     return true;
   }
 
+  /// Nodes unrolling added in this run (see kMaxNodesPerRun).
+  int64_t added_ = 0;
   Statistic numIfs{this, "num-ifs", "Ifs replaced by their taken branch"};
   Statistic numLoops{this, "num-loops", "Loops unrolled"};
 };

@@ -143,7 +143,11 @@ public:
       return it->second;
     // A region reads a value an enclosing trace computed (or took as an
     // input): it becomes a region input, captured by the region op.
-    if (parent_ && parent_->mapsInScope(t)) {
+    // With parametersAsInputs a parameter is an input of the traced graph
+    // wherever it is first read: the outermost trace makes it, the region
+    // captures it.
+    bool outerParameter = parent_ && options_.parametersAsInputs && !parameterName(t).empty();
+    if (parent_ && (outerParameter || parent_->mapsInScope(t))) {
       Value *outer = parent_->valueOf(t, loc);
       Node *def = outer->definingNode();
       if (!def || def->kind() != OpKind::Constant) {
@@ -488,6 +492,15 @@ std::unique_ptr<Graph> traceImpl(const TracedFunction &fn, std::vector<Tensor> i
 namespace detail {
 namespace {
 
+/// kiln::Error with one error diagnostic at `loc`.
+Error locatedError(const Location &loc, std::string message) {
+  Diagnostic d;
+  d.severity = Severity::Error;
+  d.loc = loc;
+  d.message = std::move(message);
+  return Error({d});
+}
+
 /// A function traced into a region.
 struct TracedRegion {
   std::unique_ptr<Graph> graph;
@@ -499,9 +512,11 @@ TracedRegion traceRegion(TraceState &parent, const TraceOptions &options, const 
                          const std::vector<TraceState::Capture> &seed, const Location &loc) {
   TracedRegion r{std::make_unique<Graph>(name), {}};
   TraceState state(*r.graph, options, &parent);
+  // The arguments are copies: a function may also read the same tensor
+  // from its closure (a loop's initial value, say), which is a capture of
+  // the value outside, not the region input that changes per iteration.
   for (size_t i = 0; i < args.size(); ++i) {
-    if (state.isMapped(args[i]))
-      args[i] = args[i].clone();
+    args[i] = args[i].clone();
     state.map(args[i],
               r.graph->addInput(args[i].type(), state.uniqueName("arg" + std::to_string(i))),
               /*dependsOnInputs=*/true);
@@ -516,7 +531,7 @@ TracedRegion traceRegion(TraceState &parent, const TraceOptions &options, const 
   std::vector<Value *> values;
   for (const Tensor &t : outs) {
     if (t.isNull())
-      throw Error(loc.str() + ": error: " + name + " returned a null tensor");
+      throw locatedError(loc, name + " returned a null tensor");
     values.push_back(state.valueOf(t, loc));
   }
   r.graph->setOutputs(values);
@@ -546,12 +561,22 @@ std::vector<Tensor> recordRegionOp(TraceState &trace, OpKind kind, std::vector<V
   std::vector<TensorType> operandTypes;
   for (Value *v : operands)
     operandTypes.push_back(v->type());
-  if (failed(attrs) || failed(inferTypes(info, operandTypes, *attrs,
-                                         static_cast<unsigned>(results.size()), loc, diag)))
+  FailureOr<std::vector<TensorType>> inferred = failure();
+  if (!attrs.failed())
+    inferred =
+        inferTypes(info, operandTypes, *attrs, static_cast<unsigned>(results.size()), loc, diag);
+  if (failed(inferred))
     throwDiagnostics(collected.diagnostics(), loc, "cannot record the region op");
   std::vector<TensorType> types;
-  for (const Tensor &t : results)
-    types.push_back(t.type());
+  for (size_t r = 0; r < results.size(); ++r) {
+    // A dim the graph cannot know (branches of two shapes) would freeze
+    // this run's size in everything after it.
+    if (!(*inferred)[r].isStatic())
+      throw locatedError(loc, "'" + std::string(info.mnemonic) + "' result " + std::to_string(r) +
+                                  " is " + (*inferred)[r].str() + ": a traced " +
+                                  std::string(info.mnemonic) + " needs results of one shape");
+    types.push_back(results[r].type());
+  }
   Node *n =
       trace.graph().createNode(info, std::move(operands), std::move(types), attrs.take(), loc);
   for (unsigned i = 0; i < results.size(); ++i) {
@@ -564,8 +589,8 @@ std::vector<Tensor> recordRegionOp(TraceState &trace, OpKind kind, std::vector<V
 
 bool truth(const Tensor &t, const Location &loc, const char *what) {
   if (t.isNull() || t.dtype() != DType::Bool || t.numel() != 1)
-    throw Error(loc.str() + ": error: " + what + " must be one bool element, got " +
-                (t.isNull() ? std::string("a null tensor") : t.str()));
+    throw locatedError(loc, std::string(what) + " must be one bool element, got " +
+                                (t.isNull() ? std::string("a null tensor") : t.str()));
   return t.getDouble(0) != 0;
 }
 

@@ -8,6 +8,7 @@
 // (a value grown for a run-time number of iterations) is a compile error.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/CompileCache.h"
 #include "codegen/Compiler.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
@@ -118,6 +119,33 @@ TEST(RegionStepTest, ALoopResultSizedByTheRunIsACompileError) {
   EXPECT_NE(collect.str().find("'loop' op result %r : f32[?,2] has a dynamic shape"),
             std::string::npos)
       << collect.str();
+}
+
+TEST(RegionStepTest, TheCacheKeyCoversConstantsInsideRegions) {
+  // Two models that differ only in a weight inside a loop body (its blob
+  // prints elided) must not share a compile cache entry.
+  auto text = [](int v) {
+    std::string w = "[";
+    for (int i = 0; i < 20; ++i)
+      w += (i ? ", " : "") + std::to_string(v + i) + ".0";
+    return "graph @g(%n: i64[], %x: f32[20]) -> (f32[20]) {\n"
+           "  %t = constant dense<true> : bool[]\n"
+           "  %r = loop(%n, %t, %x) {body = graph @body(%i: i64[], %c: bool[], %a: f32[20]) -> "
+           "(bool[], f32[20]) {\n"
+           "      %w = constant dense<" +
+           w +
+           "]> : f32[20]\n"
+           "      %b = mul(%a, %w) : f32[20]\n"
+           "      return %c, %b\n"
+           "    }, num_carried = 1} : f32[20]\n"
+           "  return %r\n}\n";
+  };
+  std::string one = text(1), two = text(2);
+  auto a = parse(one.c_str()), b = parse(two.c_str());
+  ASSERT_TRUE(a && b);
+  CompileOptions o;
+  EXPECT_NE(cacheKey(*a, o, "znver4", ""), cacheKey(*b, o, "znver4", ""));
+  EXPECT_EQ(cacheKey(*a, o, "znver4", ""), cacheKey(*parse(one.c_str()), o, "znver4", ""));
 }
 
 } // namespace

@@ -144,6 +144,44 @@ TEST(TraceControlFlow, LoopBodyChangingACarriedShapeIsALocatedError) {
   }
 }
 
+TEST(TraceControlFlow, AnInitialValueAlsoReadFromTheClosureStaysInvariant) {
+  // x is the carried value's start and, read from the closure, a constant
+  // of each step: x + x + x + x after three steps, as eagerly.
+  auto fn = [](const Tensor &x) {
+    return forLoop(
+        3, [&](const Tensor &, const std::vector<Tensor> &c) { return std::vector{add(c[0], x)}; },
+        {x})[0];
+  };
+  auto g = trace(fn, {tensor({1, 2}, {2})});
+  Tensor other = tensor({-1, 0.5}, {2});
+  auto traced = run(*g, {other});
+  ASSERT_EQ(traced.size(), 1u);
+  EXPECT_EQ(traced[0].toDoubles(), (std::vector<double>{-4, 2}));
+  EXPECT_TRUE(fn(other).bitwiseEqual(traced[0]));
+}
+
+TEST(TraceControlFlow, BranchesOfTwoShapesAreALocatedError) {
+  try {
+    trace(
+        [](const Tensor &a) {
+          return cond(
+              tensor({1}, {}, DType::Bool),
+              [](const std::vector<Tensor> &v) { return std::vector{v[0]}; },
+              [](const std::vector<Tensor> &v) {
+                return std::vector{concat({v[0], v[0]}, {.axis = 0})};
+              },
+              {a})[0];
+        },
+        {tensor({1, 2}, {2})});
+    ADD_FAILURE() << "expected a kiln::Error";
+  } catch (const Error &e) {
+    std::string what = e.what();
+    EXPECT_TRUE(contains(what, "TraceControlFlowTest.cpp:")) << what;
+    EXPECT_TRUE(contains(what, "'if' result 0 is f32[?]: a traced if needs results of one shape"))
+        << what;
+  }
+}
+
 TEST(TraceControlFlow, EagerWithoutATrace) {
   Tensor x = tensor({1, -2}, {2});
   EXPECT_EQ(branchy(x, tensor({0, 0}, {2}))[0].toDoubles(), (std::vector<double>{-1, 2}));
