@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
+#include "kiln/Modules.h"
 #include "kiln/Trace.h"
 
 #include <gtest/gtest.h>
@@ -180,6 +181,24 @@ TEST(TraceControlFlow, BranchesOfTwoShapesAreALocatedError) {
     EXPECT_TRUE(contains(what, "'if' result 0 is f32[?]: a traced if needs results of one shape"))
         << what;
   }
+}
+
+TEST(TraceControlFlow, ParametersReadInARegionBecomeGraphInputs) {
+  manualSeed(5);
+  nn::Linear fc(4, 4);
+  auto fn = [&](const Tensor &x) {
+    return forLoop(
+        2, [&](const Tensor &, const std::vector<Tensor> &c) { return std::vector{fc(c[0])}; },
+        {x})[0];
+  };
+  Tensor x = tensor({1, 2, 3, 4}, {1, 4});
+  auto g = trace(fn, {x}, {.inputNames = {"x"}, .parametersAsInputs = true});
+  std::string text = printGraph(*g);
+  EXPECT_TRUE(contains(text, "(%x: f32[1,4], %weight: f32[4,4], %bias: f32[4])")) << text;
+  EXPECT_FALSE(contains(text, "constant @")) << text;
+  auto traced = run(*g, withParameters(*g, {x}, fc));
+  ASSERT_EQ(traced.size(), 1u);
+  EXPECT_TRUE(fn(x).bitwiseEqual(traced[0])) << text;
 }
 
 TEST(TraceControlFlow, EagerWithoutATrace) {
