@@ -1226,11 +1226,13 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       break;
     case FusionGroup::Kind::Fallback:
       for (const Node *n : group.nodes) {
-        std::string why = n->hasTrait(ValueDependentShape) ? builder.addRegionStep(n) : "-";
-        if (!why.empty())
-          builder.addFallback(n, why != "-"             ? why
-                                 : group.reason.empty() ? "no kernel or library handles it"
-                                                        : group.reason);
+        std::string why = group.reason.empty() ? "no kernel or library handles it" : group.reason;
+        if (n->hasTrait(ValueDependentShape)) { // Note [Compiled regions]
+          why = builder.addRegionStep(n);
+          if (why.empty())
+            continue;
+        }
+        builder.addFallback(n, why);
       }
       fallbackSeconds += secondsSince(t0);
       break;

@@ -482,10 +482,11 @@ std::unique_ptr<Graph> traceImpl(const TracedFunction &fn, std::vector<Tensor> i
 // an enclosing trace computed (or took as an input) becomes a region input
 // and an operand of the region op (a capture, Note [Regions] in
 // docs/IR.md); a parameter or a tensor nobody traced becomes a constant
-// inside. The op's results are what the eager run gave, computed with the
-// recording suspended (the eager ops of the run are not the graph's: the
-// region op is). cond traces both branches, the else-branch taking the
-// then-branch's captures first. The recorded op is checked by its type
+// inside. cond traces both branches, the else-branch taking the
+// then-branch's captures first, and its results are what the taken branch
+// gave while traced. A loop's results come from running it eagerly with the
+// recording suspended (the eager ops of that run are not the graph's: the
+// region op is). The recorded op is checked by its type
 // inference, so branches that disagree, or a loop body that changes a
 // carried dtype or shape, are one error located at the combinator's call.
 
@@ -505,12 +506,14 @@ Error locatedError(const Location &loc, std::string message) {
 struct TracedRegion {
   std::unique_ptr<Graph> graph;
   std::vector<TraceState::Capture> captures;
+  /// What the function returned on its arguments (eager values).
+  std::vector<Tensor> outputs;
 };
 
 TracedRegion traceRegion(TraceState &parent, const TraceOptions &options, const std::string &name,
                          const TracedFunction &fn, std::vector<Tensor> args,
                          const std::vector<TraceState::Capture> &seed, const Location &loc) {
-  TracedRegion r{std::make_unique<Graph>(name), {}};
+  TracedRegion r{std::make_unique<Graph>(name), {}, {}};
   TraceState state(*r.graph, options, &parent);
   // The arguments are copies: a function may also read the same tensor
   // from its closure (a loop's initial value, say), which is a capture of
@@ -540,6 +543,7 @@ TracedRegion traceRegion(TraceState &parent, const TraceOptions &options, const 
   if (failed(verify(*r.graph, diag)))
     throwDiagnostics(collected.diagnostics(), loc, "the traced " + name + " does not verify");
   r.captures = state.captures();
+  r.outputs = std::move(outs);
   return r;
 }
 
@@ -617,8 +621,9 @@ std::vector<Tensor> cond(const Tensor &pred, const BranchFn &thenFn, const Branc
     values.push_back(trace->valueOf(t, loc));
   for (const TraceState::Capture &c : elseR.captures)
     values.push_back(c.outer);
-  std::vector<Tensor> results =
-      runUntraced([&] { return taken ? thenFn(operands) : elseFn(operands); });
+  // The taken branch's trace ran it on these operands: its outputs are
+  // the results (no third run).
+  std::vector<Tensor> results = std::move(taken ? thenR.outputs : elseR.outputs);
   return recordRegionOp(*trace, OpKind::If, values,
                         {{"then_branch", GraphAttr(std::move(thenR.graph))},
                          {"else_branch", GraphAttr(std::move(elseR.graph))}},
