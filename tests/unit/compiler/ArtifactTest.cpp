@@ -11,7 +11,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/artifact/Artifact.h"
 #include "codegen/Compiler.h"
+#include "codegen/cpu/CpuTarget.h"
 #include "ir/Parser.h"
+#include "runtime/artifact/HostCpu.h"
 #include "runtime/reference/ReferenceStep.h"
 #include "tests/unit/compiler/ArtifactRoundTrip.h"
 
@@ -214,6 +216,16 @@ TEST(ArtifactTest, RefusesCodeForAnotherCpu) {
   EXPECT_NE(err.find("compiled for --cpu imaginary"), std::string::npos) << err;
   EXPECT_NE(err.find("needs CPU features this machine lacks"), std::string::npos) << err;
   std::remove(path.c_str());
+}
+
+TEST(ArtifactTest, EveryInstructionSetOfThisCpuIsOneTheLoaderChecks) {
+  // The loader reads CPUID itself (no LLVM); a feature LLVM reports for
+  // this CPU that its table lacks would refuse every native artifact here.
+  DiagnosticEngine diag;
+  auto native = codegen::cpu::resolveCpuTarget("native", diag);
+  ASSERT_FALSE(failed(native));
+  EXPECT_EQ(runtime::missingCpuFeatures(native->features), std::vector<std::string>{})
+      << "CPU " << native->cpu << ": add the features to runtime/artifact/HostCpu.cpp";
 }
 
 TEST(ArtifactTest, SavesReferenceKernelFallbacks) {
