@@ -38,8 +38,8 @@ namespace kiln::codegen {
 
 /// The pipeline compile() runs before fusion.
 inline constexpr const char *kDefaultPipeline =
-    "infer-shapes,canonicalize,constant-fold,inline-regions,cse,dce,fold-batch-norm,canonicalize,"
-    "constant-fold,dce";
+    "infer-shapes,canonicalize,constant-fold,inline-regions,cse,hoist-loop-invariants,dce,"
+    "fold-batch-norm,canonicalize,constant-fold,dce";
 
 struct CompileOptions {
   /// Threads a run uses by default (0: OpenMP's default). Also the thread
