@@ -225,10 +225,11 @@ public:
   /// fuses across a region boundary, and the runtime tests the condition
   /// and counts the trips on the host. Not possible, and the node runs on
   /// its reference kernel with the reason, when a region input has a `?`
-  /// dim (a carried value that changes shape), a loop scans (the stacked
-  /// result's length is known only at run time), or a region does not
-  /// compile. A model with compiled regions is not stored in the compile
-  /// cache (artifacts hold the node as a reference step, its regions
+  /// dim (a carried value that changes shape), a loop scans for a number
+  /// of iterations known only at run time (a scan result with a `?`; ONNX
+  /// Scan's results have the length of its input, and the step copies each
+  /// iteration's rows into place), or a region does not compile. A model with compiled regions is
+  /// not stored in the compile cache (artifacts hold the node as a reference step, its regions
   /// interpreted; a cache hit would be slower than the compile it saves).
   /// Returns the reason it could not, or "".
   std::string addRegionStep(const Node *n) {
@@ -237,8 +238,10 @@ public:
       regions = {IfOp(*n).then_branch().get(), IfOp(*n).else_branch().get()};
     } else {
       const Graph &body = *LoopOp(*n).body();
-      if (n->numResults() != static_cast<unsigned>(LoopOp(*n).num_carried()))
-        return "a loop that scans is not compiled (its result's length is known at run time)";
+      for (unsigned r = static_cast<unsigned>(LoopOp(*n).num_carried()); r < n->numResults(); ++r)
+        if (!n->result(r)->type().isStatic())
+          return "a loop that scans for a number of iterations known only at run time is not "
+                 "compiled";
       regions = {&body};
     }
     const unsigned firstOperand = n->kind() == OpKind::If ? 1 : 0;
@@ -290,8 +293,12 @@ public:
                                   buffers[static_cast<size_t>(id)].shape));
       if (ins != actual)
         return "region '@" + region->name() + "' compiled for other input types";
+      const unsigned numCarried =
+          n->kind() == OpKind::If ? n->numResults() : unsigned(LoopOp(*n).num_carried());
       for (unsigned r = 0; r < n->numResults(); ++r) {
-        const TensorType &want = n->result(r)->type();
+        TensorType want = n->result(r)->type();
+        if (r >= numCarried) // a scan: the body gives one row
+          want.shape.erase(want.shape.begin());
         const size_t k = n->kind() == OpKind::If ? r : r + 1;
         if (k >= outs.size() || outs[k] != want)
           return "region '@" + region->name() + "' gives result " + std::to_string(r) + " as " +

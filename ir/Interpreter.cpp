@@ -235,6 +235,17 @@ FailureOr<std::vector<Tensor>> interpret(const Graph &g, std::span<const Tensor>
         symbolic ? evaluateNode(*n, bound, operands, diag) : evaluateNode(*n, operands, diag);
     if (failed(results))
       return failure();
+    // A value-dependent result may have a recorded type more precise than
+    // inference's (an ONNX Scan's length): the run must agree with it.
+    if (n->hasTrait(ValueDependentShape))
+      for (unsigned i = 0; i < n->numResults(); ++i) {
+        TensorType want = n->result(i)->type();
+        for (Dim &d : want.shape)
+          d = substituteDim(d, *symbols);
+        if (const TensorType got = (*results)[i].type(); !refines(got, want))
+          return diag.emitError(n->loc()) << "'" << n->mnemonic() << "' op result " << i << " is "
+                                          << got.str() << " but the graph records " << want.str();
+      }
     for (Value *v : n->operands())
       if (--remaining[v] == 0)
         env.erase(v);

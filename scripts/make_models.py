@@ -44,6 +44,7 @@ import shutil
 import sys
 import time
 import warnings
+from typing import List
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -439,6 +440,27 @@ class ScriptedNested(nn.Module):
         return x
 
 
+class ScriptedAppend(nn.Module):
+    """Appends to a Python list in a loop over x.size(1) steps, then reads
+    its last element and length and stacks and concatenates it (the
+    sequence ops: SequenceEmpty, SequenceInsert in the Loop body,
+    SequenceAt, SequenceLength, ConcatFromSequence with and without a new
+    axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        h = torch.zeros(x.size(0), 8)
+        for t in range(x.size(1)):
+            h = torch.tanh(self.lin(x[:, t]) + h)
+            outs.append(h)
+        last = outs[-1] * float(len(outs))
+        return torch.stack(outs, 1), torch.cat(outs, 1), last
+
+
 def tv(name, **kw):
     def build():
         return getattr(torchvision.models, name)(weights=None, **kw)
@@ -512,6 +534,9 @@ MODELS = {
                                                                           [(1, 16), (2,)]],
                             dynamic_axes={"x": {0: "batch"}, "steps": {0: "n"},
                                           "output_0": {0: "batch"}}),
+    "scripted_append": dict(build=ScriptedAppend, script=True, inputs=[("x", (2, 4, 8), "randn")],
+                            data_inputs=[(3, 5, 8)], more_data_inputs=[[(1, 1, 8)], [(2, 7, 8)]],
+                            dynamic_axes={"x": {0: "batch", 1: "steps"}}),
     # Dynamic batch: exported at batch 64 with dim 0 named "batch"; the test data
     # uses batch 5, so a consumer must bind the symbol from the inputs (or --dim).
     "mlp_dynamic": dict(build=MLP, inputs=[("x", (64, 784), "randn")], data_inputs=[(5, 784)],

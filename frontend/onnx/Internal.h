@@ -116,6 +116,45 @@ using SymInts = std::vector<SymInt>;
 
 class GraphImport;
 
+// Note [Sequences]
+// ONNX sequences (what a Python list in scripted code exports to) are not
+// a Kiln type: the importer resolves them while importing. A sequence is
+//   - a list of tensor values known at import time (SequenceEmpty,
+//     SequenceConstruct, SplitToSequence, and inserts, erases and reads at
+//     positions known at import time), or
+//   - a tensor stacking its elements on a new axis 0, whose length the run
+//     decides: a sequence a Loop carries (initially a list, all elements
+//     of one shape), which the body may only append to (SequenceInsert
+//     without a position: a concat), read (SequenceAt: a gather) and
+//     measure (SequenceLength: a shape).
+// ConcatFromSequence becomes a concat (or a stack) of a list, and a
+// transpose and reshape of a stacked sequence. A placeholder value (an
+// empty constant, removed as dead code) stands for each sequence, which
+// ImportState::sequences records; any other op reading one, a graph output
+// that is one, and a subgraph reading a list from an enclosing scope are
+// errors at the node. A subgraph reading a stacked sequence captures its
+// tensor; a Loop body's outputs give the tensors.
+
+/// One sequence. See Note [Sequences].
+struct Sequence {
+  DType dtype = DType::F32;
+  /// The elements of a list.
+  std::vector<Value *> elems;
+  /// A stacked sequence's tensor (nullptr for a list).
+  Value *stacked = nullptr;
+  /// For a stacked one: the type of the elements appended to it since it
+  /// entered its graph, where known (its tensor's type may say less: a
+  /// concat onto a `?` dim keeps the `?`).
+  std::optional<TensorType> appended;
+
+  static Sequence list(DType dtype, std::vector<Value *> elems) {
+    return Sequence{dtype, std::move(elems), nullptr, std::nullopt};
+  }
+  static Sequence stackedIn(Value *t, std::optional<TensorType> appended = std::nullopt) {
+    return Sequence{t->type().dtype, {}, t, std::move(appended)};
+  }
+};
+
 /// A value a region reads from an enclosing scope: `inner` (the region's
 /// input) stands for `outer`, which the region op takes as an operand.
 struct Capture {
@@ -145,6 +184,8 @@ struct ImportState {
   std::unordered_map<std::string, int> useCounts;
   /// See Note [Shape values].
   std::unordered_map<const Value *, SymInts> shapeValues;
+  /// The values that stand for sequences. See Note [Sequences].
+  std::unordered_map<const Value *, Sequence> sequences;
   /// The model's default-domain opset.
   int64_t opset = 0;
   /// The import of this graph (set by GraphImport).
@@ -164,6 +205,8 @@ struct ImportState {
   /// first use and capturing a value of an enclosing scope; nullptr (with
   /// an error at `loc`) when the name is unknown.
   Value *lookup(const std::string &name, const Location &loc);
+  /// A new value standing for `s` (Note [Sequences]).
+  Value *sequencePlaceholder(Sequence s);
   /// Creates a node at the end of the graph and folds it when it can. See
   /// Note [Import-time folding]. nullptr after an error.
   FailureOr<std::vector<Value *>> create(OpKind kind, std::vector<Value *> operands,
@@ -198,6 +241,13 @@ public:
   Value *input(size_t i, const char *what = "");
   /// Input `i` when present, else nullptr (no error).
   Value *optionalInput(size_t i);
+  /// True when input `i` is a sequence (Note [Sequences]); `input` and
+  /// `optionalInput` refuse one.
+  bool isSequenceInput(size_t i);
+  /// Input `i` as a sequence; an error (naming `what`) when it is a tensor.
+  const Sequence *sequenceInput(size_t i, const char *what);
+  /// The value that stands for `s` from now on.
+  Value *sequence(Sequence s);
   /// The constant tensor of input `i`; an error (naming `what`) when the
   /// input is absent or not computable at import time.
   const Tensor *constantInput(size_t i, const char *what);
@@ -259,17 +309,27 @@ struct ImportedRegion {
   /// The values it reads from enclosing scopes, one region input each,
   /// after its own inputs.
   std::vector<Capture> captures;
+  /// Per output: the sequence it is, stacked (a list the subgraph returns
+  /// is stacked), or nullopt for a tensor. See Note [Sequences].
+  std::vector<std::optional<Sequence>> sequenceOutputs;
 };
 
 /// Imports `body`, the subgraph attribute `what` of ctx's node, as a
 /// region: its inputs typed `inputTypes` (one per input `body` declares),
 /// then an input per value it reads from an enclosing scope, `seed`'s
 /// names first and in that order (so that two branches can take the same
-/// captures). Errors are located at the subgraph's nodes.
+/// captures). The inputs numbered in `stackedInputs` are stacked sequences
+/// (Note [Sequences]). Errors are located at the subgraph's nodes.
 FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto &body,
                                        const std::string &what,
                                        std::span<const TensorType> inputTypes,
-                                       std::span<const std::string> seed);
+                                       std::span<const std::string> seed,
+                                       std::span<const unsigned> stackedInputs = {});
+
+/// The elements of list `s` stacked on a new axis 0 (one shape), with
+/// `state`'s builder; nullptr (with an error naming `what`) when they are
+/// none or differ in shape.
+Value *stackList(ImportState &state, const Sequence &s, const std::string &what);
 
 /// Imports `body`, a subgraph without inputs (an If branch), into ctx's
 /// graph itself: its nodes become nodes of the graph around the If, with
@@ -328,6 +388,7 @@ std::span<const Converter> attentionConverters();
 std::span<const Converter> indexingConverters();
 std::span<const Converter> einsumConverters();
 std::span<const Converter> controlFlowConverters();
+std::span<const Converter> sequenceConverters();
 
 /// The lowest opset of the default domain Kiln reads as it is (most
 /// converters start at or below it; those of ops added later start where

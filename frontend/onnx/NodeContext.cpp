@@ -191,8 +191,59 @@ Value *NodeContext::optionalInput(size_t i) {
   if (!hasInput(i))
     return nullptr;
   Value *v = state_.lookup(node_.input(static_cast<int>(i)), loc_);
+  if (!v) {
+    failed_ = true;
+    return nullptr;
+  }
+  if (state_.sequences.count(v)) {
+    emitError() << "input " << i << " ('" << node_.input(static_cast<int>(i))
+                << "') is a sequence, which " << opType()
+                << " does not take (Kiln reads sequences with the sequence ops, Identity and "
+                   "a Loop that appends to one)";
+    return nullptr;
+  }
+  return v;
+}
+
+bool NodeContext::isSequenceInput(size_t i) {
+  if (!hasInput(i))
+    return false;
+  Value *v = state_.lookup(node_.input(static_cast<int>(i)), loc_);
   if (!v)
     failed_ = true;
+  return v && state_.sequences.count(v);
+}
+
+const Sequence *NodeContext::sequenceInput(size_t i, const char *what) {
+  if (!hasInput(i)) {
+    emitError() << "missing input " << i << " (" << what << ")";
+    return nullptr;
+  }
+  Value *v = state_.lookup(node_.input(static_cast<int>(i)), loc_);
+  if (!v) {
+    failed_ = true;
+    return nullptr;
+  }
+  auto it = state_.sequences.find(v);
+  if (it == state_.sequences.end()) {
+    emitError() << "input " << i << " (" << what << ", '" << node_.input(static_cast<int>(i))
+                << "') must be a sequence, got a tensor " << v->type().str();
+    return nullptr;
+  }
+  return &it->second;
+}
+
+Value *NodeContext::sequence(Sequence s) {
+  Value *v = state_.sequencePlaceholder(std::move(s));
+  if (!v)
+    failed_ = true;
+  return v;
+}
+
+Value *ImportState::sequencePlaceholder(Sequence s) {
+  Value *v = builder.constant(Tensor::zeros(s.dtype, {0}));
+  if (v)
+    sequences[v] = std::move(s);
   return v;
 }
 
@@ -321,7 +372,20 @@ Value *ImportState::lookup(const std::string &name, const Location &loc) {
     if (!outer)
       return nullptr;
     Value *inner = nullptr;
-    if (const Tensor *t = constantOf(outer)) {
+    if (auto seq = parent->sequences.find(outer); seq != parent->sequences.end()) {
+      // Note [Sequences]: a stacked sequence is a tensor to capture.
+      if (!seq->second.stacked) {
+        diag.emitError(loc) << "a subgraph reads '" << name
+                            << "', a sequence of an enclosing scope, which Kiln imports only "
+                               "as a value a Loop carries";
+        return nullptr;
+      }
+      Value *stacked = graph.addInput(seq->second.stacked->type(), name);
+      captures.push_back(Capture{name, seq->second.stacked, stacked});
+      inner = sequencePlaceholder(Sequence::stackedIn(stacked));
+      if (!inner)
+        return nullptr;
+    } else if (const Tensor *t = constantOf(outer)) {
       inner = builder.constant(*t, name);
       if (!inner)
         return nullptr;

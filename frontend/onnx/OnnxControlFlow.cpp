@@ -16,7 +16,10 @@
 //     back a different dim, that dim becomes `?` and the body is imported
 //     again (a value grown by torch.cat in a scripted loop), at most once
 //     per dim.
-// Scan and the sequence ops are not converted.
+//   - Scan: a `loop` over the scan axis of the first scan input, its body a
+//     region built around the imported one (convertScan).
+// A sequence a Loop carries enters and leaves the body stacked (Note
+// [Sequences] in Internal.h).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -32,7 +35,7 @@ using Values = std::vector<Value *>;
 const onnx::GraphProto *graphAttr(NodeContext &ctx, const char *name) {
   const onnx::AttributeProto *a = findAttr(ctx.proto(), name);
   if (!a || !a->has_g()) {
-    ctx.emitError() << ctx.opType() << ": attribute '" << name << "' (a graph) is missing";
+    ctx.emitError() << "attribute '" << name << "' (a graph) is missing";
     return nullptr;
   }
   return &a->g();
@@ -55,8 +58,8 @@ Values convertIf(NodeContext &ctx) {
     if (failed(outs))
       return none;
     if (outs->size() != ctx.numOutputs()) {
-      ctx.emitError() << "If: the " << (taken ? "then" : "else") << " branch returns "
-                      << outs->size() << " value(s) for " << ctx.numOutputs() << " output(s)";
+      ctx.emitError() << "the " << (taken ? "then" : "else") << " branch returns " << outs->size()
+                      << " value(s) for " << ctx.numOutputs() << " output(s)";
       return none;
     }
     return outs.take();
@@ -70,6 +73,14 @@ Values convertIf(NodeContext &ctx) {
   auto elseRegion = importRegion(ctx, *elseBody, "else_branch", {}, seed);
   if (failed(elseRegion))
     return none;
+  for (const ImportedRegion *r : {&*thenRegion, &*elseRegion})
+    for (size_t k = 0; k < r->sequenceOutputs.size(); ++k)
+      if (r->sequenceOutputs[k]) {
+        ctx.emitError() << "output " << k
+                        << " is a sequence, which Kiln imports only from a branch known at "
+                           "import time (docs/ONNX.md, Sequences)";
+        return none;
+      }
   // The else-branch took the then-branch's captures first, then its own.
   const std::vector<Capture> &captures = elseRegion->captures;
   for (size_t k = thenRegion->captures.size(); k < captures.size(); ++k)
@@ -95,6 +106,41 @@ TensorType scalarInputType(const onnx::GraphProto &body, int i, DType dtype) {
   return TensorType(dtype, std::vector<int64_t>{});
 }
 
+/// The element rank the body declares for its sequence input `i`, or -1.
+int64_t declaredElementRank(const onnx::GraphProto &body, int i) {
+  if (i >= body.input_size() || !body.input(i).type().has_sequence_type())
+    return -1;
+  const auto &elem = body.input(i).type().sequence_type().elem_type();
+  if (!elem.has_tensor_type() || !elem.tensor_type().has_shape())
+    return -1;
+  return elem.tensor_type().shape().dim_size();
+}
+
+/// An empty stacked sequence of `t`'s type with its `?` length 0: a
+/// constant, or a constant_of_shape for symbolic element dims. nullptr
+/// (with an error) when an element dim is unknown.
+Value *emptyStack(NodeContext &ctx, const TensorType &t, size_t c) {
+  std::vector<DimExpr> shape{DimExpr(0)};
+  TensorType elems = t;
+  elems.shape.erase(elems.shape.begin());
+  for (size_t d = 1; d < t.shape.size(); ++d) {
+    if (t.shape[d].isDynamic()) {
+      ctx.emitError() << "carried sequence " << c
+                      << " starts empty and the body appends elements of unknown shape (" << t.str()
+                      << " stacked); Kiln needs the shape to start it";
+      return nullptr;
+    }
+    shape.push_back(*t.shape[d].expr());
+  }
+  if (isStatic(elems.shape)) {
+    std::vector<int64_t> sizes{0};
+    for (size_t d = 1; d < t.shape.size(); ++d)
+      sizes.push_back(t.shape[d].size());
+    return ctx.constant(Tensor::zeros(t.dtype, sizes));
+  }
+  return ctx.create(OpKind::ConstantOfShape, {}, {{"shape", shape}, {"dtype", t.dtype}});
+}
+
 Values convertLoop(NodeContext &ctx) {
   Values none(ctx.numOutputs(), nullptr);
   const onnx::GraphProto *body = graphAttr(ctx, "body");
@@ -106,63 +152,299 @@ Values convertLoop(NodeContext &ctx) {
           : ctx.constant(Tensor::fromInts(DType::I64, {}, {std::numeric_limits<int64_t>::max()}));
   Value *cond =
       ctx.hasInput(1) ? ctx.input(1, "cond") : ctx.constant(Tensor::fromInts(DType::Bool, {}, {1}));
-  Values carried;
-  for (size_t i = 2; i < ctx.numInputs(); ++i)
-    carried.push_back(ctx.input(i, "v_initial"));
-  for (Value *v : carried)
-    if (!v)
-      return none;
   if (!trip || !cond)
     return none;
-  const size_t n = carried.size();
+  const size_t n = ctx.numInputs() - std::min<size_t>(ctx.numInputs(), 2);
+  // A carried sequence (Note [Sequences]) enters the body stacked: its
+  // initial value is a stacked sequence, or a list stacked here (an empty
+  // one once the body says what it appends).
+  Values carried(n, nullptr);
+  std::vector<const Sequence *> seqs(n, nullptr);
   std::vector<TensorType> inputTypes{scalarInputType(*body, 0, DType::I64),
                                      scalarInputType(*body, 1, DType::Bool)};
-  for (Value *v : carried)
-    inputTypes.push_back(v->type());
+  std::vector<unsigned> stackedInputs;
+  for (size_t c = 0; c < n; ++c) {
+    const Sequence *s =
+        ctx.isSequenceInput(2 + c) ? ctx.sequenceInput(2 + c, "v_initial") : nullptr;
+    if (ctx.failed())
+      return none;
+    if (!s) {
+      carried[c] = ctx.input(2 + c, "v_initial");
+      if (!carried[c])
+        return none;
+      inputTypes.push_back(carried[c]->type());
+      continue;
+    }
+    seqs[c] = s;
+    stackedInputs.push_back(static_cast<unsigned>(2 + c));
+    if (!s->stacked && !s->elems.empty())
+      carried[c] =
+          stackList(ctx.state(), *s, "the initial value of carried sequence " + std::to_string(c));
+    else
+      carried[c] = s->stacked;
+    TensorType t;
+    if (carried[c]) {
+      t = carried[c]->type();
+    } else if (!ctx.failed()) {
+      int64_t rank = declaredElementRank(*body, static_cast<int>(2 + c));
+      if (rank < 0) {
+        ctx.emitError() << "carried sequence " << c
+                        << " starts empty and the body does not declare its element rank";
+        return none;
+      }
+      t = TensorType(s->dtype, Shape(static_cast<size_t>(rank) + 1, Dim::dynamic()));
+    }
+    if (ctx.failed())
+      return none;
+    t.shape[0] = Dim::dynamic(); // the length grows
+    inputTypes.push_back(std::move(t));
+  }
   FailureOr<ImportedRegion> region = failure();
-  // Each pass makes at least one more dim `?`; the body's carried outputs
-  // then fit in at most one pass per dim.
+  // Each pass makes at least one more dim `?` (a carried value that
+  // changes), or learns one of an empty sequence's element dims (once per
+  // dim): the body's carried outputs then fit in a bounded number of passes.
   size_t maxPasses = 1;
-  for (Value *v : carried)
-    maxPasses += v->type().shape.size();
+  for (size_t c = 0; c < n; ++c)
+    maxPasses += 2 * inputTypes[2 + c].shape.size();
+  std::vector<std::vector<bool>> learned(n);
   for (size_t pass = 0; pass < maxPasses; ++pass) {
-    region = importRegion(ctx, *body, "body", inputTypes, {});
+    region = importRegion(ctx, *body, "body", inputTypes, {}, stackedInputs);
     if (failed(region))
       return none;
     const std::vector<Value *> &outs = region->graph->outputs();
     if (outs.size() < 1 + n) {
-      ctx.emitError() << "Loop: the body returns " << outs.size()
+      ctx.emitError() << "the body returns " << outs.size()
                       << " value(s), fewer than the condition and " << n << " carried";
       return none;
     }
-    bool widened = false;
+    bool changed = false;
     for (size_t c = 0; c < n; ++c) {
+      const std::optional<Sequence> &seqOut = region->sequenceOutputs[1 + c];
+      if (seqs[c] && !seqOut) {
+        ctx.emitError() << "carried value " << c
+                        << " enters the body as a sequence but leaves it as a tensor";
+        return none;
+      }
       TensorType &in = inputTypes[2 + c];
-      const TensorType &out = outs[1 + c]->type();
+      TensorType out = outs[1 + c]->type();
+      // What the body appended says more than the concat it made.
+      if (seqOut && seqOut->appended && seqOut->appended->rank() + 1 == out.rank())
+        for (size_t d = 1; d < out.shape.size(); ++d)
+          if (out.shape[d].isDynamic())
+            out.shape[d] = seqOut->appended->shape[d - 1];
       if (out.dtype != in.dtype || out.rank() != in.rank())
         continue; // the op's inference reports it, at the node
-      for (size_t d = 0; d < in.shape.size(); ++d)
+      learned[c].resize(in.shape.size(), false);
+      for (size_t d = 0; d < in.shape.size(); ++d) {
         if (!in.shape[d].isDynamic() && out.shape[d] != in.shape[d]) {
           in.shape[d] = Dim::dynamic();
-          widened = true;
+          changed = true;
+        } else if (in.shape[d].isDynamic() && !out.shape[d].isDynamic() && d > 0 && !carried[c] &&
+                   !learned[c][d]) {
+          in.shape[d] = out.shape[d]; // an empty sequence's element dim
+          learned[c][d] = changed = true;
         }
+      }
     }
-    if (!widened)
+    if (!changed)
       break;
   }
+  for (size_t c = 0; c < n; ++c)
+    if (!carried[c] && !(carried[c] = emptyStack(ctx, inputTypes[2 + c], c)))
+      return none;
   Values operands{trip, cond};
   operands.insert(operands.end(), carried.begin(), carried.end());
   for (const Capture &c : region->captures)
     operands.push_back(c.outer);
-  return ctx.createMulti(
+  Values results = ctx.createMulti(
       OpKind::Loop, operands,
       {{"body", GraphAttr(std::move(region->graph))}, {"num_carried", static_cast<int64_t>(n)}},
       static_cast<unsigned>(ctx.numOutputs()));
+  for (size_t c = 0; c < n && c < results.size(); ++c)
+    if (seqs[c] && results[c])
+      results[c] = ctx.sequence(Sequence::stackedIn(results[c]));
+  return results;
+}
+
+/// The scan inputs' common length along their scan axes: a dim of the
+/// first, which every other must equal where both are known.
+std::optional<Dim> scanLength(NodeContext &ctx, std::span<Value *const> scans, const Ints &axes) {
+  Dim len = scans[0]->type().shape[static_cast<size_t>(axes[0])];
+  for (size_t j = 1; j < scans.size(); ++j) {
+    const Dim &d = scans[j]->type().shape[static_cast<size_t>(axes[j])];
+    if (d.isStatic() && len.isStatic() && d.size() != len.size()) {
+      ctx.emitError() << "scan input " << j << " has " << d.size()
+                      << " elements along its scan axis, scan input 0 has " << len.size();
+      return std::nullopt;
+    }
+  }
+  return len;
+}
+
+/// `attr` (one 0/1 entry per scan input or output), or an error.
+std::optional<Ints> scanDirections(NodeContext &ctx, const char *attr, size_t count) {
+  Ints dirs = ctx.attrInts(attr, Ints(count, 0));
+  bool ok = dirs.size() == count;
+  for (int64_t d : dirs)
+    ok &= d == 0 || d == 1;
+  if (!ok) {
+    ctx.emitError() << attr << " " << dirs << " must have " << count
+                    << " entries, each 0 (forward) or 1 (reverse)";
+    return std::nullopt;
+  }
+  return dirs;
+}
+
+// Scan(states..., scans...) {body, num_scan_inputs} -> states..., scan outputs...
+// becomes
+//   loop(len, true, states..., scans..., captures...) {
+//     (i, c, s..., full..., cap...) -> (true, body(s..., gather(full, i')..., cap...))
+//   }
+// where i' is i, or len-1-i for a reversed input, and the gather along the
+// input's scan axis drops it. The loop stacks the body's scan outputs on
+// axis 0; a reversed output is then flipped and one with another axis
+// transposed there. Scan-8 (a batch axis, sequence_lens) has no converter.
+Values convertScan(NodeContext &ctx) {
+  Values none(ctx.numOutputs(), nullptr);
+  const onnx::GraphProto *body = graphAttr(ctx, "body");
+  int64_t m = ctx.attrInt("num_scan_inputs", -1);
+  if (!body)
+    return none;
+  if (m < 1 || static_cast<size_t>(m) > ctx.numInputs()) {
+    ctx.emitError() << "num_scan_inputs " << m << " is not in [1, " << ctx.numInputs()
+                    << "] (the node has " << ctx.numInputs() << " inputs)";
+    return none;
+  }
+  const size_t numScans = static_cast<size_t>(m), n = ctx.numInputs() - numScans;
+  if (ctx.numOutputs() < n) {
+    ctx.emitError() << ctx.numOutputs() << " output(s), fewer than the " << n
+                    << " state variable(s)";
+    return none;
+  }
+  const size_t numOuts = ctx.numOutputs() - n;
+  Values states, scans;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    Value *v = ctx.input(i, i < n ? "initial state" : "scan input");
+    if (!v)
+      return none;
+    (i < n ? states : scans).push_back(v);
+  }
+  Ints inAxes = ctx.attrInts("scan_input_axes", Ints(numScans, 0));
+  Ints outAxes = ctx.attrInts("scan_output_axes", Ints(numOuts, 0));
+  auto inDirs = scanDirections(ctx, "scan_input_directions", numScans);
+  auto outDirs = scanDirections(ctx, "scan_output_directions", numOuts);
+  if (!inDirs || !outDirs)
+    return none;
+  if (inAxes.size() != numScans || outAxes.size() != numOuts) {
+    ctx.emitError() << "scan_input_axes " << inAxes << " and scan_output_axes " << outAxes
+                    << " must have one entry per scan input (" << numScans << ") and output ("
+                    << numOuts << ")";
+    return none;
+  }
+  std::vector<TensorType> inputTypes;
+  for (Value *s : states)
+    inputTypes.push_back(s->type());
+  for (size_t j = 0; j < numScans; ++j) {
+    Ints axis{inAxes[j]};
+    if (scans[j]->type().rank() == 0 || !ctx.normalizeAxes(axis, scans[j]->type().rank()))
+      return none;
+    inAxes[j] = axis[0];
+    TensorType slice = scans[j]->type();
+    slice.shape.erase(slice.shape.begin() + inAxes[j]);
+    inputTypes.push_back(std::move(slice));
+  }
+  std::optional<Dim> len = scanLength(ctx, scans, inAxes);
+  if (!len)
+    return none;
+  auto region = importRegion(ctx, *body, "body", inputTypes, {});
+  if (failed(region))
+    return none;
+  if (region->graph->outputs().size() != n + numOuts) {
+    ctx.emitError() << "the body returns " << region->graph->outputs().size() << " value(s) for "
+                    << n << " state(s) and " << numOuts << " scan output(s)";
+    return none;
+  }
+
+  // The loop's body: the slices of the scan inputs, then the Scan's body.
+  auto loopBody = std::make_unique<Graph>("body");
+  Builder b(*loopBody, ctx.state().diag);
+  b.setLoc(ctx.loc());
+  Value *iter = loopBody->addInput(TensorType(DType::I64, std::vector<int64_t>{}), "iteration");
+  loopBody->addInput(TensorType(DType::Bool, std::vector<int64_t>{}), "condition");
+  std::vector<Value *> args;
+  for (size_t i = 0; i < n; ++i)
+    args.push_back(loopBody->addInput(inputTypes[i], "state" + std::to_string(i)));
+  Values fulls;
+  for (size_t j = 0; j < numScans; ++j)
+    fulls.push_back(loopBody->addInput(scans[j]->type(), "scan" + std::to_string(j)));
+  for (size_t j = 0; j < numScans; ++j) {
+    Value *index = iter;
+    if ((*inDirs)[j]) { // len - 1 - i, len read from the input at run time
+      Value *size = b.createValue(OpKind::ShapeOf, {fulls[j]},
+                                  {{"start", inAxes[j]}, {"end", inAxes[j] + 1}});
+      Value *one = b.constant(Tensor::fromInts(DType::I64, {}, {1}));
+      Value *last = b.createValue(OpKind::Sub, {size, one});
+      index = b.createValue(OpKind::Reshape, {b.createValue(OpKind::Sub, {last, iter})},
+                            {{"shape", Ints{}}});
+    }
+    args.push_back(b.createValue(OpKind::Gather, {fulls[j], index}, {{"axis", inAxes[j]}}));
+  }
+  for (const Capture &c : region->captures)
+    args.push_back(loopBody->addInput(c.outer->type(), c.name));
+  for (Value *a : args)
+    if (!a)
+      return none;
+  auto outs = inlineRegion(b, *region->graph, args);
+  if (failed(outs))
+    return none;
+  Value *keepGoing = b.constant(Tensor::fromInts(DType::Bool, {}, {1}));
+  outs->insert(outs->begin(), keepGoing);
+  loopBody->setOutputs(outs.take());
+
+  Value *trip = len->isStatic() ? ctx.constant(Tensor::fromInts(DType::I64, {}, {len->size()}))
+                                : ctx.create(OpKind::ShapeOf, {scans[0]},
+                                             {{"start", inAxes[0]}, {"end", inAxes[0] + 1}});
+  Values operands{trip, ctx.constant(Tensor::fromInts(DType::Bool, {}, {1}))};
+  operands.insert(operands.end(), states.begin(), states.end());
+  operands.insert(operands.end(), scans.begin(), scans.end());
+  for (const Capture &c : region->captures)
+    operands.push_back(c.outer);
+  Values results = ctx.createMulti(
+      OpKind::Loop, operands,
+      {{"body", GraphAttr(std::move(loopBody))}, {"num_carried", static_cast<int64_t>(n)}},
+      static_cast<unsigned>(n + numOuts));
+  for (size_t k = 0; k < numOuts; ++k) {
+    Value *&out = results[n + k];
+    if (!out)
+      return none;
+    // The loop runs `len` times: its stacked outputs have `len` rows.
+    TensorType t = out->type();
+    t.shape[0] = *len;
+    out->setType(std::move(t));
+    if ((*outDirs)[k])
+      out = ctx.create(OpKind::Slice, {out},
+                       {{"starts", Ints{-1}},
+                        {"ends", Ints{std::numeric_limits<int64_t>::min()}},
+                        {"axes", Ints{0}},
+                        {"steps", Ints{-1}}});
+    Ints axis{outAxes[k]};
+    if (!out || !ctx.normalizeAxes(axis, out->type().rank()))
+      return none;
+    if (axis[0] != 0) { // move the stacked axis 0 to `axis`
+      Ints perm;
+      for (int64_t d = 1; d < out->type().rank(); ++d)
+        perm.push_back(d);
+      perm.insert(perm.begin() + axis[0], 0);
+      out = ctx.create(OpKind::Transpose, {out}, {{"perm", perm}});
+    }
+  }
+  return results;
 }
 
 const Converter kConverters[] = {
     {"If", 11, convertIf},
     {"Loop", 11, convertLoop},
+    {"Scan", 9, convertScan},
 };
 
 } // namespace

@@ -140,6 +140,11 @@ template <OpKind Kind> Values convertShapeBinary(NodeContext &ctx) {
 }
 
 Values convertIdentity(NodeContext &ctx) {
+  // A sequence passes through as the same value (Note [Sequences]).
+  if (ctx.isSequenceInput(0)) {
+    const Sequence *seq = ctx.sequenceInput(0, "input");
+    return {seq ? ctx.sequence(*seq) : nullptr};
+  }
   return {ctx.input(0, "input")};
 }
 

@@ -47,9 +47,10 @@ namespace {
 const std::unordered_map<std::string, std::vector<const Converter *>> &converterTable() {
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
-    for (auto family : {elementwiseConverters(), nnConverters(), shapeConverters(),
-                        reduceConverters(), rnnConverters(), attentionConverters(),
-                        indexingConverters(), einsumConverters(), controlFlowConverters()})
+    for (auto family :
+         {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
+          rnnConverters(), attentionConverters(), indexingConverters(), einsumConverters(),
+          controlFlowConverters(), sequenceConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)
@@ -220,8 +221,16 @@ public:
   /// main graph converted anything (collectSupportProblems).
   LogicalResult findConverters();
   LogicalResult convertNodes();
-  /// The graph outputs, in order.
-  FailureOr<std::vector<Value *>> outputs();
+  /// What outputs() does with a sequence (Note [Sequences]).
+  enum class SequenceOutputs {
+    Refuse, ///< the main graph: an error
+    Stack,  ///< a region: a list is stacked; `stacked` marks them
+    Keep,   ///< a branch imported in place: the sequence as it is
+  };
+  /// The graph outputs, in order; with Stack, `sequences` gets each one's
+  /// sequence (nullopt for a tensor).
+  FailureOr<std::vector<Value *>>
+  outputs(SequenceOutputs mode, std::vector<std::optional<Sequence>> *sequences = nullptr);
   /// True when `name` is a value of this graph (before conversion: an
   /// input, an initializer or a node output) or of an enclosing one.
   /// True when a node of this graph produces `name`.
@@ -325,7 +334,7 @@ FailureOr<std::unique_ptr<Module>> Importer::runParsed() {
   ok = ok && succeeded(checkSupport()) && succeeded(main.findConverters());
   if (!ok || failed(main.convertNodes()))
     return failure();
-  auto outs = main.outputs();
+  auto outs = main.outputs(GraphImport::SequenceOutputs::Refuse);
   if (failed(outs))
     return failure();
   graph_->setOutputs(outs.take());
@@ -674,12 +683,36 @@ LogicalResult GraphImport::convertNodes() {
   return success();
 }
 
-FailureOr<std::vector<Value *>> GraphImport::outputs() {
+FailureOr<std::vector<Value *>>
+GraphImport::outputs(SequenceOutputs mode, std::vector<std::optional<Sequence>> *sequences) {
   std::vector<Value *> outs;
   for (const auto &out : g_.output()) {
-    Value *v = state_.lookup(out.name(), Location::name(out.name(), state_.modelName));
+    Location loc = Location::name(out.name(), state_.modelName);
+    Value *v = state_.lookup(out.name(), loc);
     if (!v)
       return failure();
+    auto seq = state_.sequences.find(v);
+    bool isSequence = seq != state_.sequences.end();
+    if (isSequence && mode == SequenceOutputs::Refuse)
+      return state_.diag.emitError(loc)
+             << "graph output '" << out.name()
+             << "' is a sequence; Kiln's graphs return tensors (docs/ONNX.md, Sequences)";
+    std::optional<Sequence> stacked;
+    if (isSequence && mode == SequenceOutputs::Stack) {
+      state_.builder.setLoc(loc);
+      stacked = seq->second;
+      if (!stacked->stacked) {
+        stacked->stacked =
+            stackList(state_, seq->second, "sequence '" + out.name() + "' " + scope_ + " returns");
+        if (!stacked->stacked)
+          return failure();
+        stacked->appended = seq->second.elems[0]->type();
+        stacked->elems.clear();
+      }
+      v = stacked->stacked;
+    }
+    if (sequences)
+      sequences->push_back(std::move(stacked));
     outs.push_back(v);
   }
   return outs;
@@ -696,10 +729,11 @@ void Importer::removeDeadNodes() {
 FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto &body,
                                        const std::string &what,
                                        std::span<const TensorType> inputTypes,
-                                       std::span<const std::string> seed) {
+                                       std::span<const std::string> seed,
+                                       std::span<const unsigned> stackedInputs) {
   ImportState &outer = ctx.state();
   if (static_cast<size_t>(body.input_size()) != inputTypes.size())
-    return ctx.emitError() << ctx.opType() << ": " << what << " declares " << body.input_size()
+    return ctx.emitError() << what << " declares " << body.input_size()
                            << " input(s), the op gives it " << inputTypes.size();
   auto graph = std::make_unique<Graph>(what);
   ImportState state(*graph, outer.diag, outer.opts);
@@ -713,9 +747,15 @@ FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto 
   for (size_t i = 0; i < inputTypes.size(); ++i) {
     const std::string &name = body.input(static_cast<int>(i)).name();
     if (name.empty() || state.values.count(name))
-      return ctx.emitError() << ctx.opType() << ": input " << i << " of " << what
-                             << " has no name or repeats one";
+      return ctx.emitError() << "input " << i << " of " << what << " has no name or repeats one";
     state.values[name] = graph->addInput(inputTypes[i], name);
+  }
+  for (unsigned i : stackedInputs) {
+    Value *in = graph->input(i);
+    Value *seq = state.sequencePlaceholder(Sequence::stackedIn(in));
+    if (!seq)
+      return failure();
+    state.values[body.input(static_cast<int>(i)).name()] = seq;
   }
   if (failed(import.indexValues()) || failed(import.checkReferences()) ||
       failed(import.sortNodes()) || failed(import.findConverters()))
@@ -725,7 +765,8 @@ FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto 
       return failure();
   if (failed(import.convertNodes()))
     return failure();
-  auto outs = import.outputs();
+  std::vector<std::optional<Sequence>> sequences;
+  auto outs = import.outputs(GraphImport::SequenceOutputs::Stack, &sequences);
   if (failed(outs))
     return failure();
   graph->setOutputs(outs.take());
@@ -733,7 +774,7 @@ FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto 
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
     if ((*it)->isUnused())
       graph->erase(*it);
-  return ImportedRegion{std::move(graph), std::move(state.captures)};
+  return ImportedRegion{std::move(graph), std::move(state.captures), std::move(sequences)};
 }
 
 FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::GraphProto &body,
@@ -741,7 +782,7 @@ FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::Graph
   ImportState &state = ctx.state();
   const GraphImport *scope = state.scope;
   if (body.input_size() != 0)
-    return ctx.emitError() << ctx.opType() << ": " << what << " declares " << body.input_size()
+    return ctx.emitError() << what << " declares " << body.input_size()
                            << " input(s), the op gives it none";
   GraphImport import(body, state, state.opset, scope, what + " of '" + ctx.loc().nameStr() + "'");
   bool ok = succeeded(import.indexValues()) && succeeded(import.checkReferences()) &&
@@ -749,7 +790,7 @@ FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::Graph
             succeeded(import.convertNodes());
   FailureOr<std::vector<Value *>> outs = failure();
   if (ok)
-    outs = import.outputs();
+    outs = import.outputs(GraphImport::SequenceOutputs::Keep);
   state.scope = scope;
   state.builder.setLoc(ctx.loc());
   return outs;

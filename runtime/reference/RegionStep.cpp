@@ -64,7 +64,8 @@ Status RegionStep::runIf(std::span<void *const> buffers, const RunOptions &opts)
 
 Status RegionStep::runLoop(std::span<void *const> buffers, const RunOptions &opts) const {
   const unsigned numOps = node_->numOperands();
-  const unsigned numCarried = node_->numResults();
+  const unsigned numCarried = static_cast<unsigned>(LoopOp(*node_).num_carried());
+  const unsigned numScans = node_->numResults() - numCarried;
   const Executable &body = *regions_[0];
   const int64_t trip = *static_cast<const int64_t *>(buffers[0]);
   bool cond = truth(buffers[1]);
@@ -75,17 +76,35 @@ Status RegionStep::runLoop(std::span<void *const> buffers, const RunOptions &opt
   *static_cast<uint8_t *>(inputs[1].data) = 1;
   for (unsigned i = 2; i < numOps; ++i)
     inputs.push_back(borrowBuffer(node_->operand(i), buffers[i]));
+  // A scan result's type is static here (the compiler makes a region step
+  // of no other scanning loop): the loop must run exactly its rows.
+  std::vector<int64_t> rows(numScans);
+  for (unsigned s = 0; s < numScans; ++s)
+    rows[s] = node_->result(numCarried + s)->type().shape[0].size();
   // One output vector: run() keeps the previous outputs (this iteration's
   // inputs) alive while it runs, then recycles their block.
   std::vector<HostTensor> outs;
-  for (int64_t i = 0; i < trip && cond; ++i) {
+  int64_t i = 0;
+  for (; i < trip && cond; ++i) {
     *static_cast<int64_t *>(inputs[0].data) = i;
     if (Status st = body.run(inputs, outs, opts); !st.ok())
       return Status::failure(describe() + ": iteration " + std::to_string(i) + ": " + st.error);
     cond = truth(outs[0].data);
     for (unsigned c = 0; c < numCarried; ++c)
       inputs[2 + c] = outs[1 + c];
+    for (unsigned s = 0; s < numScans; ++s) {
+      const HostTensor &row = outs[1 + numCarried + s];
+      if (i >= rows[s])
+        break;
+      std::memcpy(static_cast<char *>(buffers[numOps + numCarried + s]) + i * row.byteSize(),
+                  row.data, row.byteSize());
+    }
   }
+  for (unsigned s = 0; s < numScans; ++s)
+    if (i != rows[s])
+      return Status::failure(describe() + ": ran " + std::to_string(i) +
+                             " iteration(s) but scan result " + std::to_string(s) + " has " +
+                             std::to_string(rows[s]) + " rows");
   for (unsigned c = 0; c < numCarried; ++c)
     std::memmove(buffers[numOps + c], inputs[2 + c].data, inputs[2 + c].byteSize());
   return Status::success();

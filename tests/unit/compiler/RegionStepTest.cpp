@@ -30,7 +30,8 @@ std::unique_ptr<Graph> parse(const char *text) {
 }
 
 // An if on a value (its condition an input) with a symbolic region, and a
-// loop whose trip count is an input, carrying a value and a captured weight.
+// loop whose trip count is an input, carrying a value and a captured weight
+// (whose exp hoist-loop-invariants moves before the loop).
 const char kModel[] =
     R"(graph @g(%c: bool[], %n: i64[], %x: f32[3,40], %w: f32[3,40]) -> (f32[3,40], f32[3,40]) {
   %y = if(%c, %x, %w) {else_branch = graph @else(%a: f32[R,C], %b: f32[R,C]) -> (f32[R,C]) {
@@ -44,7 +45,8 @@ const char kModel[] =
   %t = constant dense<true> : bool[]
   %z = loop(%n, %t, %y, %w) {body = graph @body(%i: i64[], %k: bool[], %a: f32[3,40], %b: f32[3,40]) -> (bool[], f32[3,40]) {
       %f = cast(%i) {to = f32} : f32[]
-      %m = mul(%a, %b) : f32[3,40]
+      %e = exp(%b) : f32[3,40]
+      %m = mul(%a, %e) : f32[3,40]
       %s = add(%m, %f) : f32[3,40]
       %h = tanh(%s) : f32[3,40]
       return %k, %h
@@ -117,6 +119,47 @@ TEST(RegionStepTest, ALoopResultSizedByTheRunIsACompileError) {
   // A result whose size the run decides cannot be compiled at all.
   EXPECT_TRUE(compile(*g, CompileOptions{}, diag).failed());
   EXPECT_NE(collect.str().find("'loop' op result %r : f32[?,2] has a dynamic shape"),
+            std::string::npos)
+      << collect.str();
+}
+
+TEST(RegionStepTest, AScanOfKnownLengthCompilesRowByRow) {
+  // The result's 5 rows refine the inferred `?` (as ONNX Scan imports).
+  auto g = parse(R"(graph @g(%n: i64[], %x: f32[5,37]) -> (f32[5,37]) {
+  %t = constant dense<true> : bool[]
+  %r = loop(%n, %t, %x) {body = graph @body(%i: i64[], %c: bool[], %a: f32[5,37]) -> (bool[], f32[37]) {
+      %g = gather(%a, %i) : f32[37]
+      %e = exp(%g) : f32[37]
+      return %c, %e
+    }, num_carried = 0} : f32[5,37]
+  return %r
+}
+)");
+  ASSERT_TRUE(g);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  CompileReport report;
+  auto exe = compile(*g, CompileOptions{}, diag, &report);
+  ASSERT_TRUE(exe.succeeded()) << collect.str();
+  EXPECT_EQ(report.numRegions, 1) << report.summary();
+  EXPECT_EQ(report.numFallbacks, 0) << report.summary();
+  Tensor x = values({5, 37}, 3.0);
+  std::vector<Tensor> in{Tensor::fromInts(DType::I64, {}, {5}), x};
+  auto want = interpret(*g, in, diag);
+  ASSERT_TRUE(want.succeeded()) << collect.str();
+  auto got = runCompiled(**exe, in, diag);
+  ASSERT_TRUE(got.succeeded()) << collect.str();
+  ASSERT_EQ((*got)[0].shape(), (std::vector<int64_t>{5, 37}));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    EXPECT_NEAR((*got)[0].getDouble(i), (*want)[0].getDouble(i),
+                4e-7 * std::fabs((*want)[0].getDouble(i)))
+        << i;
+  // A run of another length contradicts the result type: an error, as on
+  // the interpreter.
+  in[0] = Tensor::fromInts(DType::I64, {}, {3});
+  EXPECT_TRUE(interpret(*g, in, diag).failed());
+  EXPECT_TRUE(runCompiled(**exe, in, diag).failed());
+  EXPECT_NE(collect.str().find("ran 3 iteration(s) but scan result 0 has 5 rows"),
             std::string::npos)
       << collect.str();
 }

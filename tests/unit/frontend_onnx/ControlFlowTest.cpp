@@ -3,8 +3,9 @@
 // Subgraphs imported as regions: values read from enclosing scopes become
 // captures (through two levels of nesting), captured initializers become
 // constants inside, both If branches take the same captures, a Loop's
-// carried value that grows is widened to `?`; and the errors of a broken
-// subgraph. Values are checked on the interpreter.
+// carried value that grows is widened to `?`; Scan with reversed and
+// transposed inputs and outputs; and the errors of a broken subgraph. Values are checked on the
+// interpreter.
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxTestUtil.h"
@@ -15,36 +16,6 @@ using namespace kiln;
 using namespace kiln::testing;
 
 namespace {
-
-/// A subgraph: `nodes` over the names it reads, returning `outputs`.
-struct SubgraphBuilder {
-  onnx::GraphProto g;
-  explicit SubgraphBuilder(const std::string &name) { g.set_name(name); }
-  void input(const std::string &name, int32_t elemType, std::vector<int64_t> dims) {
-    auto *vi = g.add_input();
-    vi->set_name(name);
-    auto *tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(elemType);
-    auto *shape = tt->mutable_shape();
-    for (int64_t d : dims)
-      shape->add_dim()->set_dim_value(d);
-  }
-  onnx::NodeProto &node(const std::string &op, std::vector<std::string> in,
-                        std::vector<std::string> out) {
-    auto *n = g.add_node();
-    n->set_op_type(op);
-    for (const auto &i : in)
-      n->add_input(i);
-    for (const auto &o : out)
-      n->add_output(o);
-    return *n;
-  }
-  void output(const std::string &name) { g.add_output()->set_name(name); }
-};
-
-void attrGraph(onnx::NodeProto &n, const std::string &name, const onnx::GraphProto &g) {
-  *addAttr(n, name, onnx::AttributeProto::GRAPH).mutable_g() = g;
-}
 
 Tensor floats(std::vector<int64_t> shape, std::vector<double> v) {
   return Tensor::fromDoubles(DType::F32, std::move(shape), v);
@@ -156,6 +127,84 @@ TEST(OnnxControlFlowTest, LoopWithNestedIfCapturesThroughTwoLevels) {
   ASSERT_EQ(none.size(), 2u);
   EXPECT_EQ(none[0].toDoubles(), (std::vector<double>{1, 2}));
   EXPECT_EQ(none[1].shape(), (std::vector<int64_t>{0, 2}));
+}
+
+/// Scan over x (rows 2, length `len` on axis 1, read in reverse): the state
+/// is the running sum of the slices; scan output y is the state after each
+/// step, stacked on axis 1; scan output z is each slice, in reverse order.
+ModelBuilder scanModel(OnnxDim len) {
+  ModelBuilder b(17);
+  b.input("s0", {int64_t(2)});
+  b.input("x", {int64_t(2), len});
+  SubgraphBuilder body("body");
+  body.input("s_in", onnx::TensorProto::FLOAT, {2});
+  body.input("x_i", onnx::TensorProto::FLOAT, {2});
+  body.node("Add", {"s_in", "x_i"}, {"s_out"});
+  body.node("Identity", {"s_out"}, {"y_i"});
+  body.node("Identity", {"x_i"}, {"z_i"});
+  body.output("s_out");
+  body.output("y_i");
+  body.output("z_i");
+  onnx::NodeProto &n = b.node("Scan", {"s0", "x"}, {"s", "y", "z"}, "scan");
+  attrGraph(n, "body", body.g);
+  attrInt(n, "num_scan_inputs", 1);
+  attrInts(n, "scan_input_axes", {1});
+  attrInts(n, "scan_input_directions", {1});
+  attrInts(n, "scan_output_axes", {-1, 0});
+  attrInts(n, "scan_output_directions", {0, 1});
+  b.output("s");
+  b.output("y");
+  b.output("z");
+  return b;
+}
+
+TEST(OnnxControlFlowTest, ScanReadsAndWritesInEitherDirectionOnAnyAxis) {
+  for (OnnxDim len : {OnnxDim(int64_t(3)), OnnxDim(std::string("L"))}) {
+    auto r = importModel(scanModel(len));
+    ASSERT_TRUE(r.ok) << r.errors;
+    // The scan length is the loop's trip count and the outputs' size.
+    bool symbolic = std::holds_alternative<std::string>(len);
+    EXPECT_NE(r.text.find(symbolic ? "f32[2,L]" : "f32[2,3]"), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find(symbolic ? "f32[L,2]" : "f32[3,2]"), std::string::npos) << r.text;
+    for (int64_t n : symbolic ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{3}) {
+      std::vector<double> xs;
+      for (int64_t i = 0; i < 2 * n; ++i)
+        xs.push_back(double(i + 1));
+      auto outs = runGraph(*r.module, {floats({2}, {100, 200}), floats({2, n}, xs)});
+      ASSERT_EQ(outs.size(), 3u) << r.text;
+      // Step k reads column n-1-k; y[:, k] is the sum so far.
+      std::vector<double> s{100, 200}, y(static_cast<size_t>(2 * n)), z;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t row = 0; row < 2; ++row) {
+          s[row] += xs[static_cast<size_t>(row * n + n - 1 - k)];
+          y[static_cast<size_t>(row * n + k)] = s[row];
+        }
+      // z, written in reverse, is x transposed.
+      for (int64_t col = 0; col < n; ++col)
+        for (int64_t row = 0; row < 2; ++row)
+          z.push_back(xs[static_cast<size_t>(row * n + col)]);
+      EXPECT_EQ(outs[0].toDoubles(), s);
+      EXPECT_EQ(outs[1].shape(), (std::vector<int64_t>{2, n}));
+      EXPECT_EQ(outs[1].toDoubles(), y);
+      EXPECT_EQ(outs[2].shape(), (std::vector<int64_t>{n, 2}));
+      EXPECT_EQ(outs[2].toDoubles(), z);
+    }
+  }
+}
+
+TEST(OnnxControlFlowTest, ScanInputsOfDifferentLengthsAreAnErrorAtTheNode) {
+  ModelBuilder b = scanModel(int64_t(3));
+  b.input("x2", {int64_t(2), int64_t(4)});
+  onnx::NodeProto *n = b.graph().mutable_node(0);
+  n->add_input("x2");
+  n->mutable_attribute(1)->set_i(2);    // num_scan_inputs
+  n->mutable_attribute(2)->add_ints(1); // scan_input_axes
+  n->mutable_attribute(3)->add_ints(0); // scan_input_directions
+  auto r = importModel(b);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.errors.find("scan input 1 has 4 elements along its scan axis, scan input 0 has 3"),
+            std::string::npos)
+      << r.errors;
 }
 
 TEST(OnnxControlFlowTest, UnsupportedOpInsideASubgraphIsListedWithItsScope) {

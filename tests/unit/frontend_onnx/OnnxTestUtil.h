@@ -156,6 +156,46 @@ inline ImportResult importBytes(const std::string &bytes, OnnxImportOptions opts
   return r;
 }
 
+/// A subgraph: `nodes` over the names it reads, returning `outputs`.
+struct SubgraphBuilder {
+  onnx::GraphProto g;
+  explicit SubgraphBuilder(const std::string &name) { g.set_name(name); }
+  void input(const std::string &name, int32_t elemType, std::vector<int64_t> dims) {
+    auto *vi = g.add_input();
+    vi->set_name(name);
+    auto *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elemType);
+    auto *shape = tt->mutable_shape();
+    for (int64_t d : dims)
+      shape->add_dim()->set_dim_value(d);
+  }
+  onnx::NodeProto &node(const std::string &op, std::vector<std::string> in,
+                        std::vector<std::string> out) {
+    auto *n = g.add_node();
+    n->set_op_type(op);
+    for (const auto &i : in)
+      n->add_input(i);
+    for (const auto &o : out)
+      n->add_output(o);
+    return *n;
+  }
+  void output(const std::string &name) { g.add_output()->set_name(name); }
+  /// A sequence input of `elemType` elements of rank `rank` (dims unknown).
+  void sequenceInput(const std::string &name, int32_t elemType, int rank) {
+    auto *vi = g.add_input();
+    vi->set_name(name);
+    auto *tt =
+        vi->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+    tt->set_elem_type(elemType);
+    for (int i = 0; i < rank; ++i)
+      tt->mutable_shape()->add_dim();
+  }
+};
+
+inline void attrGraph(onnx::NodeProto &n, const std::string &name, const onnx::GraphProto &g) {
+  *addAttr(n, name, onnx::AttributeProto::GRAPH).mutable_g() = g;
+}
+
 inline ImportResult importModel(const ModelBuilder &b, OnnxImportOptions opts = {}) {
   return importBytes(b.bytes(), std::move(opts));
 }
