@@ -17,10 +17,16 @@
 //      memory plan see one straight graph, and every `?` the loop's results
 //      had (a growing value, a scan's length) is a size again.
 // A loop with more iterations, or a data-dependent exit, stays a region op.
+// Where such a loop runs a known number of times N (at most kMaxTypeTrips)
+// and a result of it is not static (a value it grows, a scan), the body's
+// type inference runs N times on types alone, each carried type feeding
+// the next, and the results take the static types found: the loop runs
+// interpreted (its body's input changes shape) but what follows compiles.
 // The inlined nodes keep their body's locations.
 //
 // Requires: a verified graph. Establishes: no `if` with a constant
-// condition; no loop of a known, small trip count.
+// condition; no loop of a known, small trip count; static results for a
+// loop of a known trip count whose body's types reach static ones.
 //
 //   %c = constant dense<true> : bool[]            // before
 //   %y = if(%c, %x) {then_branch = graph @t(%a: f32[4]) -> (f32[4]) {
@@ -47,6 +53,10 @@ namespace {
 constexpr int64_t kMaxTrips = 64;
 constexpr int64_t kMaxNodes = 4096;
 constexpr int64_t kMaxNodesPerRun = 4 * kMaxNodes;
+/// The most iterations, and body nodes in all, whose types are followed to
+/// size a loop's results.
+constexpr int64_t kMaxTypeTrips = int64_t(1) << 16;
+constexpr int64_t kMaxTypeNodes = int64_t(1) << 20;
 
 /// The one element of a constant bool or integer value, else nullopt.
 std::optional<int64_t> constantScalar(const Value *v) {
@@ -122,7 +132,7 @@ private:
     int64_t trips = *cond ? std::max<int64_t>(*trip, 0) : 0;
     const int64_t adds = trips * static_cast<int64_t>(body.numNodes());
     if (trips > kMaxTrips || adds > kMaxNodes || added_ + adds > kMaxNodesPerRun)
-      return false;
+      return sizeResults(n, trips);
     added_ += adds;
     const unsigned numCarried = static_cast<unsigned>(op.num_carried());
     const unsigned numScans = n->numResults() - numCarried;
@@ -172,10 +182,66 @@ private:
     return true;
   }
 
+  /// Gives a loop that runs `trips` times the static result types its
+  /// body's type inference reaches after that many iterations, when some
+  /// result is not static. True when it changed a type.
+  bool sizeResults(Node *n, int64_t trips) {
+    bool allStatic = true;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      allStatic &= n->result(r)->type().isStatic();
+    const Graph &body = *LoopOp(*n).body();
+    if (allStatic || trips > kMaxTypeTrips ||
+        trips * static_cast<int64_t>(body.numNodes()) > kMaxTypeNodes)
+      return false;
+    const unsigned numCarried = static_cast<unsigned>(LoopOp(*n).num_carried());
+    std::vector<TensorType> types;
+    for (unsigned i = 0; i < n->numOperands(); ++i)
+      types.push_back(i < 2 ? body.input(i)->type() : n->operand(i)->type());
+    std::vector<TensorType> scans(n->numResults() - numCarried);
+    for (int64_t i = 0; i < trips; ++i) {
+      // Types alone: the body inlined into a scratch graph over inputs of
+      // the current types (its nodes' inference, its symbols rewritten).
+      Graph scratch("types");
+      passes::QuietDiagnostics quiet;
+      Builder b(scratch, quiet);
+      std::vector<Value *> args;
+      for (const TensorType &t : types)
+        args.push_back(scratch.addInput(t));
+      auto outs = inlineRegion(b, body, args);
+      if (failed(outs))
+        return false;
+      for (unsigned c = 0; c < numCarried; ++c)
+        types[2 + c] = (*outs)[1 + c]->type();
+      for (size_t s = 0; s < scans.size(); ++s) {
+        const TensorType &t = (*outs)[1 + numCarried + s]->type();
+        if (i > 0 && t != scans[s])
+          return false; // the run reports a scan that changes shape
+        scans[s] = t;
+      }
+    }
+    std::vector<TensorType> results(types.begin() + 2, types.begin() + 2 + numCarried);
+    for (TensorType &t : scans) {
+      if (trips == 0)
+        return false; // an empty scan's element type is the body's
+      t.shape.insert(t.shape.begin(), Dim(trips));
+      results.push_back(std::move(t));
+    }
+    bool changed = false;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      if (results[r].isStatic() && results[r] != n->result(r)->type() &&
+          refines(results[r], n->result(r)->type())) {
+        n->result(r)->setType(results[r]);
+        changed = true;
+      }
+    numSized += changed;
+    return changed;
+  }
+
   /// Nodes unrolling added in this run (see kMaxNodesPerRun).
   int64_t added_ = 0;
   Statistic numIfs{this, "num-ifs", "Ifs replaced by their taken branch"};
   Statistic numLoops{this, "num-loops", "Loops unrolled"};
+  Statistic numSized{this, "num-sized", "Loops not unrolled whose results were sized"};
 };
 
 } // namespace

@@ -123,6 +123,39 @@ TEST(RegionStepTest, ALoopResultSizedByTheRunIsACompileError) {
       << collect.str();
 }
 
+TEST(RegionStepTest, AGrowingLoopOfAKnownTripCountCompiles) {
+  // 80 iterations (too many to unroll) growing a value: inline-regions
+  // sizes the results from the body's types, the loop runs interpreted
+  // and the relu after it compiles.
+  auto g = parse(R"(graph @g(%x: f32[1,3]) -> (f32[?,3]) {
+  %t = constant dense<true> : bool[]
+  %n = constant dense<80> : i64[]
+  %r = loop(%n, %t, %x, %x) {body = graph @body(%i: i64[], %c: bool[], %a: f32[?,3], %w: f32[1,3]) -> (bool[], f32[?,3]) {
+      %f = cast(%i) {to = f32} : f32[]
+      %v = sub(%w, %f) : f32[1,3]
+      %b = concat(%a, %v) {axis = 0} : f32[?,3]
+      return %c, %b
+    }, num_carried = 1} : f32[?,3]
+  %y = relu(%r) : f32[?,3]
+  return %y
+}
+)");
+  ASSERT_TRUE(g);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  CompileReport report;
+  auto exe = compile(*g, CompileOptions{}, diag, &report);
+  ASSERT_TRUE(exe.succeeded()) << collect.str();
+  EXPECT_EQ(report.numFallbacks, 1) << report.summary(); // the loop
+  std::vector<Tensor> in{values({1, 3}, 40.0)};
+  auto want = interpret(*g, in, diag);
+  ASSERT_TRUE(want.succeeded()) << collect.str();
+  auto got = runCompiled(**exe, in, diag);
+  ASSERT_TRUE(got.succeeded()) << collect.str();
+  ASSERT_EQ((*got)[0].shape(), (std::vector<int64_t>{81, 3}));
+  EXPECT_EQ((*got)[0].toDoubles(), (*want)[0].toDoubles());
+}
+
 TEST(RegionStepTest, AScanOfKnownLengthCompilesRowByRow) {
   // The result's 5 rows refine the inferred `?` (as ONNX Scan imports).
   auto g = parse(R"(graph @g(%n: i64[], %x: f32[5,37]) -> (f32[5,37]) {
