@@ -58,7 +58,7 @@ const char kBenchUsage[] =
 
 void printBenchUsage(FILE *f) {
   std::fputs(kBenchUsage, f);
-  std::fputs(kCompileFlagsUsage, f);
+  printCompileFlagsUsage(f);
   std::fputs(kToleranceUsage, f);
 }
 

@@ -12,6 +12,7 @@
 #include "ir/Graph.h"
 #include "runtime/artifact/Artifact.h"
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <span>
@@ -88,8 +89,10 @@ bool parseDimArg(const char *cmd, const std::string &value, std::map<std::string
 /// What a shared flag parser made of args[i].
 enum class FlagMatch { No, Taken, Bad };
 
-/// Help text of the flags matchCompileFlag and matchToleranceFlag take.
-extern const char kCompileFlagsUsage[];
+/// Prints the help text of the flags matchCompileFlag takes, the standard
+/// pipeline included.
+void printCompileFlagsUsage(std::FILE *f);
+/// Help text of the flags matchToleranceFlag takes.
 extern const char kToleranceUsage[];
 
 /// The compile options every compiling command takes (--cpu, --threads,

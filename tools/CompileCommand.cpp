@@ -58,7 +58,7 @@ const char kCompileUsageHead[] =
 
 void printCompileUsage(FILE *f) {
   std::fputs(kCompileUsageHead, f);
-  std::fputs(kCompileFlagsUsage, f);
+  printCompileFlagsUsage(f);
   std::fputs(kToleranceUsage, f);
 }
 

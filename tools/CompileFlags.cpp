@@ -2,16 +2,19 @@
 //
 // `kiln compile`, `kiln run --compile`, `kiln bench` and `kiln inspect` take
 // the same compile options and the same check tolerances, parsed here once
-// so that they cannot drift apart (kCompileFlagsUsage is their help text).
+// so that they cannot drift apart (printCompileFlagsUsage prints their help).
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
 
 #include "codegen/Bisect.h"
+#include "codegen/Compiler.h"
 
 #include <cstdio>
 
 namespace kiln::tools {
+
+namespace {
 
 const char kCompileFlagsUsage[] =
     "  --cpu NAME              the CPU to compile for: native (default) or an LLVM x86-64\n"
@@ -30,6 +33,13 @@ const char kCompileFlagsUsage[] =
     "                          disables it; `kiln cache` manages it)\n"
     "  --debug-fault-kernel K  debugging aid: kernel K (a name from --emit=kernels)\n"
     "                          adds 1 to its first output\n";
+
+} // namespace
+
+void printCompileFlagsUsage(std::FILE *f) {
+  std::fputs(kCompileFlagsUsage, f);
+  std::fprintf(f, "  (the standard pipeline: %s)\n", codegen::kDefaultPipeline);
+}
 
 const char kToleranceUsage[] =
     "  --rtol R, --atol A      check tolerance: element i passes when\n"

@@ -34,7 +34,7 @@ const char kInspectUsage[] =
 
 void printInspectUsage(FILE *f) {
   std::fputs(kInspectUsage, f);
-  std::fputs(kCompileFlagsUsage, f);
+  printCompileFlagsUsage(f);
 }
 
 std::string portString(const runtime::ArtifactPort &p) {

@@ -53,7 +53,7 @@ const char kRunUsage[] =
 
 void printRunUsage(FILE *f) {
   std::fputs(kRunUsage, f);
-  std::fputs(kCompileFlagsUsage, f);
+  printCompileFlagsUsage(f);
   std::fputs("tolerance of --check and --expect:\n", f);
   std::fputs(kToleranceUsage, f);
 }
