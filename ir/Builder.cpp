@@ -3,6 +3,8 @@
 
 #include "ir/Graph.h"
 
+#include <algorithm>
+#include <set>
 #include <unordered_map>
 
 namespace kiln {
@@ -142,6 +144,22 @@ std::map<std::string, DimExpr> bindRegionSymbols(const Graph &region,
   return out;
 }
 
+TensorType outsideType(const TensorType &t, const std::map<std::string, DimExpr> &binding) {
+  TensorType out = t;
+  for (Dim &d : out.shape) {
+    auto e = d.expr();
+    if (d.isStatic() || !e)
+      continue;
+    std::set<std::string> symbols;
+    e->collectSymbols(symbols);
+    bool allBound = std::all_of(symbols.begin(), symbols.end(),
+                                [&](const std::string &s) { return binding.count(s) > 0; });
+    auto sub = allBound ? e->substitute(binding) : std::nullopt;
+    d = sub ? Dim::of(*sub) : Dim::dynamic();
+  }
+  return out;
+}
+
 FailureOr<std::vector<Value *>> inlineRegion(Builder &b, const Graph &region,
                                              std::span<Value *const> args) {
   KILN_ASSERT(args.size() == region.numInputs());
@@ -171,6 +189,13 @@ FailureOr<std::vector<Value *>> inlineRegion(Builder &b, const Graph &region,
       b.setLoc(saved);
       return failure();
     }
+    // A value-dependent result keeps a recorded type that says more (a
+    // Scan's length): Note [Value-dependent shapes] in docs/IR.md.
+    if (n->hasTrait(ValueDependentShape))
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        if (TensorType recorded = outsideType(n->result(r)->type(), binding);
+            refines(recorded, (*types)[r]))
+          (*types)[r] = std::move(recorded);
     b.setLoc(n->loc());
     Node *copy = b.graph().createNode(n->info(), std::move(operands), types.take(),
                                       std::move(attrs), n->loc(), b.insertionPoint());

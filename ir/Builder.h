@@ -81,6 +81,11 @@ private:
 std::map<std::string, DimExpr> bindRegionSymbols(const Graph &region,
                                                  std::span<const TensorType> argTypes);
 
+/// `t` (a region's type) in the enclosing scope: symbols bound by
+/// `binding` (bindRegionSymbols) replaced, any other symbolic dim `?` (a
+/// region's own symbols mean nothing outside it).
+TensorType outsideType(const TensorType &t, const std::map<std::string, DimExpr> &binding);
+
 /// Inlines `region` at the builder's insertion point: each of its nodes is
 /// created anew over `args` (region input i is args[i]), its types
 /// inferred from the operands' (so a `?` of the region may become known)

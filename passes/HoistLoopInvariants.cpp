@@ -45,13 +45,16 @@ namespace {
 
 // Note [Hoisting safely]
 // A hoisted node runs even when the loop runs no iteration, so it must not
-// be able to fail on the values it reads: the reference kernels reject an
-// integer division by zero and an out-of-range index (gather, scatter), and
-// a value-dependent shape (nonzero) may be one no later node accepts. A
-// node is hoisted only when every operand is floating-point or bool (no
-// integer: no divisor, no index) and the op has no value-dependent shape
-// and no region. Shape arithmetic on integers is constant-fold's to remove
-// anyway.
+// be able to fail where the loop would not have run. On values: the
+// reference kernels reject an integer division by zero and an
+// out-of-range index (gather, scatter). On shapes: a node over symbolic
+// dims may assume two of them equal (an add of [N] and [M]), checked when
+// its graph runs, or size a result from a symbol at run time. A node is
+// hoisted only when every operand is floating-point or bool (no integer:
+// no divisor, no index), its operand and result types are static (a
+// compile binds the sizes first), and it has no region and no
+// value-dependent shape (an `if` or `loop`). Shape arithmetic on integers
+// is constant-fold's to remove anyway.
 bool safeToHoist(const Node &n) {
   if (n.numOperands() == 0 || n.hasTrait(ValueDependentShape))
     return false;
@@ -59,7 +62,10 @@ bool safeToHoist(const Node &n) {
     if (std::holds_alternative<GraphAttr>(a))
       return false;
   for (const Value *v : n.operands())
-    if (!isFloat(v->type().dtype) && v->type().dtype != DType::Bool)
+    if ((!isFloat(v->type().dtype) && v->type().dtype != DType::Bool) || !v->type().isStatic())
+      return false;
+  for (unsigned r = 0; r < n.numResults(); ++r)
+    if (!n.result(r)->type().isStatic())
       return false;
   return true;
 }

@@ -44,6 +44,8 @@
 #include "passes/PassManager.h"
 #include "passes/Passes.h"
 
+#include <unordered_set>
+
 namespace kiln {
 namespace {
 
@@ -73,6 +75,7 @@ public:
   PassResult run(Graph &g, PassContext &ctx) override {
     bool changed = false;
     added_ = 0;
+    sized_.clear();
     // An inlined body may hold region ops of its own: sweep until none
     // changes (each sweep removes at least one region op).
     for (bool again = true; again;) {
@@ -130,8 +133,10 @@ private:
     if (!trip || !cond || !passesCondition)
       return false;
     int64_t trips = *cond ? std::max<int64_t>(*trip, 0) : 0;
+    if (trips > kMaxTrips)
+      return sizeResults(n, trips);
     const int64_t adds = trips * static_cast<int64_t>(body.numNodes());
-    if (trips > kMaxTrips || adds > kMaxNodes || added_ + adds > kMaxNodesPerRun)
+    if (adds > kMaxNodes || added_ + adds > kMaxNodesPerRun)
       return sizeResults(n, trips);
     added_ += adds;
     const unsigned numCarried = static_cast<unsigned>(op.num_carried());
@@ -190,8 +195,9 @@ private:
     for (unsigned r = 0; r < n->numResults(); ++r)
       allStatic &= n->result(r)->type().isStatic();
     const Graph &body = *LoopOp(*n).body();
+    // Each loop is followed once per run (a sweep revisits the ones left).
     if (allStatic || trips > kMaxTypeTrips ||
-        trips * static_cast<int64_t>(body.numNodes()) > kMaxTypeNodes)
+        trips * static_cast<int64_t>(body.numNodes()) > kMaxTypeNodes || !sized_.insert(n).second)
       return false;
     const unsigned numCarried = static_cast<unsigned>(LoopOp(*n).num_carried());
     std::vector<TensorType> types;
@@ -237,6 +243,8 @@ private:
     return changed;
   }
 
+  /// The loops sizeResults followed in this run.
+  std::unordered_set<const Node *> sized_;
   /// Nodes unrolling added in this run (see kMaxNodesPerRun).
   int64_t added_ = 0;
   Statistic numIfs{this, "num-ifs", "Ifs replaced by their taken branch"};

@@ -125,8 +125,9 @@ class GraphImport;
 //   - a tensor stacking its elements on a new axis 0, whose length the run
 //     decides: a sequence a Loop carries (initially a list, all elements
 //     of one shape), which the body may only append to (SequenceInsert
-//     without a position: a concat), read (SequenceAt: a gather) and
-//     measure (SequenceLength: a shape).
+//     without a position: a concat), read (SequenceAt: a gather, and
+//     ConcatFromSequence), measure (SequenceLength: a shape) and pass on
+//     (Identity).
 // ConcatFromSequence becomes a concat (or a stack) of a list, and a
 // transpose and reshape of a stacked sequence. A placeholder value (an
 // empty constant, removed as dead code) stands for each sequence, which
@@ -325,6 +326,12 @@ FailureOr<ImportedRegion> importRegion(NodeContext &ctx, const onnx::GraphProto 
                                        std::span<const TensorType> inputTypes,
                                        std::span<const std::string> seed,
                                        std::span<const unsigned> stackedInputs = {});
+
+/// `v` with its axis 0 moved to `axis` (the others keep their order); `v`
+/// itself for axis 0.
+Value *moveAxis0(NodeContext &ctx, Value *v, int64_t axis);
+/// Dim `axis` of `v` as an i64 scalar computed when the graph runs.
+Value *dimValue(NodeContext &ctx, Value *v, int64_t axis);
 
 /// The elements of list `s` stacked on a new axis 0 (one shape), with
 /// `state`'s builder; nullptr (with an error naming `what`) when they are

@@ -197,9 +197,8 @@ Value *NodeContext::optionalInput(size_t i) {
   }
   if (state_.sequences.count(v)) {
     emitError() << "input " << i << " ('" << node_.input(static_cast<int>(i))
-                << "') is a sequence, which " << opType()
-                << " does not take (Kiln reads sequences with the sequence ops, Identity and "
-                   "a Loop that appends to one)";
+                << "') is a sequence where the op takes a tensor (Kiln reads sequences with "
+                   "the sequence ops, Identity and a Loop that appends to one)";
     return nullptr;
   }
   return v;

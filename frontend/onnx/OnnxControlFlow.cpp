@@ -155,6 +155,11 @@ Values convertLoop(NodeContext &ctx) {
   if (!trip || !cond)
     return none;
   const size_t n = ctx.numInputs() - std::min<size_t>(ctx.numInputs(), 2);
+  if (static_cast<size_t>(body->input_size()) != 2 + n) {
+    ctx.emitError() << "body declares " << body->input_size() << " input(s), the op gives it 2 + "
+                    << n << " carried";
+    return none;
+  }
   // A carried sequence (Note [Sequences]) enters the body stacked: its
   // initial value is a stacked sequence, or a list stacked here (an empty
   // one once the body says what it appends).
@@ -220,9 +225,10 @@ Values convertLoop(NodeContext &ctx) {
     bool changed = false;
     for (size_t c = 0; c < n; ++c) {
       const std::optional<Sequence> &seqOut = region->sequenceOutputs[1 + c];
-      if (seqs[c] && !seqOut) {
-        ctx.emitError() << "carried value " << c
-                        << " enters the body as a sequence but leaves it as a tensor";
+      if (bool(seqs[c]) != bool(seqOut)) {
+        ctx.emitError() << "carried value " << c << " enters the body as a "
+                        << (seqs[c] ? "sequence" : "tensor") << " but leaves it as a "
+                        << (seqs[c] ? "tensor" : "sequence");
         return none;
       }
       TensorType &in = inputTypes[2 + c];
@@ -266,19 +272,28 @@ Values convertLoop(NodeContext &ctx) {
   return results;
 }
 
-/// The scan inputs' common length along their scan axes: a dim of the
-/// first, which every other must equal where both are known.
+/// The scan inputs' common length along their scan axes: the first dim
+/// that is not `?`. Two static lengths that differ are an error; symbolic
+/// ones are taken to agree (a shorter input fails its gather at run time).
 std::optional<Dim> scanLength(NodeContext &ctx, std::span<Value *const> scans, const Ints &axes) {
-  Dim len = scans[0]->type().shape[static_cast<size_t>(axes[0])];
-  for (size_t j = 1; j < scans.size(); ++j) {
+  std::optional<Dim> len;
+  size_t from = 0;
+  for (size_t j = 0; j < scans.size(); ++j) {
     const Dim &d = scans[j]->type().shape[static_cast<size_t>(axes[j])];
-    if (d.isStatic() && len.isStatic() && d.size() != len.size()) {
+    if (d.isDynamic())
+      continue;
+    if (len && d.isStatic() && len->isStatic() && d.size() != len->size()) {
       ctx.emitError() << "scan input " << j << " has " << d.size()
-                      << " elements along its scan axis, scan input 0 has " << len.size();
+                      << " elements along its scan axis, scan input " << from << " has "
+                      << len->size();
       return std::nullopt;
     }
+    if (!len) {
+      len = d;
+      from = j;
+    }
   }
-  return len;
+  return len ? *len : Dim::dynamic();
 }
 
 /// `attr` (one 0/1 entry per scan input or output), or an error.
@@ -297,19 +312,25 @@ std::optional<Ints> scanDirections(NodeContext &ctx, const char *attr, size_t co
 
 // Scan(states..., scans...) {body, num_scan_inputs} -> states..., scan outputs...
 // becomes
-//   loop(len, true, states..., scans..., captures...) {
-//     (i, c, s..., full..., cap...) -> (true, body(s..., gather(full, i')..., cap...))
+//   loop(len, true, states..., scans..., captures..., [len]) {
+//     (i, c, s..., full..., cap..., [n]) -> (true, body(s..., gather(full, i')..., cap...))
 //   }
-// where i' is i, or len-1-i for a reversed input, and the gather along the
-// input's scan axis drops it. The loop stacks the body's scan outputs on
-// axis 0; a reversed output is then flipped and one with another axis
-// transposed there. Scan-8 (a batch axis, sequence_lens) has no converter.
+// where i' is i, or n-1-i for a reversed input (the trip count then enters
+// the body last), and the gather along the input's scan axis drops it (an
+// input shorter than the trip count fails it). The loop stacks the body's
+// scan outputs on axis 0; a reversed output is then flipped and one with
+// another axis has axis 0 moved there. Scan-8 (a batch axis,
+// sequence_lens) has no converter.
 Values convertScan(NodeContext &ctx) {
   Values none(ctx.numOutputs(), nullptr);
   const onnx::GraphProto *body = graphAttr(ctx, "body");
-  int64_t m = ctx.attrInt("num_scan_inputs", -1);
   if (!body)
     return none;
+  if (!ctx.hasAttr("num_scan_inputs")) {
+    ctx.emitError() << "attribute 'num_scan_inputs' is missing";
+    return none;
+  }
+  int64_t m = ctx.attrInt("num_scan_inputs", -1);
   if (m < 1 || static_cast<size_t>(m) > ctx.numInputs()) {
     ctx.emitError() << "num_scan_inputs " << m << " is not in [1, " << ctx.numInputs()
                     << "] (the node has " << ctx.numInputs() << " inputs)";
@@ -345,8 +366,12 @@ Values convertScan(NodeContext &ctx) {
   for (Value *s : states)
     inputTypes.push_back(s->type());
   for (size_t j = 0; j < numScans; ++j) {
+    if (scans[j]->type().rank() == 0) {
+      ctx.emitError() << "scan input " << j << " is a scalar, with no axis to scan";
+      return none;
+    }
     Ints axis{inAxes[j]};
-    if (scans[j]->type().rank() == 0 || !ctx.normalizeAxes(axis, scans[j]->type().rank()))
+    if (!ctx.normalizeAxes(axis, scans[j]->type().rank()))
       return none;
     inAxes[j] = axis[0];
     TensorType slice = scans[j]->type();
@@ -377,20 +402,25 @@ Values convertScan(NodeContext &ctx) {
   Values fulls;
   for (size_t j = 0; j < numScans; ++j)
     fulls.push_back(loopBody->addInput(scans[j]->type(), "scan" + std::to_string(j)));
+  Values captured;
+  for (const Capture &c : region->captures)
+    captured.push_back(loopBody->addInput(c.outer->type(), c.name));
+  Value *trip = len->isStatic() ? ctx.constant(Tensor::fromInts(DType::I64, {}, {len->size()}))
+                                : dimValue(ctx, scans[0], inAxes[0]);
+  if (!trip)
+    return none;
+  Value *tripIn = nullptr;
   for (size_t j = 0; j < numScans; ++j) {
     Value *index = iter;
-    if ((*inDirs)[j]) { // len - 1 - i, len read from the input at run time
-      Value *size = b.createValue(OpKind::ShapeOf, {fulls[j]},
-                                  {{"start", inAxes[j]}, {"end", inAxes[j] + 1}});
+    if ((*inDirs)[j]) { // trip - 1 - i
+      if (!tripIn)
+        tripIn = loopBody->addInput(trip->type(), "trip");
       Value *one = b.constant(Tensor::fromInts(DType::I64, {}, {1}));
-      Value *last = b.createValue(OpKind::Sub, {size, one});
-      index = b.createValue(OpKind::Reshape, {b.createValue(OpKind::Sub, {last, iter})},
-                            {{"shape", Ints{}}});
+      index = b.createValue(OpKind::Sub, {b.createValue(OpKind::Sub, {tripIn, one}), iter});
     }
     args.push_back(b.createValue(OpKind::Gather, {fulls[j], index}, {{"axis", inAxes[j]}}));
   }
-  for (const Capture &c : region->captures)
-    args.push_back(loopBody->addInput(c.outer->type(), c.name));
+  args.insert(args.end(), captured.begin(), captured.end());
   for (Value *a : args)
     if (!a)
       return none;
@@ -401,14 +431,13 @@ Values convertScan(NodeContext &ctx) {
   outs->insert(outs->begin(), keepGoing);
   loopBody->setOutputs(outs.take());
 
-  Value *trip = len->isStatic() ? ctx.constant(Tensor::fromInts(DType::I64, {}, {len->size()}))
-                                : ctx.create(OpKind::ShapeOf, {scans[0]},
-                                             {{"start", inAxes[0]}, {"end", inAxes[0] + 1}});
   Values operands{trip, ctx.constant(Tensor::fromInts(DType::Bool, {}, {1}))};
   operands.insert(operands.end(), states.begin(), states.end());
   operands.insert(operands.end(), scans.begin(), scans.end());
   for (const Capture &c : region->captures)
     operands.push_back(c.outer);
+  if (tripIn)
+    operands.push_back(trip);
   Values results = ctx.createMulti(
       OpKind::Loop, operands,
       {{"body", GraphAttr(std::move(loopBody))}, {"num_carried", static_cast<int64_t>(n)}},
@@ -430,13 +459,7 @@ Values convertScan(NodeContext &ctx) {
     Ints axis{outAxes[k]};
     if (!out || !ctx.normalizeAxes(axis, out->type().rank()))
       return none;
-    if (axis[0] != 0) { // move the stacked axis 0 to `axis`
-      Ints perm;
-      for (int64_t d = 1; d < out->type().rank(); ++d)
-        perm.push_back(d);
-      perm.insert(perm.begin() + axis[0], 0);
-      out = ctx.create(OpKind::Transpose, {out}, {{"perm", perm}});
-    }
+    out = moveAxis0(ctx, out, axis[0]);
   }
   return results;
 }

@@ -661,8 +661,11 @@ LogicalResult GraphImport::convertNodes() {
     Location loc = nodeLoc(i);
     state_.builder.setLoc(loc);
     NodeContext ctx(state_, n, opset_, loc);
+    // An error reported by a helper the converter called (a builder, a
+    // region's import) fails the node too, though the context never saw it.
+    const unsigned errorsBefore = state_.diag.numErrors();
     std::vector<Value *> outs = converters_[static_cast<size_t>(i)]->convert(ctx);
-    if (ctx.failed())
+    if (ctx.failed() || state_.diag.numErrors() > errorsBefore)
       return failure();
     for (int k = 0; k < n.output_size(); ++k) {
       const std::string &name = n.output(k);
@@ -703,10 +706,10 @@ GraphImport::outputs(SequenceOutputs mode, std::vector<std::optional<Sequence>> 
       stacked = seq->second;
       if (!stacked->stacked) {
         stacked->stacked =
-            stackList(state_, seq->second, "sequence '" + out.name() + "' " + scope_ + " returns");
+            stackList(state_, *stacked, "sequence '" + out.name() + "' " + scope_ + " returns");
         if (!stacked->stacked)
           return failure();
-        stacked->appended = seq->second.elems[0]->type();
+        stacked->appended = stacked->elems[0]->type();
         stacked->elems.clear();
       }
       v = stacked->stacked;

@@ -34,6 +34,21 @@ Value *stackList(ImportState &state, const Sequence &s, const std::string &what)
                           : state.builder.createValue(OpKind::Concat, rows, {{"axis", int64_t(0)}});
 }
 
+Value *moveAxis0(NodeContext &ctx, Value *v, int64_t axis) {
+  if (!v || axis == 0)
+    return v;
+  Ints perm;
+  for (int64_t d = 1; d < v->type().rank(); ++d)
+    perm.push_back(d);
+  perm.insert(perm.begin() + axis, 0);
+  return ctx.create(OpKind::Transpose, {v}, {{"perm", perm}});
+}
+
+Value *dimValue(NodeContext &ctx, Value *v, int64_t axis) {
+  Value *dim = ctx.create(OpKind::ShapeOf, {v}, {{"start", axis}, {"end", axis + 1}});
+  return ctx.create(OpKind::Reshape, {dim}, {{"shape", Ints{}}});
+}
+
 namespace {
 
 using Values = std::vector<Value *>;
@@ -178,8 +193,7 @@ Values convertSequenceLength(NodeContext &ctx) {
   if (!seq->stacked)
     return {
         ctx.constant(Tensor::fromInts(DType::I64, {}, {static_cast<int64_t>(seq->elems.size())}))};
-  Value *len = ctx.create(OpKind::ShapeOf, {seq->stacked}, {{"start", int64_t(0)}, {"end", 1}});
-  return {ctx.create(OpKind::Reshape, {len}, {{"shape", Ints{}}})};
+  return {dimValue(ctx, seq->stacked, 0)};
 }
 
 Values convertConcatFromSequence(NodeContext &ctx) {
@@ -212,11 +226,7 @@ Values convertConcatFromSequence(NodeContext &ctx) {
   Ints a{axis};
   if (!ctx.normalizeAxes(a, elemRank + (newAxis ? 1 : 0)))
     return {nullptr};
-  Ints perm;
-  for (int64_t d = 1; d <= elemRank; ++d)
-    perm.push_back(d);
-  perm.insert(perm.begin() + a[0], 0);
-  Value *moved = a[0] == 0 ? t : ctx.create(OpKind::Transpose, {t}, {{"perm", perm}});
+  Value *moved = moveAxis0(ctx, t, a[0]);
   if (newAxis || !moved)
     return {moved};
   std::vector<DimExpr> shape;

@@ -86,25 +86,6 @@ bool fitsSameScope(const TensorType &actual, const TensorType &declared) {
   return true;
 }
 
-/// `t` (a region's type) in the enclosing scope: symbols bound by
-/// `binding` replaced, any other symbolic dim `?` (a region's own symbols
-/// mean nothing outside it).
-TensorType outsideType(const TensorType &t, const std::map<std::string, DimExpr> &binding) {
-  TensorType out = t;
-  for (Dim &d : out.shape) {
-    auto e = d.expr();
-    if (d.isStatic() || !e)
-      continue;
-    std::set<std::string> symbols;
-    e->collectSymbols(symbols);
-    bool allBound = std::all_of(symbols.begin(), symbols.end(),
-                                [&](const std::string &s) { return binding.count(s) > 0; });
-    auto sub = allBound ? e->substitute(binding) : std::nullopt;
-    d = sub ? Dim::of(*sub) : Dim::dynamic();
-  }
-  return out;
-}
-
 LogicalResult requireRegion(const OpContext &ctx, const GraphAttr &g, const char *name) {
   if (!g)
     return ctx.emitError() << "region '" << name << "' is missing";

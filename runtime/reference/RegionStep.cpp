@@ -95,13 +95,15 @@ Status RegionStep::runLoop(std::span<void *const> buffers, const RunOptions &opt
     for (unsigned s = 0; s < numScans; ++s) {
       const HostTensor &row = outs[1 + numCarried + s];
       if (i >= rows[s])
-        break;
+        return Status::failure(describe() + ": iteration " + std::to_string(i) + " is past the " +
+                               std::to_string(rows[s]) + " rows of scan result " +
+                               std::to_string(s));
       std::memcpy(static_cast<char *>(buffers[numOps + numCarried + s]) + i * row.byteSize(),
                   row.data, row.byteSize());
     }
   }
   for (unsigned s = 0; s < numScans; ++s)
-    if (i != rows[s])
+    if (i < rows[s])
       return Status::failure(describe() + ": ran " + std::to_string(i) +
                              " iteration(s) but scan result " + std::to_string(s) + " has " +
                              std::to_string(rows[s]) + " rows");

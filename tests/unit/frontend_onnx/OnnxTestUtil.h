@@ -11,6 +11,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <string>
@@ -201,6 +202,16 @@ inline ImportResult importModel(const ModelBuilder &b, OnnxImportOptions opts = 
 }
 
 /// Runs the first graph of `m` on `inputs` and returns its outputs.
+/// Success when importing `b` fails with `error` among its diagnostics.
+inline ::testing::AssertionResult importFails(const ModelBuilder &b, const std::string &error) {
+  auto r = importModel(b);
+  if (r.ok)
+    return ::testing::AssertionFailure() << "the import succeeded:\n" << r.text;
+  if (r.errors.find(error) == std::string::npos)
+    return ::testing::AssertionFailure() << "no '" << error << "' in:\n" << r.errors;
+  return ::testing::AssertionSuccess();
+}
+
 inline std::vector<Tensor> runGraph(const Module &m, std::vector<Tensor> inputs) {
   DiagnosticEngine diag;
   auto outs = interpret(*m.graphs().front(), inputs, diag);
