@@ -1205,7 +1205,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   std::set<const Node *> emitted;
   ExecutableBuilder builder(*g, *plan, options, diag, report);
   builder.addInputs(*g);
-  double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0;
+  double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0, regionSeconds = 0;
   for (size_t gi = 0; gi < plan->groups.size(); ++gi) {
     const FusionGroup &group = plan->groups[gi];
     builder.beginGroup(gi);
@@ -1235,13 +1235,16 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
       for (const Node *n : group.nodes) {
         std::string why = group.reason.empty() ? "no kernel or library handles it" : group.reason;
         if (n->hasTrait(ValueDependentShape)) { // Note [Compiled regions]
+          const auto r0 = Clock::now();
           why = builder.addRegionStep(n);
+          regionSeconds += secondsSince(r0);
           if (why.empty())
             continue;
         }
+        const auto f0 = Clock::now();
         builder.addFallback(n, why);
+        fallbackSeconds += secondsSince(f0);
       }
-      fallbackSeconds += secondsSince(t0);
       break;
     }
   }
@@ -1256,6 +1259,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   report.phases.emplace_back("library", librarySeconds);
   if (fallbackSeconds > 0)
     report.phases.emplace_back("fallbacks", fallbackSeconds);
+  // Compiling regions (each a model of its own) is a phase of its own.
+  if (regionSeconds > 0)
+    report.phases.emplace_back("regions", regionSeconds);
   phase = Clock::now();
 
   // 5. Outputs, owners.
