@@ -118,7 +118,8 @@ struct CompileReport {
   std::string kernels;
   /// LLVM IR (with options.emitLLVM / emitLLVMOptimized).
   std::string llvm;
-  /// Seconds per phase, in order ("passes", "fusion", "kernels", ...).
+  /// Seconds per phase, in order ("passes", "fusion", "kernels", "library",
+  /// "fallbacks", "regions" (compiling region steps), "memory").
   std::vector<std::pair<std::string, double>> phases;
   double totalSeconds = 0;
   int numKernels = 0, numLibraryCalls = 0, numFallbacks = 0;

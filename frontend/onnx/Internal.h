@@ -124,7 +124,7 @@ class GraphImport;
 //     positions known at import time), or
 //   - a tensor stacking its elements on a new axis 0, whose length the run
 //     decides: a sequence a Loop carries (initially a list, all elements
-//     of one shape), which the body may only append to (SequenceInsert
+//     of one shape, or a stacked sequence), which the body may only append to (SequenceInsert
 //     without a position: a concat), read (SequenceAt: a gather, and
 //     ConcatFromSequence), measure (SequenceLength: a shape) and pass on
 //     (Identity).
@@ -132,8 +132,8 @@ class GraphImport;
 // transpose and reshape of a stacked sequence. A placeholder value (an
 // empty constant, removed as dead code) stands for each sequence, which
 // ImportState::sequences records; any other op reading one, a graph output
-// that is one, and a subgraph reading a list from an enclosing scope are
-// errors at the node. A subgraph reading a stacked sequence captures its
+// that is one, an If with a run-time condition returning one, and a
+// subgraph reading a list from an enclosing scope are errors at the node. A subgraph reading a stacked sequence captures its
 // tensor; a Loop body's outputs give the tensors.
 
 /// One sequence. See Note [Sequences].

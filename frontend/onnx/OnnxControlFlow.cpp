@@ -1,4 +1,4 @@
-//===- OnnxControlFlow.cpp - Converters of ONNX If and Loop -----*- C++ -*-===//
+//===- OnnxControlFlow.cpp - Converters of ONNX If, Loop, Scan --*- C++ -*-===//
 //
 // If and Loop map onto the region ops `if` and `loop` (ir/ops/ControlFlow.cpp,
 // Note [Regions] in docs/IR.md). Their subgraphs are imported as regions by
