@@ -133,8 +133,9 @@ class GraphImport;
 // empty constant, removed as dead code) stands for each sequence, which
 // ImportState::sequences records; any other op reading one, a graph output
 // that is one, an If with a run-time condition returning one, and a
-// subgraph reading a list from an enclosing scope are errors at the node. A subgraph reading a stacked sequence captures its
-// tensor; a Loop body's outputs give the tensors.
+// subgraph reading a list from an enclosing scope are errors at the node.
+// A subgraph reading a stacked sequence captures its tensor; a Loop body's
+// outputs give the tensors.
 
 /// One sequence. See Note [Sequences].
 struct Sequence {
