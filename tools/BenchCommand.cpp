@@ -283,16 +283,10 @@ int benchCommand(const Args &args) {
       expected.push_back(t.take());
     }
     // Symbolic dims the user did not bind come from the inputs.
-    for (unsigned i = 0; g && i < g->numInputs(); ++i) {
-      const Shape &shape = g->input(i)->type().shape;
-      if (inputs[i].shape().size() != shape.size())
-        continue; // compile() names the mismatch
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (shape[d].isSymbolic() && !shape[d].symbol().empty())
-          options.dims.emplace(shape[d].symbol(), inputs[i].shape()[d]);
-    }
-    if (g)
+    if (g) {
+      bindDimsFromInputs(*g, inputs, options.dims);
       sizes = bindSymbolsForReport(*g, options.dims);
+    }
   } else if (g) {
     sizes = bindSymbolsForReport(*g, options.dims);
     inputs = randomInputs(*g, options.dims, 1234);

@@ -66,6 +66,11 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
 /// (symbols not given are 1; give --dim batch=N for other sizes)"); empty
 /// when there are none.
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims);
+/// Binds each symbol of `g`'s input dims that `dims` lacks to the size the
+/// input tensor gives it (an input of another rank is skipped: the compile
+/// names the mismatch).
+void bindDimsFromInputs(const Graph &g, std::span<const Tensor> inputs,
+                        std::map<std::string, int64_t> &dims);
 /// Random tensors of the given types, as randomInputs makes them.
 std::vector<Tensor> randomTensors(const std::vector<std::pair<DType, std::vector<int64_t>>> &types,
                                   unsigned seed);

@@ -109,6 +109,18 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
   return randomTensors(types, seed);
 }
 
+void bindDimsFromInputs(const Graph &g, std::span<const Tensor> inputs,
+                        std::map<std::string, int64_t> &dims) {
+  for (unsigned i = 0; i < g.numInputs() && i < inputs.size(); ++i) {
+    const Shape &shape = g.input(i)->type().shape;
+    if (inputs[i].shape().size() != shape.size())
+      continue;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d].isSymbolic() && !shape[d].symbol().empty())
+        dims.emplace(shape[d].symbol(), inputs[i].shape()[d]);
+  }
+}
+
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims) {
   std::string defaulted;
   for (const std::string &s : inputSymbols(g))

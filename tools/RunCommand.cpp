@@ -300,12 +300,7 @@ int runCommand(const Args &args) {
     if (failed(checkInputs(*g, values, diag)))
       return 1;
     const std::map<std::string, int64_t> importDims = copts.dims;
-    for (unsigned i = 0; i < g->numInputs(); ++i) {
-      const Shape &shape = g->input(i)->type().shape;
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (shape[d].isSymbolic() && !shape[d].symbol().empty())
-          copts.dims[shape[d].symbol()] = values[i].shape()[d];
-    }
+    bindDimsFromInputs(*g, values, copts.dims);
     // An ONNX model is imported again with those dims, as `kiln compile
     // --dim` imports it: the same graph, so the same compile cache key.
     if (isOnnx && copts.dims != importDims) {
