@@ -349,21 +349,7 @@ ScalarValue identity(ReduceKind kind, DType t) {
                                      : kInf;
     return v;
   }
-  int64_t lowest = 0, highest = 0;
-  switch (t) {
-  case DType::I8:
-    lowest = std::numeric_limits<int8_t>::lowest(), highest = std::numeric_limits<int8_t>::max();
-    break;
-  case DType::U8:
-    lowest = 0, highest = std::numeric_limits<uint8_t>::max();
-    break;
-  case DType::I32:
-    lowest = std::numeric_limits<int32_t>::lowest(), highest = std::numeric_limits<int32_t>::max();
-    break;
-  default:
-    lowest = std::numeric_limits<int64_t>::lowest(), highest = std::numeric_limits<int64_t>::max();
-    break;
-  }
+  const int64_t lowest = intLowest(t), highest = intHighest(t);
   v.i = kind == ReduceKind::Sum    ? 0
         : kind == ReduceKind::Prod ? 1
         : kind == ReduceKind::Max  ? lowest

@@ -32,6 +32,17 @@ bool isSignedInt(DType t) {
   return !isFloat(t) && kInfos[static_cast<unsigned>(t)].isSigned;
 }
 
+int64_t intLowest(DType t) {
+  const unsigned bits = 8 * dtypeSize(t);
+  return isSignedInt(t) ? static_cast<int64_t>(~uint64_t(0) << (bits - 1)) : 0;
+}
+int64_t intHighest(DType t) {
+  if (t == DType::Bool)
+    return 1;
+  const unsigned bits = 8 * dtypeSize(t) - (isSignedInt(t) ? 1 : 0);
+  return static_cast<int64_t>((uint64_t(1) << bits) - 1);
+}
+
 std::optional<DType> dtypeFromName(std::string_view name) {
   for (unsigned i = 0; i < kNumDTypes; ++i)
     if (kInfos[i].name == name)

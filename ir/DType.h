@@ -35,6 +35,10 @@ inline bool isInteger(DType t) {
   return !isFloat(t) && t != DType::Bool;
 }
 
+/// The smallest and largest value of an integer or bool dtype.
+int64_t intLowest(DType t);
+int64_t intHighest(DType t);
+
 /// IEEE binary16 <-> float, round to nearest even.
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);

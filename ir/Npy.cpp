@@ -13,8 +13,9 @@ struct NpyDType {
   DType dtype;
 };
 constexpr NpyDType kNpyTypes[] = {
-    {"<f4", DType::F32}, {"<f2", DType::F16}, {"<f8", DType::F64}, {"|i1", DType::I8},
-    {"|u1", DType::U8},  {"<i4", DType::I32}, {"<i8", DType::I64}, {"|b1", DType::Bool},
+    {"<f4", DType::F32}, {"<f2", DType::F16}, {"<f8", DType::F64},  {"|i1", DType::I8},
+    {"|u1", DType::U8},  {"<i2", DType::I16}, {"<u2", DType::U16},  {"<i4", DType::I32},
+    {"<u4", DType::U32}, {"<i8", DType::I64}, {"|b1", DType::Bool},
 };
 
 // Finds the value text of `'key':` in a header dict.

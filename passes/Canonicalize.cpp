@@ -279,25 +279,6 @@ bool isExactCast(DType from, DType to) {
     return true;
   if (to == DType::Bool)
     return false;
-  // The value range of an integer dtype.
-  auto intRange = [](DType t, int64_t &lo, int64_t &hi) {
-    switch (t) {
-    case DType::I8:
-      lo = -128, hi = 127;
-      return true;
-    case DType::U8:
-      lo = 0, hi = 255;
-      return true;
-    case DType::I32:
-      lo = INT32_MIN, hi = INT32_MAX;
-      return true;
-    case DType::I64:
-      lo = INT64_MIN, hi = INT64_MAX;
-      return true;
-    default:
-      return false;
-    }
-  };
   // Significand bits (with the implicit bit) of a float dtype; 0 otherwise.
   auto significandBits = [](DType t) {
     switch (t) {
@@ -313,10 +294,10 @@ bool isExactCast(DType from, DType to) {
       return 0;
     }
   };
-  int64_t flo, fhi, tlo, thi;
-  if (intRange(from, flo, fhi)) {
-    if (intRange(to, tlo, thi))
-      return tlo <= flo && fhi <= thi;
+  if (isInteger(from)) {
+    const int64_t flo = intLowest(from), fhi = intHighest(from);
+    if (isInteger(to))
+      return intLowest(to) <= flo && fhi <= intHighest(to);
     // Integers up to 2^bits are exact in a float with `bits` significand bits.
     int bits = significandBits(to);
     int64_t limit = int64_t(1) << bits;

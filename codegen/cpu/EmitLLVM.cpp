@@ -55,7 +55,11 @@ llvm::Type *KernelEmitter::regType(DType t) {
   case DType::I8:
   case DType::U8:
     return b_.getInt8Ty();
+  case DType::I16:
+  case DType::U16:
+    return b_.getInt16Ty();
   case DType::I32:
+  case DType::U32:
     return b_.getInt32Ty();
   case DType::I64:
     return b_.getInt64Ty();

@@ -2,7 +2,8 @@
 //
 // Decodes the three ways a TensorProto stores its elements: `raw_data`
 // (little-endian bytes), the typed repeated fields (`float_data`,
-// `int32_data` for every narrow type, `int64_data`, `double_data`), and
+// `int32_data` for every narrow type, `int64_data`, `uint64_data` for u32,
+// `double_data`), and
 // external data (`data_location: EXTERNAL`, whose `location`, `offset` and
 // `length` name a byte range of a file in the model's folder). Sizes are
 // checked before anything is allocated, so corrupt dims cannot make the
@@ -34,8 +35,14 @@ std::optional<DType> dtypeFromOnnx(int32_t elemType) {
     return DType::I8;
   case onnx::TensorProto::UINT8:
     return DType::U8;
+  case onnx::TensorProto::INT16:
+    return DType::I16;
+  case onnx::TensorProto::UINT16:
+    return DType::U16;
   case onnx::TensorProto::INT32:
     return DType::I32;
+  case onnx::TensorProto::UINT32:
+    return DType::U32;
   case onnx::TensorProto::INT64:
     return DType::I64;
   case onnx::TensorProto::BOOL:
@@ -124,6 +131,27 @@ LogicalResult readExternal(const onnx::TensorProto &proto, const std::string &ba
 }
 
 /// Copies `count` values of a typed repeated field into `t`, converting.
+/// The typed field of a TensorProto that holds its data_type's elements
+/// when there is no raw_data, and how many it holds.
+struct TypedField {
+  const char *name;
+  int64_t given;
+};
+TypedField typedField(const onnx::TensorProto &proto) {
+  switch (proto.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return {"float_data", proto.float_data_size()};
+  case onnx::TensorProto::DOUBLE:
+    return {"double_data", proto.double_data_size()};
+  case onnx::TensorProto::INT64:
+    return {"int64_data", proto.int64_data_size()};
+  case onnx::TensorProto::UINT32:
+    return {"uint64_data", proto.uint64_data_size()};
+  default: // the narrower types, one per int32
+    return {"int32_data", proto.int32_data_size()};
+  }
+}
+
 template <typename Field, typename Set> void copyField(const Field &field, int64_t count, Set set) {
   for (int64_t i = 0; i < count; ++i)
     set(i, field.Get(static_cast<int>(i)));
@@ -169,30 +197,13 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
                                  << raw->size();
   }
 
-  if (!raw) {
-    // Typed fields: their element count must match before anything is
-    // allocated (a tiny file may claim a huge shape).
-    int64_t given;
-    const char *field;
-    switch (proto.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      given = proto.float_data_size(), field = "float_data";
-      break;
-    case onnx::TensorProto::DOUBLE:
-      given = proto.double_data_size(), field = "double_data";
-      break;
-    case onnx::TensorProto::INT64:
-      given = proto.int64_data_size(), field = "int64_data";
-      break;
-    default:
-      given = proto.int32_data_size(), field = "int32_data";
-      break;
-    }
-    if (given != numel)
-      return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
-                                 << " needs " << numel << " values in " << field << ", got "
-                                 << given;
-  }
+  // Typed fields: their element count must match before anything is
+  // allocated (a tiny file may claim a huge shape).
+  const TypedField field = typedField(proto);
+  if (!raw && field.given != numel)
+    return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
+                               << " needs " << numel << " values in " << field.name << ", got "
+                               << field.given;
 
   Tensor t = Tensor::zeros(*dtype, shape);
   if (raw) {
@@ -204,41 +215,30 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
     return t;
   }
 
-  // Typed fields.
-  auto sizeError = [&](const char *field, int64_t got) -> LogicalResult {
-    return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
-                               << " needs " << numel << " values in " << field << ", got " << got;
-  };
   switch (proto.data_type()) {
   case onnx::TensorProto::FLOAT:
-    if (proto.float_data_size() != numel)
-      return sizeError("float_data", proto.float_data_size());
     copyField(proto.float_data(), numel,
               [&](int64_t i, float v) { t.mutableData<float>()[i] = v; });
     break;
   case onnx::TensorProto::DOUBLE:
-    if (proto.double_data_size() != numel)
-      return sizeError("double_data", proto.double_data_size());
     copyField(proto.double_data(), numel,
               [&](int64_t i, double v) { t.mutableData<double>()[i] = v; });
     break;
   case onnx::TensorProto::INT64:
-    if (proto.int64_data_size() != numel)
-      return sizeError("int64_data", proto.int64_data_size());
     copyField(proto.int64_data(), numel, [&](int64_t i, int64_t v) { t.setInt(i, v); });
+    break;
+  case onnx::TensorProto::UINT32:
+    copyField(proto.uint64_data(), numel,
+              [&](int64_t i, uint64_t v) { t.setInt(i, static_cast<int64_t>(v)); });
     break;
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16:
     // Stored as the 16-bit patterns, one per int32.
-    if (proto.int32_data_size() != numel)
-      return sizeError("int32_data", proto.int32_data_size());
     copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) {
       t.mutableData<uint16_t>()[i] = static_cast<uint16_t>(v);
     });
     break;
-  default: // INT32, INT8, UINT8, BOOL
-    if (proto.int32_data_size() != numel)
-      return sizeError("int32_data", proto.int32_data_size());
+  default: // INT32, INT16, UINT16, INT8, UINT8, BOOL
     copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) { t.setInt(i, v); });
     break;
   }

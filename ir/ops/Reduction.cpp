@@ -80,34 +80,6 @@ Types inferReduce(const OpContext &ctx, const std::vector<int64_t> &axes, bool k
   return sameDType(ctx, std::move(shape));
 }
 
-int64_t intLowest(DType t) {
-  switch (t) {
-  case DType::I8:
-    return std::numeric_limits<int8_t>::lowest();
-  case DType::I32:
-    return std::numeric_limits<int32_t>::lowest();
-  case DType::I64:
-    return std::numeric_limits<int64_t>::lowest();
-  default:
-    return 0; // u8 and bool
-  }
-}
-
-int64_t intHighest(DType t) {
-  switch (t) {
-  case DType::I8:
-    return std::numeric_limits<int8_t>::max();
-  case DType::U8:
-    return std::numeric_limits<uint8_t>::max();
-  case DType::I32:
-    return std::numeric_limits<int32_t>::max();
-  case DType::I64:
-    return std::numeric_limits<int64_t>::max();
-  default:
-    return 1; // bool
-  }
-}
-
 /// Calls fn(i, o) for every element i of `sizes` in row-major order, where o
 /// is the flat index of its slot in the reduced output.
 template <typename Fn>

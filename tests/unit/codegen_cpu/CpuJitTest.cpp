@@ -19,9 +19,37 @@ namespace kiln::codegen::cpu::test {
 namespace {
 
 const DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
-const DType kIntTypes[] = {DType::I8, DType::U8, DType::I32, DType::I64};
-const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8,
-                           DType::U8,  DType::I32, DType::I64, DType::Bool};
+
+/// The dtypes of DTypes.def, in its order.
+std::vector<DType> allDTypes() {
+  return {
+#define DTYPE(E, N, B, F, S, C) DType::E,
+#include "ir/DTypes.def"
+  };
+}
+/// The integer dtypes of DTypes.def.
+std::vector<DType> intDTypes() {
+  std::vector<DType> out;
+  for (DType t : allDTypes())
+    if (isInteger(t))
+      out.push_back(t);
+  return out;
+}
+/// Every dtype but bool.
+std::vector<DType> numericDTypes() {
+  std::vector<DType> out;
+  for (DType t : allDTypes())
+    if (t != DType::Bool)
+      out.push_back(t);
+  return out;
+}
+/// Random integer operands stay within [lo, hi] clipped to the range of `t`.
+double clipLow(DType t, double lo) {
+  return std::max(lo, static_cast<double>(intLowest(t)));
+}
+double clipHigh(DType t, double hi) {
+  return std::min(hi, static_cast<double>(intHighest(t)));
+}
 
 using Body = std::function<ScalarRef(ScalarDag &, const std::vector<ScalarRef> &loads)>;
 
@@ -62,14 +90,6 @@ HostBuffer randomBuffer(DType t, int64_t n, double lo, double hi, uint32_t seed)
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
-/// The dtypes of DTypes.def, in its order.
-std::vector<DType> allDTypes() {
-  return {
-#define DTYPE(E, N, B, F, S, C) DType::E,
-#include "ir/DTypes.def"
-  };
-}
-
 /// Whether the builders accept `op` on operands of `t` (ir/ScalarOps.def).
 bool takesDType(ScalarClass cls, DType t) {
   switch (cls) {
@@ -91,10 +111,19 @@ bool takesDType(ScalarClass cls, DType t) {
 
 /// Inputs of every value class for `t`: random values in [-8, 8] (what is
 /// representable), then for floats NaN, +-inf, +-0, a subnormal and huge
-/// values, for integers the type's extremes.
+/// values, for integers the type's extremes (ir/DType.h), -1, 0 and 1.
 HostBuffer valueClasses(DType t, int64_t n, uint32_t seed) {
-  HostBuffer b = randomBuffer(t, n, t == DType::U8 || t == DType::Bool ? 0 : -8,
-                              t == DType::Bool ? 1 : 8, seed);
+  const bool nonNegative = isInteger(t) ? !isSignedInt(t) : t == DType::Bool;
+  HostBuffer b = randomBuffer(t, n, nonNegative ? 0 : -8, t == DType::Bool ? 1 : 8, seed);
+  auto at = [&](size_t i) { return static_cast<int64_t>((i * 7) % static_cast<size_t>(n)); };
+  if (isInteger(t)) {
+    std::vector<int64_t> special = {intLowest(t), intHighest(t), 0, 1};
+    if (isSignedInt(t))
+      special.push_back(-1);
+    for (size_t i = 0; i < special.size() && static_cast<int64_t>(i) < n; ++i)
+      b.setInt(at(i), special[i]);
+    return b;
+  }
   std::vector<double> special;
   if (isFloat(t))
     special = {std::numeric_limits<double>::quiet_NaN(),
@@ -105,16 +134,8 @@ HostBuffer valueClasses(DType t, int64_t n, uint32_t seed) {
                t == DType::F64 ? 1e-310 : 1e-40,
                t == DType::F16 ? 60000.0 : 1e30,
                t == DType::F16 ? -60000.0 : -1e30};
-  else if (t == DType::I8)
-    special = {-128, 127, -1, 0};
-  else if (t == DType::U8)
-    special = {255, 0, 1};
-  else if (t == DType::I32)
-    special = {-2147483648.0, 2147483647.0, -1, 0};
-  else if (t == DType::I64)
-    special = {-9.2233720368547758e18, 9.2233720368547758e18, -1, 0};
   for (size_t i = 0; i < special.size() && static_cast<int64_t>(i) < n; ++i)
-    b.set(static_cast<int64_t>((i * 7) % static_cast<size_t>(n)), special[i]);
+    b.set(at(i), special[i]);
   return b;
 }
 
@@ -212,15 +233,13 @@ TEST(CpuJit, UnaryIntAndBoolOps) {
   // The DAG builder allows only these on integers ('not' takes a bool).
   const ScalarOp ops[] = {ScalarOp::Neg, ScalarOp::Abs};
   uint32_t seed = 100;
-  for (DType t : kIntTypes)
+  for (DType t : intDTypes())
     for (ScalarOp op : ops) {
       SCOPED_TRACE(kernelName("unary", op, t));
       Kernel k = mapKernel(kernelName("unary", op, t), {t}, t, 2, 33,
                            [&](ScalarDag &d, auto &in) { return d.unary(op, in[0]); });
-      double lo = t == DType::U8 ? 0 : -128, hi = t == DType::U8 ? 255 : 127;
-      HostBuffer x = randomBuffer(t, 66, lo, hi, seed++);
-      if (t != DType::U8)
-        x.set(0, t == DType::I8 ? -128 : t == DType::I32 ? -2147483648.0 : -9.2233720368547758e18);
+      HostBuffer x = randomBuffer(t, 66, clipLow(t, -128), isSignedInt(t) ? 127 : 255, seed++);
+      x.setInt(0, intLowest(t));
       checkAgainstInterpreter(k, {x}, {0, 0});
     }
   Kernel k = mapKernel("not_bool", {DType::Bool}, DType::Bool, 1, 19,
@@ -232,7 +251,7 @@ TEST(CpuJit, BinaryOpsAllNumericTypes) {
   const ScalarOp ops[] = {ScalarOp::Add, ScalarOp::Sub, ScalarOp::Mul, ScalarOp::Div,
                           ScalarOp::Rem, ScalarOp::Max, ScalarOp::Min, ScalarOp::Pow};
   uint32_t seed = 200;
-  for (DType t : kAllTypes) {
+  for (DType t : allDTypes()) {
     if (t == DType::Bool)
       continue;
     for (ScalarOp op : ops) {
@@ -246,7 +265,7 @@ TEST(CpuJit, BinaryOpsAllNumericTypes) {
         lo2 = isFloat(t) ? -3 : -2;
         hi2 = isFloat(t) ? 3 : 9;
       }
-      if (t == DType::U8) {
+      if (isInteger(t) && !isSignedInt(t)) {
         lo = lo2 = 0;
         hi = hi2 = op == ScalarOp::Pow ? 9 : 255;
       }
@@ -264,21 +283,19 @@ TEST(CpuJit, BinaryOpsAllNumericTypes) {
 
 TEST(CpuJit, IntegerDivisionEdgeCases) {
   // x / 0 = 0, x % 0 = 0, INT_MIN / -1 wraps: no trap.
-  for (DType t : {DType::I8, DType::I32, DType::I64, DType::U8}) {
+  for (DType t : intDTypes()) {
     for (ScalarOp op : {ScalarOp::Div, ScalarOp::Rem}) {
       Kernel k = mapKernel(kernelName("div_edge", op, t), {t, t}, t, 1, 6,
                            [&](ScalarDag &d, auto &in) { return d.binary(op, in[0], in[1]); });
       HostBuffer a(t, 6), b(t, 6);
-      double minValue = t == DType::I8    ? -128
-                        : t == DType::I32 ? -2147483648.0
-                                          : -9.2233720368547758e18;
-      if (t == DType::U8)
-        minValue = 200;
-      const double as[] = {7, minValue, -7, 0, 5, minValue};
-      const double bs[] = {0, -1, 2, 0, -1, 1};
+      // Unsigned: the largest value for -1, 200 for the lowest.
+      const bool s = isSignedInt(t);
+      const int64_t minValue = s ? intLowest(t) : 200, minusOne = s ? -1 : intHighest(t);
+      const int64_t as[] = {7, minValue, s ? -7 : 9, 0, 5, minValue};
+      const int64_t bs[] = {0, minusOne, 2, 0, minusOne, 1};
       for (int i = 0; i < 6; ++i) {
-        a.set(i, as[i]);
-        b.set(i, t == DType::U8 && bs[i] < 0 ? 255 : bs[i]);
+        a.setInt(i, as[i]);
+        b.setInt(i, bs[i]);
       }
       auto out = checkAgainstInterpreter(k, {a, b}, {0, 0});
       EXPECT_EQ(out[0].getInt(0), 0);
@@ -300,9 +317,9 @@ TEST(CpuJit, BoolLogic) {
 TEST(CpuJit, ComparisonsAndSelectAllTypes) {
   const ScalarOp ops[] = {ScalarOp::Eq, ScalarOp::Lt, ScalarOp::Le, ScalarOp::Gt, ScalarOp::Ge};
   uint32_t seed = 300;
-  for (DType t : kAllTypes) {
+  for (DType t : allDTypes()) {
     // Small integer-valued ranges give many ties.
-    double lo = t == DType::U8 || t == DType::Bool ? 0 : -3, hi = t == DType::Bool ? 1 : 3;
+    double lo = isFloat(t) || isSignedInt(t) ? -3 : 0, hi = t == DType::Bool ? 1 : 3;
     for (ScalarOp op : ops) {
       SCOPED_TRACE(kernelName("compare", op, t));
       Kernel k = mapKernel(kernelName("compare", op, t), {t, t}, DType::Bool, 2, 29,
@@ -331,8 +348,8 @@ TEST(CpuJit, ComparisonsAndSelectAllTypes) {
 
 TEST(CpuJit, CastsBetweenAllTypes) {
   uint32_t seed = 400;
-  for (DType from : kAllTypes)
-    for (DType to : kAllTypes) {
+  for (DType from : allDTypes())
+    for (DType to : allDTypes()) {
       std::string name = "cast_" + std::string(dtypeName(from)) + "_" + std::string(dtypeName(to));
       SCOPED_TRACE(name);
       Kernel k = mapKernel(name, {from}, to, 3, 23,
@@ -340,10 +357,8 @@ TEST(CpuJit, CastsBetweenAllTypes) {
       // Floats beyond the range of i8/u8 check saturation; fractions check
       // truncation toward zero.
       double lo = -300, hi = 300;
-      if (from == DType::I8)
-        lo = -128, hi = 127;
-      if (from == DType::U8 || from == DType::Bool)
-        lo = 0, hi = from == DType::Bool ? 1 : 255;
+      if (!isFloat(from))
+        lo = clipLow(from, lo), hi = clipHigh(from, hi);
       HostBuffer x = randomBuffer(from, 69, lo, hi, seed++);
       if (isFloat(from)) {
         x.set(0, 0.0);
@@ -421,10 +436,8 @@ Kernel reduceKernel(const std::string &name, DType t, ReduceKind kind, int64_t o
 
 TEST(CpuJit, ReductionsAllKindsTypesAndSizes) {
   const ReduceKind kinds[] = {ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod};
-  const DType types[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                         DType::I32, DType::I8,  DType::U8,  DType::I64};
   uint32_t seed = 500;
-  for (DType t : types)
+  for (DType t : numericDTypes())
     for (ReduceKind kind : kinds)
       for (int64_t inner : {1, 3, 17, 1023}) {
         std::string name = std::string("reduce_") + reduceKindName(kind) + "_" +
@@ -435,7 +448,7 @@ TEST(CpuJit, ReductionsAllKindsTypesAndSizes) {
         if (kind == ReduceKind::Prod && isFloat(t))
           lo = 0.9, hi = 1.1;
         if (!isFloat(t))
-          lo = t == DType::U8 || t == DType::Bool ? 0 : -100, hi = t == DType::Bool ? 1 : 100;
+          lo = clipLow(t, -100), hi = 100;
         Tolerance tol = defaultTolerance(t);
         if (isFloat(t) && (kind == ReduceKind::Sum || kind == ReduceKind::Prod)) {
           // The interpreter accumulates in order, rounding to the dtype at
@@ -479,7 +492,7 @@ TEST(CpuJit, BoolReductionsAreAnyAndAll) {
 
 TEST(CpuJit, EmptyInnerRangeGivesIdentities) {
   for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod})
-    for (DType t : {DType::F32, DType::I32, DType::U8}) {
+    for (DType t : numericDTypes()) {
       Kernel k = reduceKernel(std::string("reduce_empty_") + reduceKindName(kind) + "_" +
                                   std::string(dtypeName(t)),
                               t, kind, 3, 0);

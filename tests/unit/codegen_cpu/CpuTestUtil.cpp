@@ -2,75 +2,36 @@
 
 #include "CpuTestUtil.h"
 
+#include "ir/DTypeCodec.h"
+
 #include <algorithm>
 #include <limits>
 
 namespace kiln::codegen::cpu::test {
 
+// Elements convert by the codecs of ir/DTypes.def, as the interpreter's do.
 double HostBuffer::getDouble(int64_t i) const {
-  const void *p = data();
-  switch (dtype) {
-  case DType::F32:
-    return static_cast<const float *>(p)[i];
-  case DType::F64:
-    return static_cast<const double *>(p)[i];
-  case DType::F16:
-    return halfToFloat(static_cast<const uint16_t *>(p)[i]);
-  case DType::BF16:
-    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  default:
-    return static_cast<double>(getInt(i));
-  }
+  return visitDType(dtype, [&]<typename C>() {
+    return C::toDouble(static_cast<const typename C::Storage *>(data())[i]);
+  });
 }
 
 int64_t HostBuffer::getInt(int64_t i) const {
-  const void *p = data();
-  switch (dtype) {
-  case DType::I8:
-    return static_cast<const int8_t *>(p)[i];
-  case DType::U8:
-  case DType::Bool:
-    return static_cast<const uint8_t *>(p)[i];
-  case DType::I32:
-    return static_cast<const int32_t *>(p)[i];
-  case DType::I64:
-    return static_cast<const int64_t *>(p)[i];
-  default:
-    return static_cast<int64_t>(getDouble(i));
-  }
+  return visitDType(dtype, [&]<typename C>() {
+    return C::toInt(static_cast<const typename C::Storage *>(data())[i]);
+  });
 }
 
 void HostBuffer::set(int64_t i, double v) {
-  void *p = data();
-  switch (dtype) {
-  case DType::F32:
-    static_cast<float *>(p)[i] = static_cast<float>(v);
-    break;
-  case DType::F64:
-    static_cast<double *>(p)[i] = v;
-    break;
-  case DType::F16:
-    static_cast<uint16_t *>(p)[i] = floatToHalf(static_cast<float>(v));
-    break;
-  case DType::BF16:
-    static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v));
-    break;
-  case DType::I8:
-    static_cast<int8_t *>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
-    break;
-  case DType::U8:
-    static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
-    break;
-  case DType::Bool:
-    static_cast<uint8_t *>(p)[i] = v != 0;
-    break;
-  case DType::I32:
-    static_cast<int32_t *>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
-    break;
-  case DType::I64:
-    static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v);
-    break;
-  }
+  visitDType(dtype, [&]<typename C>() {
+    static_cast<typename C::Storage *>(data())[i] =
+        isInteger(dtype) ? C::fromInt(static_cast<int64_t>(v)) : C::fromDouble(v);
+  });
+}
+
+void HostBuffer::setInt(int64_t i, int64_t v) {
+  visitDType(dtype,
+             [&]<typename C>() { static_cast<typename C::Storage *>(data())[i] = C::fromInt(v); });
 }
 
 void fillRandom(HostBuffer &b, double lo, double hi, uint32_t seed) {

@@ -49,7 +49,8 @@ struct HostBuffer {
 
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
-  void set(int64_t i, double v); // floats and ints (truncated, wrapped) alike
+  void set(int64_t i, double v);     // floats and ints (truncated, wrapped) alike
+  void setInt(int64_t i, int64_t v); // wrapped to an integer dtype
 };
 
 /// Fills `b` with values uniform in [lo, hi] (integers: rounded; bool: 0/1).

@@ -112,23 +112,7 @@ double floatValue(std::mt19937 &rng) {
 }
 
 int64_t intValue(DType t, std::mt19937 &rng) {
-  int64_t lo = 0, hi = 1;
-  switch (t) {
-  case DType::I8:
-    lo = -128, hi = 127;
-    break;
-  case DType::U8:
-    lo = 0, hi = 255;
-    break;
-  case DType::I32:
-    lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
-    break;
-  case DType::I64:
-    lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-    break;
-  default:
-    break;
-  }
+  const int64_t lo = intLowest(t), hi = intHighest(t);
   if (t == DType::Bool)
     return static_cast<int64_t>(rng() % 2);
   int64_t special[] = {0, 1, -1, 2, -7, 100, lo, hi, lo + 1, hi - 1};

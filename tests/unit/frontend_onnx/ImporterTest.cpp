@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxTestUtil.h"
+#include "frontend/onnx/Internal.h"
 
 #include <gtest/gtest.h>
 
@@ -280,6 +281,44 @@ TEST(OnnxImporterTest, BadInitializers) {
   b.graph().mutable_initializer(0)->add_dims(int64_t(1) << 40);
   EXPECT_EQ(importModel(b).errors,
             "m.onnx: node 'b': error: initializer 'b' has too many elements");
+}
+
+// Every integer width decodes from its typed field (int32_data up to 16
+// bits, uint64_data for uint32) and from raw_data; a short field is an error
+// naming it.
+TEST(OnnxImporterTest, IntegerTensorsOfEveryWidth) {
+  auto decode = [](onnx::TensorProto::DataType type, auto fill) {
+    onnx::TensorProto p;
+    p.set_data_type(type);
+    p.add_dims(2);
+    fill(p);
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    auto t = onnximport::tensorFromProto(p, "", "tensor 't'", Location(), diag);
+    std::string text;
+    if (t)
+      text =
+          t->str() + "{" + std::to_string(t->getInt(0)) + ", " + std::to_string(t->getInt(1)) + "}";
+    return std::make_pair(text, collect.str());
+  };
+  EXPECT_EQ(decode(onnx::TensorProto::INT16,
+                   [](auto &p) { p.add_int32_data(-32768), p.add_int32_data(7); })
+                .first,
+            "i16[2]{-32768, 7}");
+  EXPECT_EQ(decode(onnx::TensorProto::UINT16,
+                   [](auto &p) { p.add_int32_data(65535), p.add_int32_data(0); })
+                .first,
+            "u16[2]{65535, 0}");
+  EXPECT_EQ(decode(onnx::TensorProto::UINT32,
+                   [](auto &p) { p.add_uint64_data(4294967295u), p.add_uint64_data(1); })
+                .first,
+            "u32[2]{4294967295, 1}");
+  EXPECT_EQ(decode(onnx::TensorProto::UINT32,
+                   [](auto &p) { p.set_raw_data(std::string("\xff\xff\xff\xff\x02\0\0\0", 8)); })
+                .first,
+            "u32[2]{4294967295, 2}");
+  EXPECT_EQ(decode(onnx::TensorProto::UINT32, [](auto &p) { p.add_int32_data(1); }).second,
+            "error: tensor 't' of type u32[2] needs 2 values in uint64_data, got 0");
 }
 
 TEST(OnnxImporterTest, BadInputs) {

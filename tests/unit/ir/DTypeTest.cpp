@@ -15,7 +15,7 @@ TEST(DTypeTest, NamesRoundTrip) {
     EXPECT_EQ(*back, t);
   }
   EXPECT_FALSE(dtypeFromName("f31").has_value());
-  EXPECT_EQ(kNumDTypes, 9u);
+  EXPECT_EQ(kNumDTypes, 12u);
 }
 
 TEST(DTypeTest, SizesAndKinds) {
@@ -28,6 +28,27 @@ TEST(DTypeTest, SizesAndKinds) {
   EXPECT_TRUE(isSignedInt(DType::I8));
   EXPECT_FALSE(isSignedInt(DType::U8));
   EXPECT_FALSE(isInteger(DType::Bool));
+  EXPECT_EQ(dtypeSize(DType::U16), 2u);
+  EXPECT_FALSE(isSignedInt(DType::U32));
+  EXPECT_TRUE(isSignedInt(DType::I16));
+}
+
+// The value range of every integer dtype and bool, from the size and sign
+// columns of DTypes.def.
+TEST(DTypeTest, IntegerRanges) {
+  EXPECT_EQ(intLowest(DType::I8), -128);
+  EXPECT_EQ(intHighest(DType::I8), 127);
+  EXPECT_EQ(intLowest(DType::U8), 0);
+  EXPECT_EQ(intHighest(DType::U8), 255);
+  EXPECT_EQ(intLowest(DType::I16), -32768);
+  EXPECT_EQ(intHighest(DType::I16), 32767);
+  EXPECT_EQ(intHighest(DType::U16), 65535);
+  EXPECT_EQ(intLowest(DType::I32), INT32_MIN);
+  EXPECT_EQ(intHighest(DType::U32), int64_t(UINT32_MAX));
+  EXPECT_EQ(intLowest(DType::I64), INT64_MIN);
+  EXPECT_EQ(intHighest(DType::I64), INT64_MAX);
+  EXPECT_EQ(intLowest(DType::Bool), 0);
+  EXPECT_EQ(intHighest(DType::Bool), 1);
 }
 
 TEST(DTypeTest, HalfConversions) {

@@ -133,8 +133,8 @@ write("dynamic_batch.onnx", model(
      numpy_helper.from_array(np.array([0], np.int64), "axes"),
      numpy_helper.from_array(np.array([-1], np.int64), "minus1")]))
 
-# `kiln run --data` on a tensor file of a dtype Kiln lacks (UINT16, as ONNX
-# 1.12 stores bfloat16 test data): one error, then the run stops.
-os.makedirs(os.path.join(HERE, "uint16_data"), exist_ok=True)
-write(os.path.join("uint16_data", "input_0.pb"),
-      numpy_helper.from_array(np.zeros([2, 4], np.uint16), "x"))
+# `kiln run --data` on a tensor file of a dtype Kiln lacks (UINT64): one
+# error, then the run stops.
+os.makedirs(os.path.join(HERE, "uint64_data"), exist_ok=True)
+write(os.path.join("uint64_data", "input_0.pb"),
+      numpy_helper.from_array(np.zeros([2, 4], np.uint64), "x"))
