@@ -5,7 +5,8 @@
 // Mod, ConvTranspose with negative total padding, Reshape allowzero, Trilu,
 // Hardmax, OneHot, CumSum, EyeLike, ScatterND (constant indices), IsInf,
 // Shrink, the hyperbolic and inverse hyperbolic functions, Tan, and Dropout
-// in training mode with ratio 0. Expected values are numpy's / ONNX's
+// in training mode with ratio 0, NegativeLogLikelihoodLoss and
+// SoftmaxCrossEntropyLoss. Expected values are numpy's / ONNX's
 // reference results, computed by hand.
 //
 //===----------------------------------------------------------------------===//
@@ -110,6 +111,60 @@ TEST(OnnxDecompositionsTest, ModIntegersPythonAndC) {
   auto outs = run(b, {Tensor::fromInts(DType::U8, {3}, {250, 7, 6})});
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].toInts(), (std::vector<int64_t>{5, 0, 6}));
+}
+
+// Input [2, 3, 2] (N, C, d) holding 0.0, 0.1, ... in row-major order,
+// target [[2, 0], [-1, 1]]: the picked log-probabilities are 0.4, 0.1, (an
+// ignored one) and 0.9; weights [1, 2, 3] give them 3, 1, 0 and 2.
+TEST(OnnxDecompositionsTest, NegativeLogLikelihoodLoss) {
+  std::vector<double> x(12);
+  for (int i = 0; i < 12; ++i)
+    x[static_cast<size_t>(i)] = 0.1 * i;
+  auto loss = [&](const std::string &reduction, bool weighted, bool ignore,
+                  std::vector<int64_t> target) {
+    ModelBuilder b(13);
+    b.input("x", {int64_t(2), int64_t(3), int64_t(2)});
+    b.input("t", {int64_t(2), int64_t(2)}, onnx::TensorProto::INT64);
+    if (weighted)
+      b.init("w", {3}, {1, 2, 3});
+    auto &n = b.node("NegativeLogLikelihoodLoss", {"x", "t", weighted ? "w" : ""}, {"y"});
+    attrString(n, "reduction", reduction);
+    if (ignore)
+      attrInt(n, "ignore_index", -1);
+    b.output("y");
+    auto outs = run(b, {f32({2, 3, 2}, x), i64({2, 2}, std::move(target))});
+    return outs.empty() ? Tensor() : outs[0];
+  };
+  const std::vector<int64_t> withIgnored{2, 0, -1, 1}, plain{2, 0, 0, 1};
+  expectNear(loss("none", true, true, withIgnored), {-1.2, -0.1, 0.0, -1.8});
+  expectNear(loss("sum", true, true, withIgnored), {-3.1});
+  expectNear(loss("mean", true, true, withIgnored), {-3.1 / 6});
+  expectNear(loss("mean", false, true, withIgnored), {-1.4 / 3});
+  expectNear(loss("mean", false, false, plain), {-0.5});
+  expectNear(loss("mean", true, false, plain), {-(1.2 + 0.1 + 0.6 + 1.8) / 7});
+
+  ModelBuilder b(13);
+  b.input("x", {int64_t(2), int64_t(3)});
+  b.input("t", {int64_t(2), int64_t(1)}, onnx::TensorProto::INT64);
+  attrString(b.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}, "nll"), "reduction", "avg");
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'nll': error: NegativeLogLikelihoodLoss: reduction must be 'none', "
+            "'sum' or 'mean', got 'avg'");
+}
+
+TEST(OnnxDecompositionsTest, SoftmaxCrossEntropyLossAndLogProb) {
+  ModelBuilder b(13);
+  b.input("s", {int64_t(2), int64_t(3)});
+  b.input("t", {int64_t(2)}, onnx::TensorProto::INT64);
+  b.node("SoftmaxCrossEntropyLoss", {"s", "t"}, {"loss", "logp"});
+  b.output("loss");
+  b.output("logp");
+  auto outs = run(b, {f32({2, 3}, {1, 2, 3, 1, 1, 1}), i64({2}, {2, 0})});
+  ASSERT_EQ(outs.size(), 2u);
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  expectNear(outs[1], {1 - lse, 2 - lse, 3 - lse, -std::log(3.0), -std::log(3.0), -std::log(3.0)});
+  expectNear(outs[0], {((lse - 3) + std::log(3.0)) / 2});
 }
 
 TEST(OnnxDecompositionsTest, ModFloats) {
