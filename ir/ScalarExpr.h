@@ -18,7 +18,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "ir/IntPow.h" // wrappingIntPow
+#include "ir/IntPow.h"   // wrappingIntPow
+#include "ir/IntShift.h" // shiftLeft, shiftRight
 
 #include "ir/Attribute.h"
 #include "ir/DType.h"

@@ -323,6 +323,25 @@ Value *emitScalarBitXor(KernelEmitter &e, const ScalarNode &, Value *const *args
 Value *emitScalarBitNot(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
   return e.builder().CreateNot(args[0]);
 }
+// Shifts: an amount outside [0, width) (unsigned compare, so negative ones
+// too) gives what ir/IntShift.h defines; the shift instruction itself would
+// give poison there, which the select never picks.
+Value *emitScalarShl(KernelEmitter &e, const ScalarNode &, Value *const *args, DType) {
+  auto &B = e.builder();
+  llvm::Type *ty = args[1]->getType();
+  Value *inRange = B.CreateICmpULT(args[1], llvm::ConstantInt::get(ty, ty->getScalarSizeInBits()));
+  return B.CreateSelect(inRange, B.CreateShl(args[0], args[1]), llvm::Constant::getNullValue(ty));
+}
+Value *emitScalarShr(KernelEmitter &e, const ScalarNode &, Value *const *args, DType t) {
+  auto &B = e.builder();
+  llvm::Type *ty = args[1]->getType();
+  const unsigned bits = ty->getScalarSizeInBits();
+  Value *inRange = B.CreateICmpULT(args[1], llvm::ConstantInt::get(ty, bits));
+  if (isSignedInt(t)) // by bits - 1 past the width: the sign everywhere
+    return B.CreateAShr(args[0],
+                        B.CreateSelect(inRange, args[1], llvm::ConstantInt::get(ty, bits - 1)));
+  return B.CreateSelect(inRange, B.CreateLShr(args[0], args[1]), llvm::Constant::getNullValue(ty));
+}
 
 ScalarHook scalarHook(ScalarOp op) {
   static constexpr ScalarHook kHooks[] = {

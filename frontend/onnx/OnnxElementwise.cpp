@@ -492,6 +492,16 @@ std::string checkGelu(const onnx::NodeProto &node, int64_t) {
   return "";
 }
 
+Values convertBitShift(NodeContext &ctx) {
+  const std::string direction = ctx.attrString("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    ctx.emitError() << "direction must be 'LEFT' or 'RIGHT', got '" << direction << "'";
+    return {};
+  }
+  return {ctx.create(direction == "LEFT" ? OpKind::ShiftLeft : OpKind::ShiftRight,
+                     {ctx.input(0, "X"), ctx.input(1, "Y")})};
+}
+
 Values convertGelu(NodeContext &ctx) {
   return {unary(ctx, OpKind::Gelu, {{"approximate", ctx.attrString("approximate", "none")}})};
 }
@@ -505,6 +515,7 @@ const Converter kConverters[] = {
     {"CastLike", 15, convertCastLike},
     {"Asinh", 9, convertAsinh},
     {"Atanh", 9, convertAtanh},
+    {"BitShift", 11, convertBitShift},
     {"BitwiseAnd", 18, convertBinary<OpKind::BitwiseAnd>},
     {"BitwiseNot", 18, convertUnary<OpKind::BitwiseNot>},
     {"BitwiseOr", 18, convertBinary<OpKind::BitwiseOr>},

@@ -873,4 +873,28 @@ template <> ScalarRef scalar<OpKind::BitwiseXor>(ScalarLowering &L) {
   return L.bin(ScalarOp::BitXor, L.x[0], L.x[1]);
 }
 
+// Shifts (ONNX BitShift, PyTorch's bitwise_left_shift / bitwise_right_shift):
+// ir/IntShift.h defines them, amounts beyond the width included.
+Types inferShiftLeft(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceShiftLeft(const OpContext &ctx, Inputs in, Results rt) {
+  const unsigned bits = 8 * dtypeSize(ctx.operandType(0).dtype);
+  return mapInt(in, rt, [=](int64_t a, int64_t b) { return shiftLeft(a, b, bits); });
+}
+template <> ScalarRef scalar<OpKind::ShiftLeft>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Shl, L.x[0], L.x[1]);
+}
+
+Types inferShiftRight(const OpContext &ctx) {
+  return inferPointwise(ctx, Accepts::Integer);
+}
+Outputs referenceShiftRight(const OpContext &ctx, Inputs in, Results rt) {
+  const unsigned bits = 8 * dtypeSize(ctx.operandType(0).dtype);
+  return mapInt(in, rt, [=](int64_t a, int64_t b) { return shiftRight(a, b, bits); });
+}
+template <> ScalarRef scalar<OpKind::ShiftRight>(ScalarLowering &L) {
+  return L.bin(ScalarOp::Shr, L.x[0], L.x[1]);
+}
+
 } // namespace kiln

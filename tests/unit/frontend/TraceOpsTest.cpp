@@ -95,6 +95,8 @@ std::map<std::string, OpCase> opCases() {
   c["bitwise_not"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_not(in[0])}; }};
   c["bitwise_or"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_or(in[0], in[1])}; }};
   c["bitwise_xor"] = {i32s, [](const Ins &in) -> Outs { return {bitwise_xor(in[0], in[1])}; }};
+  c["shift_left"] = {i32s, [](const Ins &in) -> Outs { return {shift_left(in[0], in[1])}; }};
+  c["shift_right"] = {i32s, [](const Ins &in) -> Outs { return {shift_right(in[0], in[1])}; }};
   c["cast"] = {x23, [](const Ins &in) -> Outs {
                  return {cast(in[0], {.to = DType::I32}), cast(in[0], {.to = DType::F16})};
                }};
