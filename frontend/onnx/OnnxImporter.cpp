@@ -49,8 +49,8 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
     std::unordered_map<std::string, std::vector<const Converter *>> t;
     for (auto family :
          {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
-          lossConverters(), rnnConverters(), attentionConverters(), indexingConverters(),
-          einsumConverters(), controlFlowConverters(), sequenceConverters()})
+          lossConverters(), quantizeConverters(), rnnConverters(), attentionConverters(),
+          indexingConverters(), einsumConverters(), controlFlowConverters(), sequenceConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)

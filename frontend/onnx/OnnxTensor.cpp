@@ -55,6 +55,14 @@ std::optional<DType> dtypeFromOnnx(int32_t elemType) {
 std::string onnxTypeName(int32_t elemType) {
   if (onnx::TensorProto_DataType_IsValid(elemType))
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elemType));
+  // The types that ONNX added after the 1.12 classes Kiln is built with
+  // (onnx.proto's TensorProto.DataType, 1.14 to 1.19).
+  static const char *const kNewer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                       "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1",
+                                       "FLOAT8E8M0", "UINT2", "INT2"};
+  constexpr int32_t kFirstNewer = 17;
+  if (elemType >= kFirstNewer && elemType < kFirstNewer + static_cast<int32_t>(std::size(kNewer)))
+    return kNewer[elemType - kFirstNewer];
   return "type " + std::to_string(elemType);
 }
 

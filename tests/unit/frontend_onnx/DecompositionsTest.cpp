@@ -6,7 +6,7 @@
 // Hardmax, OneHot, CumSum, EyeLike, ScatterND (constant indices), IsInf,
 // Shrink, the hyperbolic and inverse hyperbolic functions, Tan, and Dropout
 // in training mode with ratio 0, NegativeLogLikelihoodLoss and
-// SoftmaxCrossEntropyLoss. Expected values are numpy's / ONNX's
+// SoftmaxCrossEntropyLoss, and the quantization ops. Expected values are numpy's / ONNX's
 // reference results, computed by hand.
 //
 //===----------------------------------------------------------------------===//
@@ -165,6 +165,87 @@ TEST(OnnxDecompositionsTest, SoftmaxCrossEntropyLossAndLogProb) {
   const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
   expectNear(outs[1], {1 - lse, 2 - lse, 3 - lse, -std::log(3.0), -std::log(3.0), -std::log(3.0)});
   expectNear(outs[0], {((lse - 3) + std::log(3.0)) / 2});
+}
+
+// Rounding half to even, saturation to the zero point's type, per-axis
+// scales and zero points, and the way back.
+TEST(OnnxDecompositionsTest, QuantizeAndDequantizeLinear) {
+  {
+    ModelBuilder b(13);
+    b.input("x", {int64_t(6)});
+    b.input("s", {});
+    b.input("z", {}, onnx::TensorProto::UINT8);
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"y"});
+    b.output("y");
+    auto outs = run(b, {f32({6}, {0, 1.5, 2.5, -3.5, 1000, -1000}), f32({}, {1.0}),
+                        Tensor::fromInts(DType::U8, {}, {128})});
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_EQ(outs[0].str(), "u8[6]");
+    EXPECT_EQ(outs[0].toInts(), (std::vector<int64_t>{128, 130, 130, 124, 255, 0}));
+  }
+  {
+    ModelBuilder b(13);
+    b.input("x", {int64_t(2), int64_t(3)});
+    b.input("s", {int64_t(3)});
+    b.input("z", {int64_t(3)}, onnx::TensorProto::INT8);
+    attrInt(b.node("QuantizeLinear", {"x", "s", "z"}, {"y"}), "axis", 1);
+    b.output("y");
+    auto outs = run(b, {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3}, {1, 2, 4}),
+                        Tensor::fromInts(DType::I8, {3}, {0, 1, -1})});
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_EQ(outs[0].toInts(), (std::vector<int64_t>{1, 2, 0, 4, 3, 1}));
+  }
+  ModelBuilder b(13);
+  b.input("x", {int64_t(3)}, onnx::TensorProto::UINT8);
+  b.input("s", {});
+  b.input("z", {}, onnx::TensorProto::UINT8);
+  b.node("DequantizeLinear", {"x", "s", "z"}, {"y"});
+  b.output("y");
+  auto outs = run(b, {Tensor::fromInts(DType::U8, {3}, {128, 130, 0}), f32({}, {0.5}),
+                      Tensor::fromInts(DType::U8, {}, {128})});
+  ASSERT_EQ(outs.size(), 1u);
+  expectNear(outs[0], {0, 1, -64}, 0);
+}
+
+// (a - za) @ (b - zb) in i32, scaled by sa * sb / sy, plus zy: here
+// [[1, 2]] @ [[1], [2]] = 5, times 0.5 * 1 / 0.25 = 10, plus 10.
+TEST(OnnxDecompositionsTest, QLinearMatMulAndMatMulInteger) {
+  ModelBuilder b(13);
+  b.input("a", {int64_t(1), int64_t(2)}, onnx::TensorProto::UINT8);
+  b.input("b", {int64_t(2), int64_t(1)}, onnx::TensorProto::UINT8);
+  b.input("sa", {});
+  b.input("sb", {});
+  b.input("sy", {});
+  b.input("z", {}, onnx::TensorProto::UINT8);
+  b.input("za", {}, onnx::TensorProto::UINT8);
+  b.input("zy", {}, onnx::TensorProto::UINT8);
+  b.node("QLinearMatMul", {"a", "sa", "za", "b", "sb", "z", "sy", "zy"}, {"y"});
+  b.node("MatMulInteger", {"a", "b", "za"}, {"i"});
+  b.output("y");
+  b.output("i");
+  auto u8 = [](std::vector<int64_t> shape, std::vector<int64_t> v) {
+    return Tensor::fromInts(DType::U8, std::move(shape), v);
+  };
+  auto outs = run(b, {u8({1, 2}, {2, 3}), u8({2, 1}, {1, 2}), f32({}, {0.5}), f32({}, {1}),
+                      f32({}, {0.25}), u8({}, {0}), u8({}, {1}), u8({}, {10})});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].str(), "u8[1,1]");
+  EXPECT_EQ(outs[0].toInts(), (std::vector<int64_t>{20}));
+  EXPECT_EQ(outs[1].str(), "i32[1,1]");
+  EXPECT_EQ(outs[1].toInts(), (std::vector<int64_t>{5}));
+}
+
+TEST(OnnxDecompositionsTest, BlockedQuantizationNeedsMatchingRanks) {
+  ModelBuilder b(21);
+  b.input("x", {int64_t(2), int64_t(4)});
+  b.input("s", {int64_t(2)});
+  auto &n = b.node("QuantizeLinear", {"x", "s"}, {"y"}, "q");
+  attrInt(n, "axis", 1);
+  attrInt(n, "block_size", 2);
+  b.output("y");
+  EXPECT_EQ(importModel(b).errors,
+            "m.onnx: node 'q': error: QuantizeLinear: with block_size 2, y_scale must have the "
+            "rank of f32[2,4], got f32[2]");
 }
 
 TEST(OnnxDecompositionsTest, ModFloats) {
