@@ -21,8 +21,6 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
 
-#include <numeric>
-
 namespace kiln::onnximport {
 namespace {
 
@@ -77,9 +75,7 @@ Value *negativeLogLikelihood(NodeContext &ctx, Value *input) {
   if (reduction == "none" || !loss)
     return loss;
 
-  Ints all(static_cast<size_t>(tt.rank()));
-  std::iota(all.begin(), all.end(), 0);
-  std::vector<NamedAttr> whole = {{"axes", all}, {"keepdims", false}};
+  const std::vector<NamedAttr> whole = {{"keepdims", false}}; // every axis
   if (reduction == "mean" && !w)
     return ctx.create(OpKind::ReduceMean, {loss}, whole);
   Value *sum = ctx.create(OpKind::ReduceSum, {loss}, whole);

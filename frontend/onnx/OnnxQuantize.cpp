@@ -160,10 +160,7 @@ Values convertDynamicQuantizeLinear(NodeContext &ctx) {
     ctx.emitError() << "needs an f32 input, got " << x->type().str();
     return {};
   }
-  Ints all(static_cast<size_t>(x->type().rank()));
-  for (size_t i = 0; i < all.size(); ++i)
-    all[i] = static_cast<int64_t>(i);
-  std::vector<NamedAttr> whole = {{"axes", all}, {"keepdims", false}};
+  const std::vector<NamedAttr> whole = {{"keepdims", false}}; // every axis
   Value *zero = ctx.scalarLike(x, 0.0);
   Value *lo = ctx.create(OpKind::Min, {ctx.create(OpKind::ReduceMin, {x}, whole), zero});
   Value *hi = ctx.create(OpKind::Max, {ctx.create(OpKind::ReduceMax, {x}, whole), zero});
