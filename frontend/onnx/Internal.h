@@ -393,6 +393,7 @@ std::span<const Converter> shapeConverters();
 std::span<const Converter> reduceConverters();
 std::span<const Converter> lossConverters();
 std::span<const Converter> quantizeConverters();
+std::span<const Converter> dataMovementConverters();
 std::span<const Converter> rnnConverters();
 std::span<const Converter> attentionConverters();
 std::span<const Converter> indexingConverters();

@@ -49,8 +49,9 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
     std::unordered_map<std::string, std::vector<const Converter *>> t;
     for (auto family :
          {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
-          lossConverters(), quantizeConverters(), rnnConverters(), attentionConverters(),
-          indexingConverters(), einsumConverters(), controlFlowConverters(), sequenceConverters()})
+          lossConverters(), quantizeConverters(), dataMovementConverters(), rnnConverters(),
+          attentionConverters(), indexingConverters(), einsumConverters(), controlFlowConverters(),
+          sequenceConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)

@@ -2,7 +2,8 @@
 //
 // MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global pools,
 // BatchNormalization, InstanceNormalization, LayerNormalization (with its
-// Mean / InvStdDev outputs), Softmax, LogSoftmax and Hardmax.
+// Mean / InvStdDev outputs), Softmax, LogSoftmax, Hardmax,
+// LpNormalization and MeanVarianceNormalization.
 //  - ConvTranspose `output_shape` beyond what the kernel reaches (negative
 //    total padding) convolves without it and pads the result with zeros.
 //
@@ -10,6 +11,9 @@
 //    needs static spatial dims unless the stride is 1.
 //  - InstanceNormalization decomposes into reduce_mean / sub / mul / sqrt.
 //  - GlobalMaxPool is reduce_max over the spatial axes.
+//  - LpNormalization = x / sum(|x|) (p 1) or x / sqrt(sum(x^2)) (p 2)
+//    along `axis`, 0 where that norm is 0 (as ONNX's tests); MeanVarianceNormalization = (x - E[x])
+//    / (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes`, as ONNX's function body.
 //  - Softmax and LogSoftmax before opset 13 flatten the input to 2-D at
 //    `axis` (default 1) and normalize the second dim; that is a softmax over
 //    the last axis when `axis` is the last one, and flatten -> softmax ->
@@ -613,6 +617,43 @@ Values convertHardmax(NodeContext &ctx) {
   return {ctx.castTo(hit, x->type().dtype)};
 }
 
+Values convertLpNormalization(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  const int64_t p = ctx.attrInt("p", 2);
+  if (p != 1 && p != 2) {
+    ctx.emitError() << "p must be 1 or 2, got " << p;
+    return {};
+  }
+  if (!x)
+    return {};
+  Ints axes{ctx.attrInt("axis", -1)};
+  if (!ctx.normalizeAxes(axes, x->type().rank()))
+    return {};
+  Value *mag = p == 1 ? ctx.create(OpKind::Abs, {x}) : ctx.create(OpKind::Mul, {x, x});
+  Value *norm = ctx.create(OpKind::ReduceSum, {mag}, {{"axes", axes}, {"keepdims", true}});
+  if (p == 2)
+    norm = ctx.create(OpKind::Sqrt, {norm});
+  Value *zero = ctx.scalarLike(x, 0.0);
+  return {ctx.create(OpKind::Where, {ctx.create(OpKind::Equal, {norm, zero}), zero,
+                                     ctx.create(OpKind::Div, {x, norm})})};
+}
+
+Values convertMeanVarianceNormalization(NodeContext &ctx) {
+  Value *x = ctx.input(0, "X");
+  if (!x)
+    return {};
+  Ints axes = ctx.attrInts("axes", Ints{0, 2, 3});
+  if (!ctx.normalizeAxes(axes, x->type().rank()))
+    return {};
+  std::vector<NamedAttr> attrs = {{"axes", axes}, {"keepdims", true}};
+  Value *mean = ctx.create(OpKind::ReduceMean, {x}, attrs);
+  Value *meanOfSquares = ctx.create(OpKind::ReduceMean, {ctx.create(OpKind::Mul, {x, x})}, attrs);
+  Value *variance = ctx.create(OpKind::Sub, {meanOfSquares, ctx.create(OpKind::Mul, {mean, mean})});
+  Value *den =
+      ctx.create(OpKind::Add, {ctx.create(OpKind::Sqrt, {variance}), ctx.scalarLike(x, 1e-9)});
+  return {ctx.create(OpKind::Div, {ctx.create(OpKind::Sub, {x, mean}), den})};
+}
+
 const Converter kConverters[] = {
     {"AveragePool", 11, convertAveragePool, checkAveragePool},
     {"BatchNormalization", 9, convertBatchNorm, checkBatchNorm},
@@ -626,9 +667,11 @@ const Converter kConverters[] = {
     {"InstanceNormalization", 6, convertInstanceNorm},
     {"LayerNormalization", 17, convertLayerNorm, checkLayerNorm},
     {"LogSoftmax", 11, convertSoftmax<OpKind::LogSoftmax>},
+    {"LpNormalization", 1, convertLpNormalization},
     {"LpPool", 11, convertLpPool, checkLpPool},
     {"MatMul", 9, convertMatMul},
     {"MaxPool", 11, convertMaxPool, checkMaxPool},
+    {"MeanVarianceNormalization", 9, convertMeanVarianceNormalization},
     {"RMSNormalization", 23, convertRMSNorm, checkLayerNorm},
     {"Softmax", 11, convertSoftmax<OpKind::Softmax>},
 };

@@ -57,9 +57,9 @@ std::string onnxTypeName(int32_t elemType) {
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elemType));
   // The types that ONNX added after the 1.12 classes Kiln is built with
   // (onnx.proto's TensorProto.DataType, 1.14 to 1.19).
-  static const char *const kNewer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
-                                       "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1",
-                                       "FLOAT8E8M0", "UINT2", "INT2"};
+  static const char *const kNewer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
+      "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
   constexpr int32_t kFirstNewer = 17;
   if (elemType >= kFirstNewer && elemType < kFirstNewer + static_cast<int32_t>(std::size(kNewer)))
     return kNewer[elemType - kFirstNewer];

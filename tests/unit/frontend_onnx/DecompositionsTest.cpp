@@ -6,8 +6,9 @@
 // Hardmax, OneHot, CumSum, EyeLike, ScatterND (constant indices), IsInf,
 // Shrink, the hyperbolic and inverse hyperbolic functions, Tan, and Dropout
 // in training mode with ratio 0, NegativeLogLikelihoodLoss and
-// SoftmaxCrossEntropyLoss, and the quantization ops. Expected values are numpy's / ONNX's
-// reference results, computed by hand.
+// SoftmaxCrossEntropyLoss, the quantization ops, LpNormalization,
+// MeanVarianceNormalization, CenterCropPad and ReverseSequence. Expected values are numpy's /
+// ONNX's reference results, computed by hand.
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxTestUtil.h"
@@ -246,6 +247,63 @@ TEST(OnnxDecompositionsTest, BlockedQuantizationNeedsMatchingRanks) {
   EXPECT_EQ(importModel(b).errors,
             "m.onnx: node 'q': error: QuantizeLinear: with block_size 2, y_scale must have the "
             "rank of f32[2,4], got f32[2]");
+}
+
+// L1 and L2 norms along an axis; a zero norm gives 0, not NaN.
+TEST(OnnxDecompositionsTest, LpNormalization) {
+  for (int64_t p : {1, 2}) {
+    ModelBuilder b(13);
+    b.input("x", {int64_t(2), int64_t(2)});
+    auto &n = b.node("LpNormalization", {"x"}, {"y"});
+    attrInt(n, "p", p);
+    attrInt(n, "axis", 0);
+    b.output("y");
+    auto outs = run(b, {f32({2, 2}, {3, 0, -4, 0})});
+    ASSERT_EQ(outs.size(), 1u);
+    if (p == 1)
+      expectNear(outs[0], {3.0 / 7, 0, -4.0 / 7, 0});
+    else
+      expectNear(outs[0], {0.6, 0, -0.8, 0});
+  }
+}
+
+TEST(OnnxDecompositionsTest, MeanVarianceNormalization) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(1), int64_t(2), int64_t(1), int64_t(2)});
+  b.node("MeanVarianceNormalization", {"x"}, {"y"});
+  b.output("y");
+  // Per channel over N, H, W: channel 0 holds {1, 3}, channel 1 {5, 5}.
+  auto outs = run(b, {f32({1, 2, 1, 2}, {1, 3, 5, 5})});
+  ASSERT_EQ(outs.size(), 1u);
+  expectNear(outs[0], {-1, 1, 0, 0});
+}
+
+// A centered crop of 5 to 2 starts at 1; a pad of 1 to 4 puts 1 before and
+// 2 after.
+TEST(OnnxDecompositionsTest, CenterCropPad) {
+  ModelBuilder b(18);
+  b.input("x", {int64_t(5), int64_t(1)});
+  b.initInts("s", {2}, {2, 4});
+  b.node("CenterCropPad", {"x", "s"}, {"y"});
+  b.output("y");
+  auto outs = run(b, {f32({5, 1}, {0, 1, 2, 3, 4})});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].str(), "f32[2,4]");
+  expectNear(outs[0], {0, 1, 0, 0, 0, 2, 0, 0});
+}
+
+// Batch on axis 0, time on axis 1: row b reverses its first lens[b] steps.
+TEST(OnnxDecompositionsTest, ReverseSequence) {
+  ModelBuilder b(13);
+  b.input("x", {int64_t(2), int64_t(4)});
+  b.input("lens", {int64_t(2)}, onnx::TensorProto::INT64);
+  auto &n = b.node("ReverseSequence", {"x", "lens"}, {"y"});
+  attrInt(n, "batch_axis", 0);
+  attrInt(n, "time_axis", 1);
+  b.output("y");
+  auto outs = run(b, {f32({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}), i64({2}, {3, 1})});
+  ASSERT_EQ(outs.size(), 1u);
+  expectNear(outs[0], {2, 1, 0, 3, 4, 5, 6, 7});
 }
 
 TEST(OnnxDecompositionsTest, ModFloats) {
