@@ -408,7 +408,7 @@ std::span<const Converter> sequenceConverters();
 /// converter starts at or below their opset (OnnxImporter.cpp, Note [Older
 /// opsets]).
 constexpr int kMinOpset = 11;
-constexpr int kMaxOpset = 23;
+constexpr int kMaxOpset = 28;
 
 /// Replaces every node of the main graph that calls a model-local function
 /// by the function's body (OnnxFunctions.cpp); `opset` is the model's.

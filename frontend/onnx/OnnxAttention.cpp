@@ -1,6 +1,6 @@
 //===- OnnxAttention.cpp - Converters of ONNX attention ---------*- C++ -*-===//
 //
-// Attention (opset 23), what torch.onnx's dynamo exporter writes for
+// Attention (opsets 23 to 25), what torch.onnx's dynamo exporter writes for
 // F.scaled_dot_product_attention from opset 23 on, decomposes into the ops
 // the exporter writes for it at opset 18, so that both opsets reach the
 // fusion planner as the same pattern. The semantics are those of ONNX's
@@ -17,7 +17,9 @@
 //               softcap(x) = c * tanh(x / c) when c > 0)
 //   bias      = attn_mask (float; bool: 0 where true, -inf where false),
 //               padded with -inf to the key length, plus with is_causal
-//               -inf where j > i + past length (bottom-right aligned)
+//               -inf where j > i + past length (bottom-right aligned);
+//               with nonpad_kv_seqlen (24) or a window (25) the position
+//               rules of positionBias (per-batch key lengths and offsets)
 //   p         = softmax(qk + bias), 0 on rows the bias masks entirely
 //   y         = matmul(p, v)
 //
@@ -58,12 +60,64 @@ std::optional<int64_t> headsOf(NodeContext &ctx, Value *x, const char *attr, con
   return heads;
 }
 
+/// The additive bias of Attention's position rules when the keys have a
+/// valid length per batch (`nonpad_kv_seqlen`, opset 24) or a window
+/// bounds them (`left_window_size` / `right_window_size`, 25): query i, at
+/// absolute position p = i + offset, keeps key j when j < nonpad[b], j <= p
+/// (is_causal), j >= p - left and j <= p + right (a window of -1 is
+/// unbounded). offset is the past length, or nonpad[b] - Lq for an
+/// external cache. 0 where kept, -inf elsewhere; shape [B or 1, 1, Lq, Lkv].
+Value *positionBias(NodeContext &ctx, Value *like, const DimExpr &lq, const DimExpr &lkv,
+                    int64_t past, Value *nonpad, bool causal, int64_t left, int64_t right) {
+  Value *i = ctx.create(OpKind::Iota, {},
+                        {{"shape", std::vector<DimExpr>{1, 1, lq, 1}}, {"axis", int64_t(2)}});
+  Value *j = ctx.create(OpKind::Iota, {},
+                        {{"shape", std::vector<DimExpr>{1, 1, 1, lkv}}, {"axis", int64_t(3)}});
+  Value *len = nullptr;
+  Value *p = i;
+  if (nonpad) {
+    len = ctx.create(OpKind::Reshape, {ctx.castTo(nonpad, DType::I64)},
+                     {{"shape", Ints{-1, 1, 1, 1}}});
+    // offset = nonpad - Lq: p = i + nonpad - Lq.
+    p = ctx.create(OpKind::Add, {i, ctx.create(OpKind::Sub, {len, dimValue(ctx, i, 2)})});
+  } else if (past != 0) {
+    p = ctx.create(OpKind::Add, {i, ctx.constant(Tensor::fromInts(DType::I64, {}, {past}))});
+  }
+  Value *keep = nullptr;
+  auto both = [&](Value *c) { keep = keep ? ctx.create(OpKind::And, {keep, c}) : c; };
+  auto shifted = [&](int64_t by) {
+    return by == 0
+               ? p
+               : ctx.create(OpKind::Add, {p, ctx.constant(Tensor::fromInts(DType::I64, {}, {by}))});
+  };
+  if (len)
+    both(ctx.create(OpKind::Less, {j, len}));
+  if (causal)
+    both(ctx.create(OpKind::Not, {ctx.create(OpKind::Greater, {j, p})}));
+  if (left >= 0)
+    both(ctx.create(OpKind::Not, {ctx.create(OpKind::Less, {j, shifted(-left)})}));
+  if (right >= 0)
+    both(ctx.create(OpKind::Not, {ctx.create(OpKind::Greater, {j, shifted(right)})}));
+  const double inf = std::numeric_limits<double>::infinity();
+  return ctx.create(OpKind::Where, {keep, ctx.scalarLike(like, 0.0), ctx.scalarLike(like, -inf)});
+}
+
 Values convertAttention(NodeContext &ctx) {
   Value *q = ctx.input(0, "Q"), *k = ctx.input(1, "K"), *v = ctx.input(2, "V");
   Value *mask = ctx.optionalInput(3);
   Value *pastK = ctx.optionalInput(4), *pastV = ctx.optionalInput(5);
+  Value *nonpad = ctx.optionalInput(6);
   if (!q || !k || !v || ctx.failed())
     return {};
+  if (nonpad && pastK) {
+    ctx.emitError() << "takes nonpad_kv_seqlen (an external cache) or past_key / past_value, "
+                       "not both";
+    return {};
+  }
+  if (nonpad && (nonpad->type().rank() != 1 || !isInteger(nonpad->type().dtype))) {
+    ctx.emitError() << "needs an integer vector nonpad_kv_seqlen, got " << nonpad->type().str();
+    return {};
+  }
   int64_t rank = q->type().rank();
   if ((rank != 3 && rank != 4) || k->type().rank() != rank || v->type().rank() != rank) {
     ctx.emitError() << "needs Q, K and V of rank 3 or 4 alike, got " << q->type().str() << ", "
@@ -165,14 +219,28 @@ Values convertAttention(NodeContext &ctx) {
     bias = mask;
     maskFree = false;
   }
-  if (ctx.attrInt("is_causal", 0) != 0) {
-    int64_t offset = 0;
-    if (pastK) {
-      auto past = ctx.staticDim(pastK, 2);
-      if (!past)
-        return {};
-      offset = *past;
+  const bool causal = ctx.attrInt("is_causal", 0) != 0;
+  const int64_t left = ctx.attrInt("left_window_size", -1);
+  const int64_t right = ctx.attrInt("right_window_size", -1);
+  int64_t offset = 0;
+  if (pastK && (causal || left >= 0 || right >= 0)) {
+    auto past = ctx.staticDim(pastK, 2);
+    if (!past)
+      return {};
+    offset = *past;
+  }
+  if (nonpad || left >= 0 || right >= 0) {
+    auto rows = lq.expr(), cols = lkv.expr();
+    if (!rows || !cols) {
+      ctx.emitError() << "nonpad_kv_seqlen and windows need sequence lengths that are sizes or "
+                         "expressions of the graph's symbols, got "
+                      << q->type().str() << " and " << k->type().str();
+      return {};
     }
+    Value *c = positionBias(ctx, q, *rows, *cols, offset, nonpad, causal, left, right);
+    bias = bias ? ctx.create(OpKind::Add, {bias, c}) : c;
+    maskFree = false;
+  } else if (causal) {
     Value *c = nullptr;
     if (lq.isStatic() && lkv.isStatic()) {
       Tensor causal = Tensor::zeros(ct, {lq.size(), lkv.size()});

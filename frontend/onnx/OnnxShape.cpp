@@ -187,6 +187,16 @@ std::optional<DimExpr> rangeLength(const DimExpr &limit, int64_t start, int64_t 
 /// Range folds to a constant when its inputs are known; an integer Range
 /// whose limit is a shape value of symbolic dims (`torch.arange(seq)`)
 /// becomes an iota of symbolic length.
+/// Range 27's `stash_type`: f16 / bf16 ranges computed in f32 (1, the
+/// default) is what Kiln's range and iota do (in double, rounded once);
+/// accumulating in the half type is not.
+std::string checkRange(const onnx::NodeProto &node, int64_t) {
+  const onnx::AttributeProto *a = findAttr(node, "stash_type");
+  return !a || a->i() == onnx::TensorProto::FLOAT
+             ? ""
+             : "stash_type " + std::to_string(a->i()) + " (other than 1, float) is not supported";
+}
+
 Values convertRange(NodeContext &ctx) {
   Value *limitValue = ctx.input(1, "limit");
   if (limitValue && !constantOf(limitValue)) {
@@ -735,23 +745,29 @@ Values convertDepthToSpace(NodeContext &ctx) {
   return {ctx.create(OpKind::Reshape, {y}, {{"shape", Ints{0, oc, h * b, w * b}}})};
 }
 
+/// SpaceToDepth; `mode` (opset 28) orders a block's entries depth-column-row
+/// (DCR: depth index (bh * b + bw) * C + c, the only order before 28) or
+/// column-row-depth (CRD: c * b * b + bh * b + bw).
 Values convertSpaceToDepth(NodeContext &ctx) {
   Value *x = ctx.input(0, "input");
   int64_t b = ctx.attrInt("blocksize", 0);
+  std::string mode = ctx.attrString("mode", "DCR");
   auto chw = staticCHW(ctx, x);
   if (!chw)
     return {};
   auto [c, h, w] = std::tuple((*chw)[0], (*chw)[1], (*chw)[2]);
-  if (b <= 0 || h % b != 0 || w % b != 0) {
-    ctx.emitError() << "blocksize " << b << " does not divide the spatial dims of "
-                    << x->type().str();
+  if (b <= 0 || h % b != 0 || w % b != 0 || (mode != "DCR" && mode != "CRD")) {
+    ctx.emitError() << "blocksize " << b << " and mode '" << mode
+                    << "' do not fit the spatial dims of " << x->type().str();
     return {};
   }
   Value *y = ctx.create(OpKind::Reshape, {x}, {{"shape", Ints{0, c, h / b, b, w / b, b}}});
-  y = ctx.create(OpKind::Transpose, {y}, {{"perm", Ints{0, 3, 5, 1, 2, 4}}});
+  y = ctx.create(OpKind::Transpose, {y},
+                 {{"perm", mode == "DCR" ? Ints{0, 3, 5, 1, 2, 4} : Ints{0, 1, 3, 5, 2, 4}}});
   return {ctx.create(OpKind::Reshape, {y}, {{"shape", Ints{0, c * b * b, h / b, w / b}}})};
 }
 
+/// DepthToSpace's and (from 28) SpaceToDepth's `mode`.
 std::string checkDepthToSpace(const onnx::NodeProto &node, int64_t) {
   std::string mode = attrStringOr(node, "mode", "DCR");
   return mode == "DCR" || mode == "CRD" ? "" : "mode '" + mode + "' is not supported";
@@ -1013,14 +1029,14 @@ const Converter kConverters[] = {
     {"Gather", 11, convertGather},
     {"OneHot", 11, convertOneHot},
     {"Pad", 11, convertPad, checkPad},
-    {"Range", 11, convertRange},
+    {"Range", 11, convertRange, checkRange},
     {"Reshape", 5, convertReshape},
     {"Resize", 11, convertResize, checkResize},
     {"ScatterND", 11, convertScatterND},
     {"Shape", 1, convertShape},
     {"Size", 1, convertSize},
     {"Slice", 11, convertSlice},
-    {"SpaceToDepth", 1, convertSpaceToDepth},
+    {"SpaceToDepth", 1, convertSpaceToDepth, checkDepthToSpace},
     {"Split", 11, convertSplit},
     {"Squeeze", 11, convertSqueeze},
     {"Tile", 6, convertTile},

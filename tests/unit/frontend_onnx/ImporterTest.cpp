@@ -136,11 +136,12 @@ TEST(OnnxImporterTest, CorruptAndTruncatedBytes) {
 TEST(OnnxImporterTest, UnsupportedOpsets) {
   EXPECT_EQ(importModel(addRelu(0)).errors,
             "error: m.onnx: the model uses opset 0 of the default ONNX domain; Kiln imports "
-            "opsets 11 to 23 (and older ones for ops unchanged since; re-export with another "
+            "opsets 11 to 28 (and older ones for ops unchanged since; re-export with another "
             "opset_version, or convert the model with onnx.version_converter)");
-  EXPECT_NE(importModel(addRelu(24)).errors.find("uses opset 24"), std::string::npos);
-  // Opsets 18 to 23 import (what torch.onnx's dynamo exporter writes).
-  for (int64_t opset : {18, 23})
+  EXPECT_NE(importModel(addRelu(29)).errors.find("uses opset 29"), std::string::npos);
+  // Opsets 18 to 28 import (what torch.onnx's dynamo exporter writes, and
+  // the newest ONNX).
+  for (int64_t opset : {18, 23, 28})
     EXPECT_EQ(importModel(addRelu(opset)).text, importModel(addRelu(13)).text) << opset;
   auto b = addRelu();
   b.model.clear_opset_import();
@@ -217,7 +218,7 @@ TEST(OnnxImporterTest, OpOutsideItsOpsetRange) {
             "error: m.onnx: 1 node uses ONNX ops or attributes that Kiln does not support: "
             "LayerNormalization\n"
             "m.onnx: node 'ln': note: 'LayerNormalization' (opset 13) is supported at opsets 17 "
-            "to 23 only");
+            "to 28 only");
 }
 
 TEST(OnnxImporterTest, MissingInitializerAndDanglingInputs) {

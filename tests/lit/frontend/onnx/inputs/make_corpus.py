@@ -55,7 +55,7 @@ write("opset9.onnx", model(valid.graph.node, [x], [y], valid.graph.initializer, 
 write("opset9_slice.onnx", model(
     [helper.make_node("Slice", ["x"], ["y"], name="slice", starts=[0], ends=[1], axes=[0])],
     [x], [y], opset=9))
-write("opset24.onnx", model(valid.graph.node, [x], [y], valid.graph.initializer, opset=24))
+write("opset29.onnx", model(valid.graph.node, [x], [y], valid.graph.initializer, opset=29))
 
 no_graph = onnx.ModelProto()
 no_graph.ir_version = 8
