@@ -189,6 +189,15 @@ Value *emitScalarSin(KernelEmitter &e, const ScalarNode &n, Value *const *args, 
 Value *emitScalarCos(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
   return e.mathCall(MathFn::Cos, n.type, args[0]);
 }
+Value *emitScalarAsin(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Asin, n.type, args[0]);
+}
+Value *emitScalarAcos(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Acos, n.type, args[0]);
+}
+Value *emitScalarAtan(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
+  return e.mathCall(MathFn::Atan, n.type, args[0]);
+}
 Value *emitScalarFloor(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
   return roundingIntrinsic(e, llvm::Intrinsic::floor, args[0], n.type);
 }

@@ -47,7 +47,7 @@ struct VectorMathIsa {
 
 /// The transcendental functions that are lowered to calls (exp only where
 /// VectorMathIsa::inlinesExp() is false).
-enum class MathFn { Exp, Log, Tanh, Erf, Sin, Cos, Pow };
+enum class MathFn { Exp, Log, Tanh, Erf, Sin, Cos, Asin, Acos, Atan, Pow };
 
 /// The scalar function for `fn` on `type` (float or double) in `m`, marked
 /// memory(none), nounwind and willreturn (clang's -fno-math-errno) so the

@@ -1,6 +1,7 @@
 //===- VectorMath.cpp - Transcendentals through glibc's libmvec -----------===//
 //
-// Transcendentals (exp, log, tanh, erf, sin, cos, pow) are emitted as calls
+// Transcendentals (exp, log, tanh, erf, sin, cos, asin, acos, atan, pow) are
+// emitted as calls
 // to scalar functions that the loop vectorizer replaces with the vector
 // functions of glibc's libmvec through our own VecDesc table; exp except on
 // AVX-512 targets, where it is inline IR (InlineMath.cpp, Note [Inline
@@ -14,8 +15,10 @@
 // 2.35+ libmvec names ourselves (x86-64 vector function ABI:
 // `_ZGV<isa>N<lanes><params>_<name>`, isa b = SSE, d = AVX2, e = AVX-512):
 //
-//   float:  expf logf tanhf erff sinf cosf (v), powf (vv): 16 (e), 8 (d), 4 (b)
-//   double: exp  log  tanh  erf  sin  cos  (v), pow  (vv):  8 (e), 4 (d), 2 (b)
+//   float:  expf logf tanhf erff sinf cosf asinf acosf atanf (v), powf (vv):
+//           16 (e), 8 (d), 4 (b)
+//   double: exp log tanh erf sin cos asin acos atan (v), pow (vv):
+//           8 (e), 4 (d), 2 (b)
 //
 // One vector width per host, and the scalar remainder iterations call the
 // *same* vector function on a splat (through a noinline wrapper, kiln.expf
@@ -48,12 +51,13 @@
 // double libm, sampled over every 112th float of wide ranges (f32, both
 // ABIs): erff 4.00 (e) / 1.93 (d) near |x| = 3.65 where erf(x) ~ 1 (absolute
 // error < 2.5e-7), expf 2.62, logf 3.90, tanhf 1.37 (e) / 1.03 (d), sinf
-// 2.11, cosf 1.93. tests/unit/codegen_cpu/CpuMathTest.cpp re-measures them
-// and asserts 4.5 ulp (4 plus a margin for unsampled inputs). GCC's
-// -ffast-math loops call the same functions. The declarations are
-// memory(none): we do not model errno, as clang's -fno-math-errno, without
-// which the vectorizer // refuses. Without libmvec (another libc) the scalar libm functions are
-// called and nothing vectorizes them.
+// 2.11, cosf 1.93, asinf 2.91, acosf 1.83, atanf 1.11 (e).
+// tests/unit/codegen_cpu/CpuMathTest.cpp re-measures them and asserts 4.5
+// ulp (4 plus a margin for unsampled inputs). GCC's -ffast-math loops call
+// the same functions. The declarations are memory(none): we do not model
+// errno, as clang's -fno-math-errno, without which the vectorizer refuses.
+// Without libmvec (another libc) the scalar libm functions are called and
+// nothing vectorizes them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +139,9 @@ const MathRow kMathRows[] = {
     {MathFn::Erf, KILN_F32(erf, "v"), KILN_F64(erf, "v")},
     {MathFn::Sin, KILN_F32(sin, "v"), KILN_F64(sin, "v")},
     {MathFn::Cos, KILN_F32(cos, "v"), KILN_F64(cos, "v")},
+    {MathFn::Asin, KILN_F32(asin, "v"), KILN_F64(asin, "v")},
+    {MathFn::Acos, KILN_F32(acos, "v"), KILN_F64(acos, "v")},
+    {MathFn::Atan, KILN_F32(atan, "v"), KILN_F64(atan, "v")},
     {MathFn::Pow, KILN_F32(pow, "vv"), KILN_F64(pow, "vv")},
 };
 

@@ -257,6 +257,36 @@ template <> ScalarRef scalar<OpKind::Ceil>(ScalarLowering &L) {
   return L.un(ScalarOp::Ceil, L.x[0]);
 }
 
+Types inferAsin(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceAsin(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::asin(x); });
+}
+template <> ScalarRef scalar<OpKind::Asin>(ScalarLowering &L) {
+  return L.un(ScalarOp::Asin, L.x[0]);
+}
+
+Types inferAcos(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceAcos(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::acos(x); });
+}
+template <> ScalarRef scalar<OpKind::Acos>(ScalarLowering &L) {
+  return L.un(ScalarOp::Acos, L.x[0]);
+}
+
+Types inferAtan(const OpContext &ctx) {
+  return inferFloatOp(ctx);
+}
+Outputs referenceAtan(const OpContext &, Inputs in, Results rt) {
+  return mapFloat(in, rt, [](double x) { return std::atan(x); });
+}
+template <> ScalarRef scalar<OpKind::Atan>(ScalarLowering &L) {
+  return L.un(ScalarOp::Atan, L.x[0]);
+}
+
 Types inferCos(const OpContext &ctx) {
   return inferFloatOp(ctx);
 }

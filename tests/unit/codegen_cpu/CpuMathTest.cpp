@@ -60,9 +60,10 @@ TEST(CpuMath, TranscendentalMapsVectorizeToLibmvec) {
     ScalarOp op;
     const char *name;
   };
-  const Case cases[] = {{ScalarOp::Tanh, "tanhf"}, {ScalarOp::Erf, "erff"},
-                        {ScalarOp::Log, "logf"},   {ScalarOp::Sin, "sinf"},
-                        {ScalarOp::Cos, "cosf"},   {ScalarOp::Pow, "powf"}};
+  const Case cases[] = {
+      {ScalarOp::Tanh, "tanhf"}, {ScalarOp::Erf, "erff"},   {ScalarOp::Log, "logf"},
+      {ScalarOp::Sin, "sinf"},   {ScalarOp::Cos, "cosf"},   {ScalarOp::Asin, "asinf"},
+      {ScalarOp::Acos, "acosf"}, {ScalarOp::Atan, "atanf"}, {ScalarOp::Pow, "powf"}};
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
     Kernel k = unaryKernel(std::string("vec_") + c.name, c.op, 16, 1024);
@@ -277,6 +278,12 @@ TEST(CpuMath, VectorizedF32ErrorWithinFourAndAHalfUlp) {
        [](double x, double) { return std::sin(x); }},
       {"cos [-100, 100]", ScalarOp::Cos, uniform(-100, 100), none,
        [](double x, double) { return std::cos(x); }},
+      {"asin [-1, 1]", ScalarOp::Asin, uniform(-1, 1), none,
+       [](double x, double) { return std::asin(x); }},
+      {"acos [-1, 1]", ScalarOp::Acos, uniform(-1, 1), none,
+       [](double x, double) { return std::acos(x); }},
+      {"atan [-100, 100]", ScalarOp::Atan, uniform(-100, 100), none,
+       [](double x, double) { return std::atan(x); }},
       {"pow x in (0.01, 10), y in [-5, 5]", ScalarOp::Pow, logUniform(0.01, 10),
        [n](int64_t i) {
          return static_cast<float>(-5 + 10 * static_cast<double>((i * 7919) % n) / n);

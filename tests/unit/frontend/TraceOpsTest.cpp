@@ -62,6 +62,9 @@ std::map<std::string, OpCase> opCases() {
   c["abs"] = {x23, [](const Ins &in) -> Outs { return {abs(in[0])}; }};
   c["ceil"] = {x23, [](const Ins &in) -> Outs { return {ceil(in[0])}; }};
   c["cos"] = {x23, [](const Ins &in) -> Outs { return {cos(in[0])}; }};
+  c["acos"] = {x23, [](const Ins &in) -> Outs { return {acos(in[0])}; }};
+  c["asin"] = {x23, [](const Ins &in) -> Outs { return {asin(in[0])}; }};
+  c["atan"] = {x23, [](const Ins &in) -> Outs { return {atan(in[0])}; }};
   c["elu"] = {x23, [](const Ins &in) -> Outs { return {elu(in[0]), elu(in[0], {.alpha = 0.5})}; }};
   c["erf"] = {x23, [](const Ins &in) -> Outs { return {erf(in[0])}; }};
   c["exp"] = {x23, [](const Ins &in) -> Outs { return {exp(in[0])}; }};
