@@ -616,7 +616,7 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
   case OpKind::Resize: {
     ResizeOp op(n);
     std::vector<int64_t> in = operandShape(0);
-    bool linear = op.mode() == "linear";
+    const bool nearest = op.mode() == "nearest", cubic = op.mode() == "cubic";
     const std::string &mode = op.coordinate_transformation_mode();
     DType f64 = DType::F64;
     auto c64 = [&](double x) { return dag().constFloat(f64, x); };
@@ -664,7 +664,45 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       auto toIndex = [&](ScalarRef val) {
         return ib_.atom(dag().cast(val, DType::I64), inLen - 1);
       };
-      if (!linear) {
+      if (cubic) {
+        // cubicTaps of ir/ops/PadResize.cpp, in scalar code: the neighbours
+        // of c (no clamp of c itself), Keys' weights, the edge beyond.
+        const double a = op.cubic_coeff_a();
+        ScalarRef fl = dag().unary(ScalarOp::Floor, c);
+        ScalarRef isInt = dag().compare(ScalarOp::Eq, c, fl);
+        ScalarRef base = dag().select(isInt, dag().sub(fl, c64(1.0)), fl);
+        ScalarRef r = dag().select(isInt, c64(1.0), dag().sub(c, fl));
+        ScalarRef s = dag().sub(c64(1.0), r);
+        auto outer = [&](ScalarRef t) { // ((a t - 5a) t + 8a) t - 4a
+          ScalarRef u = dag().sub(dag().mul(c64(a), t), c64(5.0 * a));
+          return dag().sub(dag().mul(dag().add(dag().mul(u, t), c64(8.0 * a)), t), c64(4.0 * a));
+        };
+        auto inner = [&](ScalarRef t) { // ((a + 2) t - (a + 3)) t t + 1
+          ScalarRef u = dag().sub(dag().mul(c64(a + 2.0), t), c64(a + 3.0));
+          return dag().add(dag().mul(dag().mul(u, t), t), c64(1.0));
+        };
+        ScalarRef w[4] = {outer(dag().add(r, c64(1.0))), inner(r), inner(s),
+                          outer(dag().add(s, c64(1.0)))};
+        ScalarRef at[4], sum = c64(0.0);
+        for (int k = 0; k < 4; ++k) {
+          at[k] = dag().add(base, c64(static_cast<double>(k - 1)));
+          if (op.exclude_outside()) {
+            ScalarRef inside = dag().binary(
+                ScalarOp::And, dag().compare(ScalarOp::Ge, at[k], c64(0.0)),
+                dag().compare(ScalarOp::Le, at[k], maxIndex));
+            w[k] = dag().select(inside, w[k], c64(0.0));
+            sum = dag().add(sum, w[k]);
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          ScalarRef weight = op.exclude_outside() ? dag().div(w[k], sum) : w[k];
+          ScalarRef nonzero =
+              dag().unary(ScalarOp::Not, dag().compare(ScalarOp::Eq, w[k], c64(0.0)));
+          taps[d].push_back({toIndex(clamp(at[k])), weight, nonzero});
+        }
+        continue;
+      }
+      if (nearest) {
         const std::string &nm = op.nearest_mode();
         ScalarRef r;
         if (nm == "floor") {
@@ -690,7 +728,7 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       taps[d].push_back({loIdx, dag().sub(c64(1.0), w), ScalarRef{}});
       taps[d].push_back({ib_.atom(hiRaw, inLen - 1), w, dag().compare(ScalarOp::Gt, w, c64(0.0))});
     }
-    if (!linear) {
+    if (nearest) {
       Index src;
       for (auto &t : taps)
         src.push_back(t[0].index);

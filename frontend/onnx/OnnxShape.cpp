@@ -578,14 +578,12 @@ Values convertPad(NodeContext &ctx) {
 
 std::string checkResize(const onnx::NodeProto &node, int64_t) {
   std::string mode = attrStringOr(node, "mode", "nearest");
-  if (mode != "nearest" && mode != "linear")
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return "mode '" + mode + "' is not supported";
   std::string coord = attrStringOr(node, "coordinate_transformation_mode", "half_pixel");
   if (coord != "half_pixel" && coord != "asymmetric" && coord != "align_corners" &&
       coord != "pytorch_half_pixel" && coord != "half_pixel_symmetric")
     return "coordinate_transformation_mode '" + coord + "' is not supported";
-  if (attrIntOr(node, "exclude_outside", 0) != 0)
-    return "exclude_outside=1 is not supported";
   // Opset 18.
   if (attrIntOr(node, "antialias", 0) != 0)
     return "antialias=1 is not supported";
@@ -601,7 +599,9 @@ Values convertResize(NodeContext &ctx) {
       {"mode", ctx.attrString("mode", "nearest")},
       {"coordinate_transformation_mode",
        ctx.attrString("coordinate_transformation_mode", "half_pixel")},
-      {"nearest_mode", ctx.attrString("nearest_mode", "round_prefer_floor")}};
+      {"nearest_mode", ctx.attrString("nearest_mode", "round_prefer_floor")},
+      {"cubic_coeff_a", ctx.attrFloat("cubic_coeff_a", -0.75)},
+      {"exclude_outside", ctx.attrInt("exclude_outside", 0) != 0}};
   if (!x)
     return {};
   // Opset 18: `axes` names the dims that scales / sizes cover; the others

@@ -1,7 +1,7 @@
 //===- PadResize.cpp - Pad and resize ------------------------*- C++ -*-===//
 //
 // Type inference and reference kernels of pad (constant, reflect, edge) and
-// resize (nearest and linear, every coordinate transformation mode), the
+// resize (nearest, linear and cubic, every coordinate transformation mode), the
 // data movement ops whose reference kernels compute source coordinates.
 // Shared helpers are in ir/ops/Internal.h.
 //
@@ -117,7 +117,7 @@ FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> in
 FailureOr<Types> inferResize(const OpContext &ctx) {
   const TensorType &in = ctx.operandType(0);
   ResizeOp op(ctx);
-  if (failed(requireOneOf(ctx, "mode", op.mode(), {"nearest", "linear"})) ||
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"nearest", "linear", "cubic"})) ||
       failed(requireOneOf(ctx, "coordinate_transformation_mode",
                           op.coordinate_transformation_mode(),
                           {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
@@ -125,7 +125,7 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
       failed(requireOneOf(ctx, "nearest_mode", op.nearest_mode(),
                           {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
     return failure();
-  if (op.mode() == "linear" && failed(requireFloat(ctx, 0)))
+  if (op.mode() != "nearest" && failed(requireFloat(ctx, 0)))
     return failure();
   const std::vector<double> &scales = op.scales();
   const std::vector<int64_t> &sizes = op.sizes();
@@ -217,6 +217,40 @@ struct Tap {
   int64_t index;
   double weight;
 };
+
+/// The four taps of cubic interpolation at coordinate `c` of a dim of
+/// `inLen` (ONNX's reference): the neighbours floor(c) - 1 .. floor(c) + 2
+/// (c - 2 .. c + 1 for an integer c, the ratio then 1), read at the edge
+/// beyond it, weighted by Keys' cubic with coefficient `a`; with
+/// `excludeOutside` the taps beyond the edge get weight 0 and the rest are
+/// renormalized. Taps of weight 0 are left out, as linear's are (so an inf
+/// beside an exact sample does not give NaN). codegen/Lower.cpp builds the
+/// same formula in scalar code.
+std::vector<Tap> cubicTaps(double c, int64_t inLen, double a, bool excludeOutside) {
+  double base = std::floor(c), r = c - base;
+  if (r == 0.0)
+    base -= 1.0, r = 1.0;
+  const double r1 = r + 1.0, s = 1.0 - r, s1 = s + 1.0;
+  const double w[4] = {((a * r1 - 5.0 * a) * r1 + 8.0 * a) * r1 - 4.0 * a,
+                       ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
+                       ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0,
+                       ((a * s1 - 5.0 * a) * s1 + 8.0 * a) * s1 - 4.0 * a};
+  std::vector<Tap> taps;
+  double sum = 0.0;
+  for (int k = 0; k < 4; ++k) {
+    const double i = base - 1.0 + k;
+    const bool inside = i >= 0.0 && i <= static_cast<double>(inLen - 1);
+    const double weight = excludeOutside && !inside ? 0.0 : w[k];
+    sum += weight;
+    taps.push_back(
+        {static_cast<int64_t>(std::clamp(i, 0.0, static_cast<double>(inLen - 1))), weight});
+  }
+  std::vector<Tap> kept;
+  for (Tap &t : taps)
+    if (t.weight != 0.0)
+      kept.push_back({t.index, excludeOutside ? t.weight / sum : t.weight});
+  return kept;
+}
 } // namespace
 
 FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -226,7 +260,7 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
   Tensor out = allocResult(resultTypes);
   if (out.numel() == 0)
     return Tensors{out};
-  bool linear = op.mode() == "linear";
+  const bool nearest = op.mode() == "nearest", cubic = op.mode() == "cubic";
   size_t rank = static_cast<size_t>(in.rank());
   // taps[d][x]: the input indices (and weights) output coordinate x of dim d
   // reads. Out-of-range coordinates clamp to the edge, as in ONNX.
@@ -241,9 +275,11 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
     for (int64_t x = 0; x < outLen; ++x) {
       double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, resized);
       std::vector<Tap> t;
-      if (!linear) {
+      if (nearest) {
         double r = std::clamp(roundNearest(op.nearest_mode(), c), 0.0, maxIndex);
         t.push_back({static_cast<int64_t>(r), 1.0});
+      } else if (cubic) {
+        t = cubicTaps(c, inLen, op.cubic_coeff_a(), op.exclude_outside());
       } else {
         c = std::clamp(c, 0.0, maxIndex);
         double lo = std::floor(c);
@@ -257,7 +293,7 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
   }
   std::vector<int64_t> inStrides = in.strides();
   forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
-    if (!linear) {
+    if (nearest) {
       int64_t src = 0;
       for (size_t d = 0; d < rank; ++d)
         src += taps[d][static_cast<size_t>(idx[d])][0].index * inStrides[d];

@@ -550,7 +550,18 @@ const std::map<std::string, CaseGen> &structuredCases() {
          return {{{{1, 3, 2, n}}, {false}, {{"scales", Floats{1, 1, 2, 2}}}},
                  {{{1, 3, 2, n}},
                   {false},
-                  {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("linear")}}}};
+                  {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("linear")}}},
+                 // Cubic up and down, its taps beyond both edges, with and
+                 // without exclude_outside.
+                 {{{1, 3, 2, n}},
+                  {false},
+                  {{"scales", Floats{1, 1, 2, 1.5}}, {"mode", std::string("cubic")}}},
+                 {{{1, 3, 4, n}},
+                  {false},
+                  {{"scales", Floats{1, 1, 0.75, 0.6}},
+                   {"mode", std::string("cubic")},
+                   {"cubic_coeff_a", -0.5},
+                   {"exclude_outside", true}}}};
        }},
       {"rnn",
        [](int64_t n) -> std::vector<StructuredCase> {

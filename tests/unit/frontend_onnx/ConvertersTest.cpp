@@ -438,7 +438,13 @@ TEST(OnnxConvertersTest, ResizeScalesAndSizes) {
             "  %y = resize(%x) {coordinate_transformation_mode = \"asymmetric\", nearest_mode = "
             "\"floor\", scales = [1.0, 1.0, 2.0, 2.0]} : f32[1,1,4,4]\n");
   b.graph().mutable_node(0)->mutable_attribute(0)->set_s("cubic");
-  EXPECT_NE(importModel(b).errors.find("'Resize' (opset 13) mode 'cubic' is not supported"),
+  attrInt(b.graph().mutable_node(0)[0], "exclude_outside", 1);
+  EXPECT_NE(body(importModel(b)).find("exclude_outside = true, mode = \"cubic\""),
+            std::string::npos)
+      << body(importModel(b));
+  b.graph().mutable_node(0)->mutable_attribute(1)->set_s("tf_crop_and_resize");
+  EXPECT_NE(importModel(b).errors.find("'Resize' (opset 13) coordinate_transformation_mode "
+                                       "'tf_crop_and_resize' is not supported"),
             std::string::npos);
 }
 
