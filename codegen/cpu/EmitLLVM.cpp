@@ -348,19 +348,15 @@ Value *KernelEmitter::reduceIdentity(ReduceKind kind, DType t) {
       return llvm::ConstantFP::get(regType(t), inf);
     }
   }
-  unsigned bits = regType(t)->getIntegerBitWidth();
-  bool s = isSignedInt(t);
   switch (kind) {
   case ReduceKind::Sum:
-    return b_.getIntN(bits, 0);
+    return constantOf(t, 0.0, 0);
   case ReduceKind::Prod:
-    return b_.getIntN(bits, 1);
+    return constantOf(t, 0.0, 1);
   case ReduceKind::Max:
-    return llvm::ConstantInt::get(ctx_, s ? llvm::APInt::getSignedMinValue(bits)
-                                          : llvm::APInt::getMinValue(bits));
+    return constantOf(t, 0.0, intLowest(t));
   case ReduceKind::Min:
-    return llvm::ConstantInt::get(ctx_, s ? llvm::APInt::getSignedMaxValue(bits)
-                                          : llvm::APInt::getMaxValue(bits));
+    return constantOf(t, 0.0, intHighest(t));
   }
   return nullptr;
 }

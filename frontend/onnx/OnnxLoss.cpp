@@ -14,9 +14,10 @@
 //   w, else mean(loss)
 //
 // SoftmaxCrossEntropyLoss is the same over log_softmax(scores, axis 1),
-// which is also its optional second output. A target class outside [0, C)
-// that is not ignore_index is an error of gather_elements when the graph
-// runs.
+// which is also its optional second output. The loss at an ignored target
+// is 0 (even where class 0's input is -inf). A target outside [0, C) that
+// is not ignore_index is read as gathers read indices: from the end for
+// [-C, 0), an error of the gather when the graph runs beyond that.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -40,7 +41,11 @@ Value *negativeLogLikelihood(NodeContext &ctx, Value *input) {
     return nullptr;
   const TensorType &in = input->type();
   const TensorType &tt = target->type();
-  if (in.rank() < 2 || tt.rank() != in.rank() - 1 || !isInteger(tt.dtype)) {
+  bool shapesFit = in.rank() >= 2 && tt.rank() == in.rank() - 1 && isInteger(tt.dtype) &&
+                   tt.shape[0] == in.shape[0];
+  for (int64_t i = 1; shapesFit && i < tt.rank(); ++i)
+    shapesFit = tt.shape[static_cast<size_t>(i)] == in.shape[static_cast<size_t>(i + 1)];
+  if (!shapesFit) {
     ctx.emitError() << "needs input (N, C, d1..dk) and an integer target (N, d1..dk), got "
                     << in.str() << " and " << tt.str();
     return nullptr;
@@ -72,6 +77,8 @@ Value *negativeLogLikelihood(NodeContext &ctx, Value *input) {
                    {ignored, ctx.scalarLike(input, 0.0), w ? w : ctx.scalarLike(input, 1.0)});
   if (w)
     loss = ctx.create(OpKind::Mul, {loss, w});
+  if (ignored)
+    loss = ctx.create(OpKind::Where, {ignored, ctx.scalarLike(input, 0.0), loss});
   if (reduction == "none" || !loss)
     return loss;
 

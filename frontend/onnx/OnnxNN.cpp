@@ -236,7 +236,8 @@ Value *averagePool(NodeContext &ctx, Value *in, const PoolWindow &w, bool countI
                      {"strides", ctx.attrInts("strides")},
                      {"pads", w.pads},
                      {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0},
-                     {"count_include_pad", countIncludePad}});
+                     {"count_include_pad", countIncludePad},
+                     {"dilations", ctx.attrInts("dilations")}});
 }
 
 std::string checkMaxPool(const onnx::NodeProto &node, int64_t opset) {
@@ -263,16 +264,6 @@ Values convertMaxPool(NodeContext &ctx) {
                       {"ceil_mode", ctx.attrInt("ceil_mode", 0) != 0}})};
 }
 
-std::string checkAveragePool(const onnx::NodeProto &node, int64_t opset) {
-  std::string s = checkAutoPad(node, opset);
-  // Opset 19 adds dilations; Kiln's avg_pool has none.
-  if (const onnx::AttributeProto *d = findAttr(node, "dilations"); s.empty() && d)
-    for (int64_t v : d->ints())
-      if (v != 1)
-        return "dilations other than 1 are not supported";
-  return s;
-}
-
 Values convertAveragePool(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
   auto w = poolWindow(ctx, x);
@@ -282,9 +273,9 @@ Values convertAveragePool(NodeContext &ctx) {
 }
 
 std::string checkLpPool(const onnx::NodeProto &node, int64_t opset) {
-  // Opset 18 adds dilations, which Kiln's avg_pool lacks, and ceil_mode,
-  // whose windows past the padding the average would not count.
-  std::string s = checkAveragePool(node, opset);
+  // Opset 18 adds ceil_mode, whose windows past the padding the average
+  // would not count.
+  std::string s = checkAutoPad(node, opset);
   if (s.empty() && attrIntOr(node, "ceil_mode", 0) != 0)
     s = "ceil_mode=1 is not supported";
   return s;
@@ -655,7 +646,7 @@ Values convertMeanVarianceNormalization(NodeContext &ctx) {
 }
 
 const Converter kConverters[] = {
-    {"AveragePool", 11, convertAveragePool, checkAveragePool},
+    {"AveragePool", 11, convertAveragePool, checkAutoPad},
     {"BatchNormalization", 9, convertBatchNorm, checkBatchNorm},
     {"Conv", 11, convertConv, checkAutoPad},
     {"ConvTranspose", 11, convertConvTranspose, checkAutoPad},

@@ -10,7 +10,8 @@
 //                                T: zp's dtype, else output_dtype, else u8;
 //                                [lo, hi] its range; round: half to even
 //   DynamicQuantizeLinear(x)   = QuantizeLinear(x, s, zp) with
-//                                s  = (max(0, max x) - min(0, min x)) / 255,
+//                                s  = (max(0, max x) - min(0, min x)) / 255
+//                                     (1 / 255 when that range is 0),
 //                                zp = u8(clip(round(-min(0, min x) / s), 0, 255))
 //   MatMulInteger(a, b, za, zb) = matmul(i32(a) - i32(za), i32(b) - i32(zb))
 //   QLinearMatMul(a, sa, za, b, sb, zb, sy, zy)
@@ -44,9 +45,10 @@ Value *alongAxis(NodeContext &ctx, Value *p, Value *x, const char *what) {
   int64_t axis = ctx.attrInt("axis", 1);
   const int64_t block = ctx.attrInt("block_size", 0);
   const TensorType &pt = p->type();
-  if (pt.rank() == 0 ||
-      (pt.rank() == 1 && block == 0 && pt.shape[0].isStatic() && pt.shape[0].size() == 1))
+  if (pt.rank() == 0)
     return p;
+  if (block == 0 && pt.isStatic() && numElements(staticSizes(pt.shape)) == 1)
+    return ctx.create(OpKind::Reshape, {p}, {{"shape", Ints{}}});
   if (axis < -rank || axis >= rank) {
     ctx.emitError() << "axis " << axis << " is out of range for " << x->type().str();
     return nullptr;
@@ -54,9 +56,9 @@ Value *alongAxis(NodeContext &ctx, Value *p, Value *x, const char *what) {
   if (axis < 0)
     axis += rank;
   if (block == 0) {
-    if (pt.rank() != 1) {
-      ctx.emitError() << what << " must be a scalar or a vector along axis " << axis << ", got "
-                      << pt.str();
+    if (pt.rank() != 1 || pt.shape[0] != x->type().shape[static_cast<size_t>(axis)]) {
+      ctx.emitError() << what << " must be a scalar or a vector along axis " << axis << " of "
+                      << x->type().str() << ", got " << pt.str();
       return nullptr;
     }
     Ints shape(static_cast<size_t>(rank), 1);
@@ -71,6 +73,11 @@ Value *alongAxis(NodeContext &ctx, Value *p, Value *x, const char *what) {
   auto n = ctx.staticDim(x, axis);
   if (!n)
     return nullptr;
+  if (pt.shape[static_cast<size_t>(axis)] != Dim((*n + block - 1) / block)) {
+    ctx.emitError() << what << " " << pt.str() << " needs one entry per block of " << block
+                    << " along axis " << axis << " of " << x->type().str();
+    return nullptr;
+  }
   Ints index(static_cast<size_t>(*n));
   for (int64_t i = 0; i < *n; ++i)
     index[static_cast<size_t>(i)] = i / block;
@@ -119,9 +126,12 @@ Values convertDequantizeLinear(NodeContext &ctx) {
   Value *zp = ctx.optionalInput(2);
   if (!x || !scale)
     return {};
+  // Opset 23's output_dtype, when given, must be the scale's type.
   const DType out = scale->type().dtype;
-  if (ctx.attrInt("output_dtype", 0) != 0) {
-    ctx.emitError() << "output_dtype other than the scale's type is not supported";
+  if (int64_t t = ctx.attrInt("output_dtype", 0);
+      t != 0 && dtypeFromOnnx(static_cast<int32_t>(t)) != out) {
+    ctx.emitError() << "output_dtype " << onnxTypeName(static_cast<int32_t>(t))
+                    << " differs from the scale's type " << dtypeName(out);
     return {};
   }
   Value *v = ctx.castTo(x, DType::F32);
@@ -138,12 +148,22 @@ Values convertQuantizeLinear(NodeContext &ctx) {
   if (!x || !scale)
     return {};
   std::optional<DType> to = DType::U8;
-  if (zp)
-    to = zp->type().dtype;
-  else if (int64_t t = ctx.attrInt("output_dtype", 0); t != 0)
-    to = integerType(ctx, t, "output_dtype");
+  const int64_t outputDtype = ctx.attrInt("output_dtype", 0);
+  if (outputDtype != 0)
+    to = integerType(ctx, outputDtype, "output_dtype");
   if (!to)
     return {};
+  if (zp && outputDtype != 0 && zp->type().dtype != *to) {
+    ctx.emitError() << "output_dtype " << dtypeName(*to) << " differs from y_zero_point's type "
+                    << dtypeName(zp->type().dtype);
+    return {};
+  }
+  if (zp)
+    to = zp->type().dtype;
+  if (ctx.hasAttr("precision")) {
+    ctx.emitError() << "the precision attribute (opset 23) is not supported";
+    return {};
+  }
   if (!isInteger(*to)) {
     ctx.emitError() << "quantizes to " << dtypeName(*to) << ", which is not an integer type";
     return {};
@@ -164,23 +184,37 @@ Values convertDynamicQuantizeLinear(NodeContext &ctx) {
   Value *zero = ctx.scalarLike(x, 0.0);
   Value *lo = ctx.create(OpKind::Min, {ctx.create(OpKind::ReduceMin, {x}, whole), zero});
   Value *hi = ctx.create(OpKind::Max, {ctx.create(OpKind::ReduceMax, {x}, whole), zero});
-  Value *scale =
-      ctx.create(OpKind::Div, {ctx.create(OpKind::Sub, {hi, lo}), ctx.scalarLike(x, 255.0)});
+  Value *range = ctx.create(OpKind::Sub, {hi, lo});
+  range = ctx.create(OpKind::Where,
+                     {ctx.create(OpKind::Equal, {range, zero}), ctx.scalarLike(x, 1.0), range});
+  Value *scale = ctx.create(OpKind::Div, {range, ctx.scalarLike(x, 255.0)});
   Value *initialZp = ctx.create(OpKind::Div, {ctx.create(OpKind::Neg, {lo}), scale});
   Value *zp = saturateTo(ctx, ctx.create(OpKind::Round, {initialZp}), DType::U8);
   return {quantize(ctx, x, scale, zp, DType::U8), scale, zp};
 }
 
-/// (i32(m) - i32(zp)) for operand `m` of an integer matmul; a vector zero
-/// point of `a` is per row ([M, 1]), of `b` per column.
+/// `p`, a scale or zero point of operand A of an integer matmul: a vector is
+/// per row of a matrix A ([M, 1]); of a vector A it is A's one row.
+Value *perRowOfA(NodeContext &ctx, Value *p, const Value *a) {
+  if (p && a && p->type().rank() == 1 && a->type().rank() >= 2)
+    return ctx.create(OpKind::Unsqueeze, {p}, {{"axes", Ints{1}}});
+  return p;
+}
+
+/// (i32(m) - i32(zp)) for operand `m` of an integer matmul (a vector zero
+/// point of B is per column); an error for a float operand.
 Value *centered(NodeContext &ctx, Value *m, Value *zp, bool isA) {
+  if (!m)
+    return nullptr;
+  if (!isInteger(m->type().dtype)) {
+    ctx.emitError() << "needs integer operands, got " << m->type().str();
+    return nullptr;
+  }
   Value *v = ctx.castTo(m, DType::I32);
-  if (!zp || !v)
+  if (!zp)
     return v;
   zp = ctx.castTo(zp, DType::I32);
-  if (isA && zp->type().rank() == 1)
-    zp = ctx.create(OpKind::Unsqueeze, {zp}, {{"axes", Ints{1}}});
-  return ctx.create(OpKind::Sub, {v, zp});
+  return ctx.create(OpKind::Sub, {v, isA ? perRowOfA(ctx, zp, m) : zp});
 }
 
 Values convertMatMulInteger(NodeContext &ctx) {
@@ -193,9 +227,7 @@ Values convertQLinearMatMul(NodeContext &ctx) {
   Value *c = ctx.create(OpKind::MatMul,
                         {centered(ctx, ctx.input(0, "a"), ctx.input(2, "a_zero_point"), true),
                          centered(ctx, ctx.input(3, "b"), ctx.input(5, "b_zero_point"), false)});
-  Value *as = ctx.input(1, "a_scale");
-  if (as && as->type().rank() == 1)
-    as = ctx.create(OpKind::Unsqueeze, {as}, {{"axes", Ints{1}}});
+  Value *as = perRowOfA(ctx, ctx.input(1, "a_scale"), ctx.input(0, "a"));
   Value *factor = ctx.create(OpKind::Div, {ctx.create(OpKind::Mul, {as, ctx.input(4, "b_scale")}),
                                            ctx.input(6, "y_scale")});
   Value *zy = ctx.input(7, "y_zero_point");

@@ -184,9 +184,6 @@ std::optional<DimExpr> rangeLength(const DimExpr &limit, int64_t start, int64_t 
   return DimExpr::max(*count, DimExpr(0));
 }
 
-/// Range folds to a constant when its inputs are known; an integer Range
-/// whose limit is a shape value of symbolic dims (`torch.arange(seq)`)
-/// becomes an iota of symbolic length.
 /// Range 27's `stash_type`: f16 / bf16 ranges computed in f32 (1, the
 /// default) is what Kiln's range and iota do (in double, rounded once);
 /// accumulating in the half type is not.
@@ -197,6 +194,9 @@ std::string checkRange(const onnx::NodeProto &node, int64_t) {
              : "stash_type " + std::to_string(a->i()) + " (other than 1, float) is not supported";
 }
 
+/// Range folds to a constant when its inputs are known; an integer Range
+/// whose limit is a shape value of symbolic dims (`torch.arange(seq)`)
+/// becomes an iota of symbolic length.
 Values convertRange(NodeContext &ctx) {
   Value *limitValue = ctx.input(1, "limit");
   if (limitValue && !constantOf(limitValue)) {

@@ -56,10 +56,10 @@ std::string onnxTypeName(int32_t elemType) {
   if (onnx::TensorProto_DataType_IsValid(elemType))
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elemType));
   // The types that ONNX added after the 1.12 classes Kiln is built with
-  // (onnx.proto's TensorProto.DataType, 1.14 to 1.19).
+  // (onnx.proto's TensorProto.DataType, 1.14 to 1.23).
   static const char *const kNewer[] = {
-      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
-      "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4",
+      "FLOAT4E2M1",   "FLOAT8E8M0",     "UINT2",      "INT2",           "FLOAT6E2M3", "FLOAT6E3M2"};
   constexpr int32_t kFirstNewer = 17;
   if (elemType >= kFirstNewer && elemType < kFirstNewer + static_cast<int32_t>(std::size(kNewer)))
     return kNewer[elemType - kFirstNewer];
@@ -138,7 +138,6 @@ LogicalResult readExternal(const onnx::TensorProto &proto, const std::string &ba
   return success();
 }
 
-/// Copies `count` values of a typed repeated field into `t`, converting.
 /// The typed field of a TensorProto that holds its data_type's elements
 /// when there is no raw_data, and how many it holds.
 struct TypedField {
@@ -160,6 +159,7 @@ TypedField typedField(const onnx::TensorProto &proto) {
   }
 }
 
+/// Copies `count` values of a typed repeated field into `t`, converting.
 template <typename Field, typename Set> void copyField(const Field &field, int64_t count, Set set) {
   for (int64_t i = 0; i < count; ++i)
     set(i, field.Get(static_cast<int>(i)));

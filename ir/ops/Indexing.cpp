@@ -14,7 +14,7 @@
 //   top_k(x) {k, axis, largest, sorted}       the k largest (smallest) along axis
 //                                             and their indices (i64)
 //
-// As ONNX (opsets 11 to 23) defines them. Indices may be negative (counted
+// As ONNX (opsets 11 to 28) defines them. Indices may be negative (counted
 // from the end of their dim); one out of range is an error of the kernel.
 // Scatters apply updates in index order, so with reduction "none" the last
 // of duplicate indices wins (ONNX leaves that order undefined); "add", "mul",

@@ -638,35 +638,45 @@ template <typename T> void maxPoolForward(const Geometry3 &g, int64_t planes, co
 /// summing in double.
 template <typename T>
 void avgPoolForward(const Geometry3 &g, int64_t planes, bool countIncludePad, const T *x, T *y) {
-  // Per dim and output index: the window clipped to the input, and the count
-  // of the window clipped to the padded input. See Note [Pool ceil_mode].
-  std::array<std::vector<int64_t>, 3> lo, hi, padded;
+  // Per dim and output index: the input positions of the window's taps
+  // (start + k * dilation) inside the input, and the count of its taps
+  // inside the padded input. See Note [Pool ceil_mode].
+  std::array<std::vector<std::vector<int64_t>>, 3> taps;
+  std::array<std::vector<int64_t>, 3> padded;
   for (size_t a = 0; a < 3; ++a)
     for (int64_t o = 0; o < g.out[a]; ++o) {
       const int64_t start = o * g.stride[a] - g.padBegin[a];
-      const int64_t end = start + g.kernel[a];
-      lo[a].push_back(std::max<int64_t>(start, 0));
-      hi[a].push_back(std::min(end, g.in[a]));
-      padded[a].push_back(std::min(end, g.in[a] + g.padEnd[a]) - start);
+      std::vector<int64_t> inside;
+      int64_t inPadded = 0;
+      for (int64_t k = 0; k < g.kernel[a]; ++k) {
+        const int64_t i = start + k * g.dilation[a];
+        if (i >= 0 && i < g.in[a])
+          inside.push_back(i);
+        if (i >= -g.padBegin[a] && i < g.in[a] + g.padEnd[a])
+          ++inPadded;
+      }
+      taps[a].push_back(std::move(inside));
+      padded[a].push_back(inPadded);
     }
   for (int64_t p = 0; p < planes; ++p, x += g.inVolume())
     for (int64_t od = 0; od < g.out[0]; ++od)
       for (int64_t oh = 0; oh < g.out[1]; ++oh)
         for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const std::vector<int64_t> &td = taps[0][static_cast<size_t>(od)],
+                                     &th = taps[1][static_cast<size_t>(oh)],
+                                     &tw = taps[2][static_cast<size_t>(ow)];
           double sum = 0;
-          for (int64_t id = lo[0][od]; id < hi[0][od]; ++id)
-            for (int64_t ih = lo[1][oh]; ih < hi[1][oh]; ++ih) {
+          for (int64_t id : td)
+            for (int64_t ih : th) {
               const T *row = x + (id * g.in[1] + ih) * g.in[2];
-              for (int64_t iw = lo[2][ow]; iw < hi[2][ow]; ++iw)
+              for (int64_t iw : tw)
                 sum += static_cast<double>(row[iw]);
             }
-          int64_t count = 1;
-          for (size_t a = 0; a < 3; ++a) {
-            const int64_t i = a == 0 ? od : a == 1 ? oh : ow;
-            count *= countIncludePad ? padded[a][static_cast<size_t>(i)]
-                                     : std::max<int64_t>(0, hi[a][static_cast<size_t>(i)] -
-                                                                lo[a][static_cast<size_t>(i)]);
-          }
+          const int64_t count = countIncludePad
+                                    ? padded[0][static_cast<size_t>(od)] *
+                                          padded[1][static_cast<size_t>(oh)] *
+                                          padded[2][static_cast<size_t>(ow)]
+                                    : static_cast<int64_t>(td.size() * th.size() * tw.size());
           *y++ = count > 0 ? static_cast<T>(sum / static_cast<double>(count)) : T(0);
         }
 }
@@ -953,7 +963,7 @@ FailureOr<std::vector<Tensor>> referenceMaxPool(const OpContext &ctx,
 
 FailureOr<std::vector<TensorType>> inferAvgPool(const OpContext &ctx) {
   AvgPoolOp op(ctx);
-  return inferPool(ctx, op.kernel(), op.strides(), op.pads(), nullptr, op.ceil_mode());
+  return inferPool(ctx, op.kernel(), op.strides(), op.pads(), &op.dilations(), op.ceil_mode());
 }
 
 FailureOr<std::vector<Tensor>> referenceAvgPool(const OpContext &ctx,
@@ -962,7 +972,8 @@ FailureOr<std::vector<Tensor>> referenceAvgPool(const OpContext &ctx,
   AvgPoolOp op(ctx);
   const bool countIncludePad = op.count_include_pad();
   return referencePool(ctx, inputs[0], resultTypes[0], op.kernel(), op.strides(), op.pads(),
-                       nullptr, 0.0, [&](const Geometry3 &g, int64_t planes, auto x, auto y) {
+                       &op.dilations(), 0.0,
+                       [&](const Geometry3 &g, int64_t planes, auto x, auto y) {
                          avgPoolForward(g, planes, countIncludePad, x, y);
                        });
 }

@@ -328,7 +328,7 @@ FailureOr<Anchor> poolAnchor(const Node &n, std::string &why) {
     includePad = op.count_include_pad();
     alg = includePad ? algorithm::pooling_avg_include_padding
                      : algorithm::pooling_avg_exclude_padding;
-    if (!readWindow(nsp, op.strides(), op.pads(), nullptr, win))
+    if (!readWindow(nsp, op.strides(), op.pads(), &op.dilations(), win))
       return failure();
   } else {
     kernel.assign(xs.begin() + 2, xs.end());

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 using namespace kiln;
@@ -143,6 +144,10 @@ TEST(OnnxDecompositionsTest, NegativeLogLikelihoodLoss) {
   expectNear(loss("mean", false, true, withIgnored), {-1.4 / 3});
   expectNear(loss("mean", false, false, plain), {-0.5});
   expectNear(loss("mean", true, false, plain), {-(1.2 + 0.1 + 0.6 + 1.8) / 7});
+  // An ignored target's loss is 0 even where class 0's log-probability is
+  // -inf (not -(-inf) * 0 = NaN).
+  x[6] = -std::numeric_limits<double>::infinity();
+  expectNear(loss("sum", true, true, withIgnored), {-3.1});
 
   ModelBuilder b(13);
   b.input("x", {int64_t(2), int64_t(3)});
@@ -206,6 +211,19 @@ TEST(OnnxDecompositionsTest, QuantizeAndDequantizeLinear) {
                       Tensor::fromInts(DType::U8, {}, {128})});
   ASSERT_EQ(outs.size(), 1u);
   expectNear(outs[0], {0, 1, -64}, 0);
+
+  // DynamicQuantizeLinear of all zeros: scale 1/255 (as the reference), not 0.
+  ModelBuilder d(13);
+  d.input("x", {int64_t(2)});
+  d.node("DynamicQuantizeLinear", {"x"}, {"y", "s", "z"});
+  d.output("y");
+  d.output("s");
+  d.output("z");
+  auto dq = run(d, {f32({2}, {0, 0})});
+  ASSERT_EQ(dq.size(), 3u);
+  EXPECT_EQ(dq[0].toInts(), (std::vector<int64_t>{0, 0}));
+  expectNear(dq[1], {1.0 / 255}, 1e-9);
+  EXPECT_EQ(dq[2].toInts(), (std::vector<int64_t>{0}));
 }
 
 // (a - za) @ (b - zb) in i32, scaled by sa * sb / sy, plus zy: here
