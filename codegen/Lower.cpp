@@ -687,9 +687,9 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
         for (int k = 0; k < 4; ++k) {
           at[k] = dag().add(base, c64(static_cast<double>(k - 1)));
           if (op.exclude_outside()) {
-            ScalarRef inside = dag().binary(
-                ScalarOp::And, dag().compare(ScalarOp::Ge, at[k], c64(0.0)),
-                dag().compare(ScalarOp::Le, at[k], maxIndex));
+            ScalarRef inside =
+                dag().binary(ScalarOp::And, dag().compare(ScalarOp::Ge, at[k], c64(0.0)),
+                             dag().compare(ScalarOp::Le, at[k], maxIndex));
             w[k] = dag().select(inside, w[k], c64(0.0));
             sum = dag().add(sum, w[k]);
           }
