@@ -67,11 +67,6 @@ std::string indexKey(const Index &idx) {
   return os.str();
 }
 
-/// DType of reductions and float math for `t` (Note [Scalar precision]).
-DType computeType(DType t) {
-  return t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
-}
-
 std::string sanitize(const std::string &s) {
   std::string out;
   for (char c : s)
@@ -300,7 +295,7 @@ void GroupLowering::createStages(const Node &n) {
     bool minMax = n.kind() == OpKind::ReduceMax || n.kind() == OpKind::ReduceMin;
     // Integer sums, products and means accumulate exactly in int64 (as the
     // reference does); max and min in the dtype itself.
-    DType acc = isFloat(xt) ? computeType(xt) : (minMax ? xt : DType::I64);
+    DType acc = isFloat(xt) ? computeDType(xt) : (minMax ? xt : DType::I64);
     ReduceKind kind = n.kind() == OpKind::ReduceMax    ? ReduceKind::Max
                       : n.kind() == OpKind::ReduceMin  ? ReduceKind::Min
                       : n.kind() == OpKind::ReduceProd ? ReduceKind::Prod
@@ -311,7 +306,7 @@ void GroupLowering::createStages(const Node &n) {
   case OpKind::ArgMax: {
     // The first (last) index where x equals the row's maximum; NaN counts
     // as the largest value, as in the reference.
-    DType acc = isFloat(xt) ? computeType(xt) : xt;
+    DType acc = isFloat(xt) ? computeDType(xt) : xt;
     ScalarRef xa = dag().cast(xv, acc);
     int32_t s0 = stage(ReduceKind::Max, xa);
     ScalarRef m = dag().stageValue(acc, s0);
@@ -331,7 +326,7 @@ void GroupLowering::createStages(const Node &n) {
   }
   case OpKind::Softmax:
   case OpKind::LogSoftmax: {
-    DType ct = computeType(xt);
+    DType ct = computeDType(xt);
     ScalarRef xf = dag().cast(xv, ct);
     int32_t s0 = stage(ReduceKind::Max, xf);
     ScalarRef shifted = dag().sub(xf, dag().stageValue(ct, s0));
@@ -340,7 +335,7 @@ void GroupLowering::createStages(const Node &n) {
     break;
   }
   case OpKind::LayerNorm: {
-    DType ct = computeType(xt);
+    DType ct = computeDType(xt);
     ScalarRef xf = dag().cast(xv, ct);
     ScalarRef count = dag().constFloat(ct, static_cast<double>(k_.inner));
     int32_t s0 = stage(ReduceKind::Sum, xf);
@@ -401,7 +396,7 @@ ScalarRef GroupLowering::stageNodeAt(const Node &n, const Index &idx) {
     return dag().cast(sv(1), rt);
   case OpKind::Softmax:
   case OpKind::LogSoftmax: {
-    DType ct = computeType(xt);
+    DType ct = computeDType(xt);
     ScalarRef xf = dag().cast(valueAt(x, full_), ct);
     ScalarRef shifted = dag().sub(xf, sv(0));
     if (n.kind() == OpKind::Softmax)
@@ -409,7 +404,7 @@ ScalarRef GroupLowering::stageNodeAt(const Node &n, const Index &idx) {
     return dag().cast(dag().sub(shifted, dag().unary(ScalarOp::Log, sv(1))), rt);
   }
   case OpKind::LayerNorm: {
-    DType ct = computeType(xt);
+    DType ct = computeDType(xt);
     ScalarRef xf = dag().cast(valueAt(x, full_), ct);
     ScalarRef count = dag().constFloat(ct, static_cast<double>(k_.inner));
     ScalarRef mean = dag().div(sv(0), count);
@@ -451,7 +446,7 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
   switch (n.kind()) {
   case OpKind::BatchNorm: {
     // (x - mean[c]) * (scale[c] / sqrt(var[c] + eps)) + bias[c]
-    DType ct = computeType(v->type().dtype);
+    DType ct = computeDType(v->type().dtype);
     Index c{idx[1]};
     auto param = [&](unsigned i) { return dag().cast(valueAt(n.operand(i), c), ct); };
     ScalarRef x = dag().cast(valueAt(n.operand(0), idx), ct);

@@ -119,15 +119,13 @@ std::string elementStr(const Tensor &t, int64_t i) {
   switch (t.dtype()) {
   case DType::F32:
     return formatFloat(t.data<float>()[i]);
-  case DType::F16:
-  case DType::BF16:
-    return formatFloat(static_cast<float>(t.getDouble(i)));
   case DType::F64:
     return formatDouble(t.data<double>()[i]);
   case DType::Bool:
     return t.getInt(i) ? "true" : "false";
-  default:
-    return std::to_string(t.getInt(i));
+  default: // f16, bf16 and the mini floats hold floats
+    return isFloat(t.dtype()) ? formatFloat(static_cast<float>(t.getDouble(i)))
+                              : std::to_string(t.getInt(i));
   }
 }
 } // namespace

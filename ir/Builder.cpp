@@ -9,6 +9,17 @@
 
 namespace kiln {
 
+namespace {
+/// Ops that move, select or convert elements without computing on them take
+/// the storage dtypes (ir/DTypes.def); the data-movement ops that can
+/// compute (resize's interpolation, scatter's reductions) refuse them in
+/// their own inference.
+bool takesStorageDTypes(const OpInfo &info) {
+  return info.hasTrait(DataMovement) || info.kind == OpKind::Cast || info.kind == OpKind::Where ||
+         info.kind == OpKind::ShapeOf || info.kind == OpKind::If || info.kind == OpKind::Loop;
+}
+} // namespace
+
 FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
                                               std::span<const TensorType> operandTypes,
                                               std::span<const Attribute> attrs, unsigned numResults,
@@ -32,6 +43,12 @@ FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
     return ctx.emitError() << "has " << info.numResults << " result(s), got " << numResults;
   if (info.numResults == kVariadic && numResults == 0)
     return ctx.emitError() << "needs at least one result";
+  if (!takesStorageDTypes(info))
+    for (unsigned i = 0; i < ctx.numOperands(); ++i)
+      if (isStorageDType(ctx.operandType(i).dtype))
+        return ctx.emitError() << "operand " << i << " is " << ctx.operandType(i).str()
+                               << ", a storage dtype, which '" << info.mnemonic
+                               << "' does not compute on: cast it to a compute dtype first";
   auto types = info.infer(ctx);
   if (failed(types))
     return failure();

@@ -9,12 +9,11 @@ namespace kiln {
 namespace {
 struct DTypeInfo {
   std::string_view name;
-  unsigned bytes;
-  bool isFloat;
-  bool isSigned;
+  unsigned bytes, bits;
+  bool isFloat, isSigned, compute;
 };
 constexpr std::array<DTypeInfo, kNumDTypes> kInfos = {{
-#define DTYPE(E, N, B, F, S, C) {N, B, F, S},
+#define DTYPE(E, N, B, W, F, S, K, C) {N, B, W, F, S, K},
 #include "ir/DTypes.def"
 }};
 } // namespace
@@ -25,6 +24,12 @@ std::string_view dtypeName(DType t) {
 unsigned dtypeSize(DType t) {
   return kInfos[static_cast<unsigned>(t)].bytes;
 }
+unsigned dtypeBits(DType t) {
+  return kInfos[static_cast<unsigned>(t)].bits;
+}
+bool isStorageDType(DType t) {
+  return !kInfos[static_cast<unsigned>(t)].compute;
+}
 bool isFloat(DType t) {
   return kInfos[static_cast<unsigned>(t)].isFloat;
 }
@@ -32,14 +37,18 @@ bool isSignedInt(DType t) {
   return !isFloat(t) && kInfos[static_cast<unsigned>(t)].isSigned;
 }
 
+DType computeDType(DType t) {
+  return isFloat(t) && dtypeBits(t) < 32 ? DType::F32 : t;
+}
+
 int64_t intLowest(DType t) {
-  const unsigned bits = 8 * dtypeSize(t);
+  const unsigned bits = dtypeBits(t);
   return isSignedInt(t) ? static_cast<int64_t>(~uint64_t(0) << (bits - 1)) : 0;
 }
 int64_t intHighest(DType t) {
   if (t == DType::Bool)
     return 1;
-  const unsigned bits = 8 * dtypeSize(t) - (isSignedInt(t) ? 1 : 0);
+  const unsigned bits = dtypeBits(t) - (isSignedInt(t) ? 1 : 0);
   return static_cast<int64_t>((uint64_t(1) << bits) - 1);
 }
 
@@ -48,6 +57,76 @@ std::optional<DType> dtypeFromName(std::string_view name) {
     if (kInfos[i].name == name)
       return static_cast<DType>(i);
   return std::nullopt;
+}
+
+float miniFloatMax(const MiniFloatFormat &f) {
+  const int topExp = (1 << f.expBits) - (f.special == MiniFloatFormat::IEEE ? 2 : 1);
+  const unsigned topMan = (1u << f.manBits) - (f.special == MiniFloatFormat::FN ? 2 : 1);
+  return std::ldexp(static_cast<float>((1u << f.manBits) | topMan),
+                    topExp - f.bias - static_cast<int>(f.manBits));
+}
+
+uint8_t miniFloatNaN(const MiniFloatFormat &f, bool negative) {
+  const unsigned signBit = 1u << (f.expBits + f.manBits);
+  switch (f.special) {
+  case MiniFloatFormat::FNUZ:
+    return static_cast<uint8_t>(signBit);
+  case MiniFloatFormat::None:
+    return static_cast<uint8_t>(signBit); // -0: the format has no NaN
+  case MiniFloatFormat::IEEE:
+  case MiniFloatFormat::FN:
+    break;
+  }
+  return static_cast<uint8_t>((negative ? signBit : 0) | (signBit - 1));
+}
+
+uint8_t miniFloatInf(const MiniFloatFormat &f) {
+  return static_cast<uint8_t>(((1u << f.expBits) - 1) << f.manBits);
+}
+
+float miniFloatToFloat(const MiniFloatFormat &f, uint8_t code) {
+  const unsigned signBit = 1u << (f.expBits + f.manBits);
+  const unsigned expMask = (1u << f.expBits) - 1, manMask = (1u << f.manBits) - 1;
+  const unsigned e = (code >> f.manBits) & expMask, m = code & manMask;
+  const bool negative = (code & signBit) != 0;
+  if (f.special == MiniFloatFormat::FNUZ && code == signBit)
+    return NAN;
+  if (f.special == MiniFloatFormat::FN && (code & (signBit - 1)) == signBit - 1)
+    return negative ? -NAN : NAN;
+  if (f.special == MiniFloatFormat::IEEE && e == expMask)
+    return m ? (negative ? -NAN : NAN) : (negative ? -INFINITY : INFINITY);
+  const float v = e == 0
+                      ? std::ldexp(static_cast<float>(m), 1 - f.bias - static_cast<int>(f.manBits))
+                      : std::ldexp(static_cast<float>(m | (manMask + 1)),
+                                   static_cast<int>(e) - f.bias - static_cast<int>(f.manBits));
+  return negative ? -v : v;
+}
+
+uint8_t floatToMiniFloat(const MiniFloatFormat &f, float v) {
+  if (std::isnan(v))
+    return miniFloatNaN(f, std::signbit(v));
+  const unsigned sign = std::signbit(v) ? 1u << (f.expBits + f.manBits) : 0;
+  if (std::isinf(v) && f.special == MiniFloatFormat::IEEE)
+    return static_cast<uint8_t>(sign | miniFloatInf(f));
+  const float a = std::fmin(std::fabs(v), miniFloatMax(f));
+  unsigned code;
+  if (a < std::ldexp(1.0f, 1 - f.bias)) {
+    // Subnormal (or zero): scale the subnormal step to 1, round to nearest
+    // even; 2^manBits is the smallest normal's code.
+    code = static_cast<unsigned>(
+        std::nearbyint(std::ldexp(a, f.bias - 1 + static_cast<int>(f.manBits))));
+  } else {
+    // Round float's mantissa to manBits, ties to even (a carry bumps the
+    // exponent), then rebias the exponent.
+    uint32_t bits;
+    std::memcpy(&bits, &a, 4);
+    const unsigned drop = 23 - f.manBits;
+    bits += (1u << (drop - 1)) - 1 + ((bits >> drop) & 1);
+    code = (bits >> drop) - (static_cast<unsigned>(127 - f.bias) << f.manBits);
+  }
+  if (code == 0 && f.special == MiniFloatFormat::FNUZ)
+    return 0; // no -0
+  return static_cast<uint8_t>(sign | code);
 }
 
 float halfToFloat(uint16_t h) {

@@ -15,7 +15,9 @@
 #include "ir/DType.h"
 #include "ir/Support.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace kiln {
 
@@ -51,6 +53,41 @@ template <typename T> struct IntCodec {
   static Storage fromInt(int64_t v) { return static_cast<T>(v); }
 };
 
+/// The formats of ir/DType.h's MiniFloatFormat, one code per byte.
+template <MiniFloatFormat F> struct MiniFloatCodec {
+  using Storage = uint8_t;
+  static constexpr const MiniFloatFormat &kFormat = F;
+  static double toDouble(Storage s) { return miniFloatToFloat(F, s); }
+  static int64_t toInt(Storage s) { return saturatingFloatToInt<int64_t>(toDouble(s)); }
+  static Storage fromDouble(double v) { return floatToMiniFloat(F, static_cast<float>(v)); }
+  static Storage fromInt(int64_t v) { return fromDouble(static_cast<double>(v)); }
+};
+
+/// A `Bits`-wide integer, one per byte (sign-extended when `Signed`): an
+/// integer wraps into it, a float truncates and saturates, as IntCodec.
+template <unsigned Bits, bool Signed> struct SubByteIntCodec {
+  using Storage = std::conditional_t<Signed, int8_t, uint8_t>;
+  static constexpr int64_t kLowest = Signed ? -(int64_t(1) << (Bits - 1)) : 0;
+  static constexpr int64_t kHighest = (int64_t(1) << (Signed ? Bits - 1 : Bits)) - 1;
+  static double toDouble(Storage s) { return static_cast<double>(s); }
+  static int64_t toInt(Storage s) { return static_cast<int64_t>(s); }
+  static Storage fromDouble(double v) {
+    return static_cast<Storage>(std::clamp(saturatingFloatToInt<int64_t>(v), kLowest, kHighest));
+  }
+  static Storage fromInt(int64_t v) {
+    const uint64_t low = static_cast<uint64_t>(v) & ((uint64_t(1) << Bits) - 1);
+    return static_cast<Storage>(Signed && low >= (uint64_t(1) << (Bits - 1))
+                                    ? static_cast<int64_t>(low) - (int64_t(1) << Bits)
+                                    : static_cast<int64_t>(low));
+  }
+};
+
+// Named so that DTypes.def's rows hold no commas.
+using I4Codec = SubByteIntCodec<4, true>;
+using U4Codec = SubByteIntCodec<4, false>;
+using I2Codec = SubByteIntCodec<2, true>;
+using U2Codec = SubByteIntCodec<2, false>;
+
 struct BoolCodec {
   using Storage = uint8_t;
   static double toDouble(Storage s) { return s ? 1.0 : 0.0; }
@@ -62,12 +99,22 @@ struct BoolCodec {
 /// Calls `fn.template operator()<Codec>()` with the codec of `t`.
 template <typename Fn> decltype(auto) visitDType(DType t, Fn &&fn) {
   switch (t) {
-#define DTYPE(E, N, B, F, S, C)                                                                    \
+#define DTYPE(E, N, B, W, F, S, K, C)                                                              \
   case DType::E:                                                                                   \
     return fn.template operator()<C>();
 #include "ir/DTypes.def"
   }
   kiln_unreachable("bad dtype");
+}
+
+/// The format of a MiniFloatCodec dtype; nullptr for any other.
+inline const MiniFloatFormat *miniFloatFormat(DType t) {
+  return visitDType(t, []<typename C>() -> const MiniFloatFormat * {
+    if constexpr (requires { C::kFormat; })
+      return &C::kFormat;
+    else
+      return nullptr;
+  });
 }
 
 /// `v` stored as `t` and read back as double (what Tensor::setDouble then

@@ -143,9 +143,9 @@ std::string encodeNpy(const Tensor &t) {
 }
 
 LogicalResult writeNpy(const std::string &path, const Tensor &t, DiagnosticEngine &diag) {
-  if (t.dtype() == DType::BF16)
-    return diag.emitError(Location())
-           << "cannot write '" << path << "': bf16 has no NumPy dtype; cast it to f32 first";
+  if (t.dtype() == DType::BF16 || isStorageDType(t.dtype()))
+    return diag.emitError(Location()) << "cannot write '" << path << "': " << dtypeName(t.dtype())
+                                      << " has no NumPy dtype; cast it to f32 first";
   std::ofstream out(path, std::ios::binary);
   if (!out)
     return diag.emitError(Location()) << "cannot write '" << path << "'";

@@ -549,8 +549,7 @@ private:
       } else if (isBoolLit) {
         return emitError(locOf(v))
                << "'" << v.text << "' is not a " << dtypeName(type.dtype) << " value";
-      } else if (type.dtype == DType::F32 || type.dtype == DType::F16 ||
-                 type.dtype == DType::BF16) {
+      } else if (isFloat(type.dtype) && type.dtype != DType::F64) {
         auto f = toFloat<float>(v.text, v);
         if (failed(f))
           return failure();

@@ -304,6 +304,11 @@ bool isExactCast(DType from, DType to) {
     return bits > 0 && flo >= -limit && fhi <= limit;
   }
   if (isFloat(from) && isFloat(to)) {
+    // A mini float's codes are exact in every compute float (the largest,
+    // f8e5m2's 57344, and the smallest, f8e5m2fnuz's 2^-17, fit f16); a
+    // storage float holds no other dtype exactly.
+    if (isStorageDType(from) || isStorageDType(to))
+      return isStorageDType(from) && !isStorageDType(to);
     // f16 and bf16 have different exponent ranges: neither holds the other.
     if (from == DType::F16 && to == DType::BF16)
       return false;

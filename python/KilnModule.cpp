@@ -39,11 +39,12 @@ namespace {
 // which NumPy 2 changed (the build tree's venv has NumPy 2).
 
 /// The PEP 3118 format character of a Kiln dtype, from its row of
-/// ir/DTypes.def (size, float, signed); '\0' for bf16, which NumPy lacks.
+/// ir/DTypes.def (size, float, signed); '\0' for bf16 and the storage
+/// dtypes, which NumPy lacks (ml_dtypes adds them; Kiln does not depend on it).
 char formatOf(kiln::DType t) {
   if (t == kiln::DType::Bool)
     return '?';
-  if (t == kiln::DType::BF16)
+  if (t == kiln::DType::BF16 || kiln::isStorageDType(t))
     return '\0';
   const unsigned size = kiln::dtypeSize(t);
   if (kiln::isFloat(t))

@@ -94,7 +94,7 @@ private:
 
 size_t elementSize(DType t) {
   switch (t) {
-#define DTYPE(E, N, B, F, S, C)                                                                    \
+#define DTYPE(E, N, B, W, F, S, K, C)                                                              \
   case DType::E:                                                                                   \
     return B;
 #include "ir/DTypes.def"
@@ -104,7 +104,7 @@ size_t elementSize(DType t) {
 
 const char *elementTypeName(DType t) {
   switch (t) {
-#define DTYPE(E, N, B, F, S, C)                                                                    \
+#define DTYPE(E, N, B, W, F, S, K, C)                                                              \
   case DType::E:                                                                                   \
     return N;
 #include "ir/DTypes.def"

@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cpu/KernelEmitter.h"
+#include "ir/DTypeCodec.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -49,11 +50,20 @@ llvm::Type *KernelEmitter::regType(DType t) {
   case DType::F32:
   case DType::F16:
   case DType::BF16:
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::F4E2M1FN:
     return b_.getFloatTy();
   case DType::F64:
     return b_.getDoubleTy();
   case DType::I8:
   case DType::U8:
+  case DType::I4:
+  case DType::U4:
+  case DType::I2:
+  case DType::U2:
     return b_.getInt8Ty();
   case DType::I16:
   case DType::U16:
@@ -77,8 +87,71 @@ llvm::Type *KernelEmitter::memType(DType t) {
   case DType::Bool:
     return b_.getInt8Ty();
   default:
-    return regType(t);
+    return miniFloatFormat(t) ? b_.getInt8Ty() : regType(t);
   }
+}
+
+// The float of each code of a mini float (a constant table in the module;
+// the format's code counts are at most 256).
+Value *KernelEmitter::decodeMiniFloat(DType t, Value *code) {
+  const MiniFloatFormat &f = *miniFloatFormat(t);
+  const unsigned codes = 1u << (1 + f.expBits + f.manBits);
+  const std::string name = "kiln.decode." + std::string(dtypeName(t));
+  llvm::ArrayType *ty = llvm::ArrayType::get(b_.getFloatTy(), codes);
+  auto *table = m_.getNamedGlobal(name);
+  if (!table) {
+    std::vector<llvm::Constant *> values;
+    for (unsigned c = 0; c < codes; ++c)
+      values.push_back(
+          llvm::ConstantFP::get(b_.getFloatTy(), miniFloatToFloat(f, static_cast<uint8_t>(c))));
+    table = new llvm::GlobalVariable(m_, ty, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
+                                     llvm::ConstantArray::get(ty, values), name);
+  }
+  Value *index = b_.CreateZExt(code, b_.getInt32Ty());
+  return b_.CreateLoad(b_.getFloatTy(), b_.CreateInBoundsGEP(ty, table, {b_.getInt32(0), index}));
+}
+
+// floatToMiniFloat (ir/DType.cpp) on a float register: saturate, round to
+// nearest even (subnormals by scaling their step to 1), rebias; NaN and an
+// IEEE format's inf are their codes.
+Value *KernelEmitter::encodeMiniFloat(DType t, Value *v) {
+  const MiniFloatFormat &f = *miniFloatFormat(t);
+  const unsigned signBit = 1u << (f.expBits + f.manBits);
+  llvm::Type *i32 = b_.getInt32Ty();
+  Value *bits = b_.CreateBitCast(v, i32);
+  Value *sign =
+      b_.CreateSelect(b_.CreateICmpSLT(bits, b_.getInt32(0)), b_.getInt32(signBit), b_.getInt32(0));
+  Value *a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v);
+  a = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a,
+                               llvm::ConstantFP::get(b_.getFloatTy(), miniFloatMax(f)));
+  const float step = std::ldexp(1.0f, f.bias - 1 + static_cast<int>(f.manBits));
+  // Scaled below 2^(manBits+1), so adding 2^23 rounds it to an integer
+  // (nearest even) in any SSE level, without a roundeven libcall.
+  llvm::Constant *two23 = llvm::ConstantFP::get(b_.getFloatTy(), 8388608.0);
+  Value *scaled = b_.CreateFMul(a, llvm::ConstantFP::get(b_.getFloatTy(), step));
+  Value *sub = b_.CreateFPToUI(b_.CreateFSub(b_.CreateFAdd(scaled, two23), two23), i32);
+  const unsigned drop = 23 - f.manBits;
+  Value *abits = b_.CreateBitCast(a, i32);
+  Value *odd = b_.CreateAnd(b_.CreateLShr(abits, drop), 1);
+  Value *rounded = b_.CreateAdd(abits, b_.CreateAdd(odd, b_.getInt32((1u << (drop - 1)) - 1)));
+  Value *normal = b_.CreateSub(b_.CreateLShr(rounded, drop),
+                               b_.getInt32(static_cast<unsigned>(127 - f.bias) << f.manBits));
+  Value *isSub =
+      b_.CreateFCmpOLT(a, llvm::ConstantFP::get(b_.getFloatTy(), std::ldexp(1.0f, 1 - f.bias)));
+  Value *code = b_.CreateSelect(isSub, sub, normal);
+  if (f.special == MiniFloatFormat::FNUZ) // no -0
+    sign = b_.CreateSelect(b_.CreateICmpEQ(code, b_.getInt32(0)), b_.getInt32(0), sign);
+  code = b_.CreateOr(code, sign);
+  Value *nan =
+      b_.CreateSelect(b_.CreateICmpNE(sign, b_.getInt32(0)), b_.getInt32(miniFloatNaN(f, true)),
+                      b_.getInt32(miniFloatNaN(f, false)));
+  code = b_.CreateSelect(b_.CreateFCmpUNO(v, v), nan, code);
+  if (f.special == MiniFloatFormat::IEEE) {
+    Value *isInf = b_.CreateFCmpOEQ(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v),
+                                    llvm::ConstantFP::getInfinity(b_.getFloatTy()));
+    code = b_.CreateSelect(isInf, b_.CreateOr(sign, b_.getInt32(miniFloatInf(f))), code);
+  }
+  return b_.CreateTrunc(code, b_.getInt8Ty());
 }
 
 // Rounds a float register value to f16/bf16 precision (round to nearest
@@ -95,6 +168,8 @@ Value *KernelEmitter::roundTo(DType t, Value *v) {
     Value *isNan = b_.CreateFCmpUNO(v, v);
     return b_.CreateBitCast(b_.CreateSelect(isNan, quiet, rounded), b_.getFloatTy());
   }
+  if (miniFloatFormat(t))
+    return decodeMiniFloat(t, encodeMiniFloat(t, v));
   return v;
 }
 
@@ -109,7 +184,7 @@ Value *KernelEmitter::loadElement(DType t, Value *ptr) {
   case DType::Bool:
     return b_.CreateICmpNE(raw, b_.getInt8(0));
   default:
-    return raw;
+    return miniFloatFormat(t) ? decodeMiniFloat(t, raw) : raw;
   }
 }
 
@@ -126,22 +201,19 @@ void KernelEmitter::storeElement(DType t, Value *v, Value *ptr) {
     v = b_.CreateZExt(v, b_.getInt8Ty());
     break;
   default:
+    if (miniFloatFormat(t))
+      v = encodeMiniFloat(t, v);
     break;
   }
   b_.CreateStore(v, ptr);
 }
 
 Value *KernelEmitter::constantOf(DType t, double f, int64_t i) {
-  if (isFloat(t)) {
-    if (t == DType::F16)
-      f = halfToFloat(floatToHalf(static_cast<float>(f)));
-    else if (t == DType::BF16)
-      f = bf16ToFloat(floatToBf16(static_cast<float>(f)));
-    return llvm::ConstantFP::get(regType(t), f);
-  }
+  if (isFloat(t))
+    return llvm::ConstantFP::get(regType(t), roundThroughDType(t, f));
   if (t == DType::Bool)
     return b_.getInt1(i != 0);
-  return llvm::ConstantInt::get(regType(t), static_cast<uint64_t>(i), true);
+  return llvm::ConstantInt::get(regType(t), static_cast<uint64_t>(wrapThroughDType(t, i)), true);
 }
 
 // Cast semantics (ir/ScalarExpr.h): float->int truncates toward zero and
@@ -165,10 +237,16 @@ Value *KernelEmitter::convert(Value *v, DType from, DType to) {
       v = v->getType()->isDoubleTy() ? b_.CreateFPTrunc(v, dst) : b_.CreateFPExt(v, dst);
     return roundTo(to, v);
   }
+  // An integer narrower than its register (i4 in an i8) saturates or wraps
+  // at its own width, then widens.
+  llvm::Type *width = b_.getIntNTy(dtypeBits(to));
+  auto widen = [&](Value *r) {
+    return width == dst ? r : b_.CreateIntCast(r, dst, isSignedInt(to));
+  };
   if (isFloat(from)) {
     llvm::Intrinsic::ID id =
         isSignedInt(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-    return b_.CreateIntrinsic(id, {dst, v->getType()}, {v});
+    return widen(b_.CreateIntrinsic(id, {width, v->getType()}, {v}));
   }
   if (isFloat(to)) {
     // i64 -> f32 goes through double, as the interpreter does (the other
@@ -179,7 +257,7 @@ Value *KernelEmitter::convert(Value *v, DType from, DType to) {
       r = b_.CreateFPTrunc(r, dst);
     return roundTo(to, r);
   }
-  return b_.CreateIntCast(v, dst, isSignedInt(from));
+  return widen(b_.CreateIntCast(v, width, isSignedInt(from)));
 }
 
 Value *KernelEmitter::mathCall(MathFn fn, DType t, Value *a, Value *bArg) {

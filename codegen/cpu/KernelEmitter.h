@@ -43,6 +43,9 @@ public:
 
   // Values.
   Value *roundTo(DType t, Value *v);
+  /// A float register -> the code of mini float `t` (i8), and back.
+  Value *encodeMiniFloat(DType t, Value *v);
+  Value *decodeMiniFloat(DType t, Value *code);
   Value *loadElement(DType t, Value *ptr);
   void storeElement(DType t, Value *v, Value *ptr);
   Value *convert(Value *v, DType from, DType to);

@@ -346,6 +346,12 @@ Value *stackList(ImportState &state, const Sequence &s, const std::string &what)
 FailureOr<std::vector<Value *>> importInline(NodeContext &ctx, const onnx::GraphProto &body,
                                              const std::string &what);
 
+/// `x` cast to `to` as ONNX's Cast does with `saturate` (opset 19): for an
+/// 8-bit float `to`, saturate=0 makes a value that rounds beyond the
+/// largest finite one inf (f8e5m2) or NaN (the others) instead of the
+/// largest; other casts saturate as Kiln's cast does.
+Value *castSaturating(NodeContext &ctx, Value *x, DType to, bool saturate);
+
 /// The bool [rows, cols] mask of a triangle, j - i >= k (`upper`) or
 /// j - i <= k, computed in the graph from two iotas, so that the sizes may
 /// be symbolic (a causal mask of a sequence length). Trilu and Attention's

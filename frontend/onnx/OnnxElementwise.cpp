@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
+#include "ir/DTypeCodec.h"
 
 #include <cmath>
 
@@ -331,6 +332,48 @@ std::string checkCast(const onnx::NodeProto &node, int64_t) {
   return "";
 }
 
+} // namespace
+
+Value *castSaturating(NodeContext &ctx, Value *x, DType to, bool saturate) {
+  const MiniFloatFormat *f = miniFloatFormat(to);
+  if (!x || !f || f->special == MiniFloatFormat::None)
+    return ctx.castTo(x, to);
+  const float top = miniFloatMax(*f);
+  if (saturate) // Kiln's cast keeps inf where the format has it; ONNX clips it
+    return ctx.castTo(f->special == MiniFloatFormat::IEEE
+                          ? ctx.create(OpKind::Clip, {ctx.castTo(x, DType::F32)},
+                                       {{"min", -double(top)}, {"max", double(top)}})
+                          : x,
+                      to);
+  Value *y = ctx.castTo(x, to);
+  // A value rounds beyond the largest finite one from the midpoint to the
+  // next code up, and at the midpoint when the largest has an odd mantissa
+  // (ties to even): x > mid, or x > the float below mid.
+  const float mid = top + std::ldexp(1.0f, std::ilogb(top) - static_cast<int>(f->manBits) - 1);
+  const bool oddTop = (floatToMiniFloat(*f, top) & 1) != 0;
+  Value *xf = ctx.castTo(x, DType::F32);
+  Value *over =
+      ctx.create(OpKind::Greater, {ctx.create(OpKind::Abs, {xf}),
+                                   ctx.scalarLike(xf, oddTop ? std::nextafter(mid, 0.0f) : mid)});
+  auto code = [&](uint8_t c) {
+    Tensor t = Tensor::zeros(to, {});
+    t.mutableData<uint8_t>()[0] = c;
+    return ctx.constant(std::move(t));
+  };
+  Value *special;
+  if (f->special == MiniFloatFormat::IEEE) { // +-inf: all-ones exponent, mantissa 0
+    const uint8_t inf = miniFloatInf(*f);
+    const auto sign = static_cast<uint8_t>(1u << (f->expBits + f->manBits));
+    special = ctx.create(OpKind::Where, {ctx.create(OpKind::Less, {xf, ctx.scalarLike(xf, 0.0)}),
+                                         code(sign | inf), code(inf)});
+  } else {
+    special = code(miniFloatNaN(*f, false));
+  }
+  return ctx.create(OpKind::Where, {over, special, y});
+}
+
+namespace {
+
 Values convertCast(NodeContext &ctx) {
   int64_t to = ctx.attrInt("to", -1);
   std::optional<DType> dtype = dtypeFromOnnx(static_cast<int32_t>(to));
@@ -340,7 +383,7 @@ Values convertCast(NodeContext &ctx) {
     return {};
   }
   Value *x = ctx.input(0, "input");
-  Value *out = ctx.castTo(x, *dtype);
+  Value *out = castSaturating(ctx, x, *dtype, ctx.attrInt("saturate", 1) != 0);
   // An integer cast of a shape value keeps its entries.
   if (out && x && out != x && isInteger(*dtype) && isInteger(x->type().dtype) && !constantOf(x))
     if (auto entries = ctx.shapeValueOf(x))
@@ -353,7 +396,7 @@ Values convertCastLike(NodeContext &ctx) {
   Value *like = ctx.input(1, "target_type");
   if (!like)
     return {};
-  return {ctx.castTo(x, like->type().dtype)};
+  return {castSaturating(ctx, x, like->type().dtype, ctx.attrInt("saturate", 1) != 0)};
 }
 
 std::string checkMod(const onnx::NodeProto &node, int64_t) {

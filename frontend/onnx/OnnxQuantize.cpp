@@ -19,13 +19,15 @@
 //                                + f64(zy)), lo, hi), zy's dtype),
 //                                C = MatMulInteger(a, b, za, zb), exact in i32
 //
-// A blocked scale is spread over its block with a gather of constant
-// indices (i / block_size along the axis), which needs that dim static.
-// QuantizeLinear's `saturate` concerns float8 outputs only, which Kiln
-// lacks (refused where the type enters).
+// T may also be an 8-bit float (no rounding to integers, no zero point:
+// cast(x / s, T) with `saturate` as Cast's) or f4e2m1fn (cast(x / s + zp,
+// T), always saturating). A blocked scale is spread over its block with a
+// gather of constant indices (i / block_size along the axis), which needs
+// that dim static.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
+#include "ir/DTypeCodec.h"
 
 #include <cmath>
 
@@ -108,16 +110,34 @@ Value *quantize(NodeContext &ctx, Value *x, Value *scale, Value *zp, DType to) {
   return saturateTo(ctx, q, to);
 }
 
+/// True for the types QuantizeLinear writes: integers and the mini floats.
+bool isQuantizedType(DType t) {
+  return isInteger(t) || miniFloatFormat(t);
+}
+
 /// The dtype of ONNX type number `onnxType` for attribute `attr`; nullopt
-/// (with an error) when Kiln lacks it or it is not an integer.
-std::optional<DType> integerType(NodeContext &ctx, int64_t onnxType, const char *attr) {
+/// (with an error) when Kiln lacks it or it is not a quantized type.
+std::optional<DType> quantizedType(NodeContext &ctx, int64_t onnxType, const char *attr) {
   auto t = dtypeFromOnnx(static_cast<int32_t>(onnxType));
-  if (!t || !isInteger(*t)) {
+  if (!t || !isQuantizedType(*t)) {
     ctx.emitError() << attr << " " << onnxTypeName(static_cast<int32_t>(onnxType))
-                    << " is not an integer type Kiln has";
+                    << " is not a quantized type Kiln has";
     return std::nullopt;
   }
   return t;
+}
+
+/// QuantizeLinear to a mini float: x / scale (in x's float type when the
+/// scale has it, else f32), plus zp for f4e2m1fn, cast with `saturate`.
+Value *quantizeFloat(NodeContext &ctx, Value *x, Value *scale, Value *zp, DType to) {
+  if (!x || !scale)
+    return nullptr;
+  const DType t = x->type().dtype;
+  const DType math = isFloat(t) && scale->type().dtype == t ? t : DType::F32;
+  Value *q = ctx.create(OpKind::Div, {ctx.castTo(x, math), ctx.castTo(scale, math)});
+  if (zp && to == DType::F4E2M1FN)
+    q = ctx.create(OpKind::Add, {ctx.castTo(q, DType::F32), ctx.castTo(zp, DType::F32)});
+  return castSaturating(ctx, q, to, ctx.attrInt("saturate", 1) != 0);
 }
 
 Values convertDequantizeLinear(NodeContext &ctx) {
@@ -150,7 +170,7 @@ Values convertQuantizeLinear(NodeContext &ctx) {
   std::optional<DType> to = DType::U8;
   const int64_t outputDtype = ctx.attrInt("output_dtype", 0);
   if (outputDtype != 0)
-    to = integerType(ctx, outputDtype, "output_dtype");
+    to = quantizedType(ctx, outputDtype, "output_dtype");
   if (!to)
     return {};
   if (zp && outputDtype != 0 && zp->type().dtype != *to) {
@@ -164,10 +184,13 @@ Values convertQuantizeLinear(NodeContext &ctx) {
     ctx.emitError() << "the precision attribute (opset 23) is not supported";
     return {};
   }
-  if (!isInteger(*to)) {
-    ctx.emitError() << "quantizes to " << dtypeName(*to) << ", which is not an integer type";
+  if (!isQuantizedType(*to)) {
+    ctx.emitError() << "quantizes to " << dtypeName(*to) << ", which is not a quantized type";
     return {};
   }
+  if (isFloat(*to))
+    return {quantizeFloat(ctx, x, alongAxis(ctx, scale, x, "y_scale"),
+                          zp ? alongAxis(ctx, zp, x, "y_zero_point") : nullptr, *to)};
   return {quantize(ctx, x, alongAxis(ctx, scale, x, "y_scale"),
                    zp ? alongAxis(ctx, zp, x, "y_zero_point") : nullptr, *to)};
 }

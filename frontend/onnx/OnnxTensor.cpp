@@ -22,34 +22,35 @@
 namespace kiln::onnximport {
 
 std::optional<DType> dtypeFromOnnx(int32_t elemType) {
-  switch (elemType) {
-  case onnx::TensorProto::FLOAT:
-    return DType::F32;
-  case onnx::TensorProto::FLOAT16:
-    return DType::F16;
-  case onnx::TensorProto::BFLOAT16:
-    return DType::BF16;
-  case onnx::TensorProto::DOUBLE:
-    return DType::F64;
-  case onnx::TensorProto::INT8:
-    return DType::I8;
-  case onnx::TensorProto::UINT8:
-    return DType::U8;
-  case onnx::TensorProto::INT16:
-    return DType::I16;
-  case onnx::TensorProto::UINT16:
-    return DType::U16;
-  case onnx::TensorProto::INT32:
-    return DType::I32;
-  case onnx::TensorProto::UINT32:
-    return DType::U32;
-  case onnx::TensorProto::INT64:
-    return DType::I64;
-  case onnx::TensorProto::BOOL:
-    return DType::Bool;
-  default:
-    return std::nullopt;
-  }
+  // onnx.proto's TensorProto.DataType numbers of Kiln's dtypes; from 17 on,
+  // the types ONNX added after the 1.12 classes Kiln is built with (24,
+  // FLOAT8E8M0, and the float6 types are not Kiln dtypes; nor are UINT64,
+  // STRING and the complex types).
+  static constexpr std::pair<int32_t, DType> kTypes[] = {{onnx::TensorProto::FLOAT, DType::F32},
+                                                         {onnx::TensorProto::FLOAT16, DType::F16},
+                                                         {onnx::TensorProto::BFLOAT16, DType::BF16},
+                                                         {onnx::TensorProto::DOUBLE, DType::F64},
+                                                         {onnx::TensorProto::INT8, DType::I8},
+                                                         {onnx::TensorProto::UINT8, DType::U8},
+                                                         {onnx::TensorProto::INT16, DType::I16},
+                                                         {onnx::TensorProto::UINT16, DType::U16},
+                                                         {onnx::TensorProto::INT32, DType::I32},
+                                                         {onnx::TensorProto::UINT32, DType::U32},
+                                                         {onnx::TensorProto::INT64, DType::I64},
+                                                         {onnx::TensorProto::BOOL, DType::Bool},
+                                                         {17, DType::F8E4M3FN},
+                                                         {18, DType::F8E4M3FNUZ},
+                                                         {19, DType::F8E5M2},
+                                                         {20, DType::F8E5M2FNUZ},
+                                                         {21, DType::U4},
+                                                         {22, DType::I4},
+                                                         {23, DType::F4E2M1FN},
+                                                         {25, DType::U2},
+                                                         {26, DType::I2}};
+  for (const auto &[onnxType, dtype] : kTypes)
+    if (onnxType == elemType)
+      return dtype;
+  return std::nullopt;
 }
 
 std::string onnxTypeName(int32_t elemType) {
@@ -185,11 +186,16 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
       return diag.emitError(loc) << what << " has too many elements";
     shape.push_back(d);
   }
-  size_t esize = dtypeSize(*dtype);
-  uint64_t byteSize;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), esize, &byteSize) ||
-      byteSize > (uint64_t(1) << 40))
+  // ONNX packs the elements of a sub-byte storage dtype (i4: two to a byte,
+  // low bits first; bool keeps a byte each); a Kiln buffer holds one per byte.
+  const unsigned perByte =
+      isStorageDType(*dtype) && dtypeBits(*dtype) < 8 ? 8 / dtypeBits(*dtype) : 1;
+  const size_t esize = dtypeSize(*dtype);
+  uint64_t elemBytes;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), esize, &elemBytes) ||
+      elemBytes > (uint64_t(1) << 40))
     return diag.emitError(loc) << what << " of shape " << sizesStr(shape) << " is too large";
+  const uint64_t byteSize = (elemBytes + perByte - 1) / perByte;
 
   std::string external;
   const std::string *raw = nullptr;
@@ -208,12 +214,28 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
   // Typed fields: their element count must match before anything is
   // allocated (a tiny file may claim a huge shape).
   const TypedField field = typedField(proto);
-  if (!raw && field.given != numel)
+  const int64_t fieldCount = static_cast<int64_t>(perByte == 1 ? numel : byteSize);
+  if (!raw && field.given != fieldCount)
     return diag.emitError(loc) << what << " of type " << dtypeName(*dtype) << sizesStr(shape)
-                               << " needs " << numel << " values in " << field.name << ", got "
+                               << " needs " << fieldCount << " values in " << field.name << ", got "
                                << field.given;
 
   Tensor t = Tensor::zeros(*dtype, shape);
+  if (perByte > 1) {
+    const unsigned bits = dtypeBits(*dtype);
+    for (int64_t i = 0; i < numel; ++i) {
+      const int64_t byte = i / perByte;
+      const auto packed = static_cast<uint8_t>(raw ? (*raw)[static_cast<size_t>(byte)]
+                                                   : proto.int32_data(static_cast<int>(byte)));
+      const unsigned code =
+          (packed >> (bits * static_cast<unsigned>(i % perByte))) & ((1u << bits) - 1);
+      if (isFloat(*dtype)) // f4e2m1fn: the code is the element
+        t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(code);
+      else // wraps into i4/i2 (sign extension)
+        t.setInt(i, code);
+    }
+    return t;
+  }
   if (raw) {
     if (byteSize)
       std::memcpy(t.mutableRawData(), raw->data(), byteSize);
@@ -245,6 +267,13 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
     copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) {
       t.mutableData<uint16_t>()[i] = static_cast<uint16_t>(v);
     });
+    break;
+  case 17: // the 8-bit floats: their codes, one per int32
+  case 18:
+  case 19:
+  case 20:
+    copyField(proto.int32_data(), numel,
+              [&](int64_t i, int32_t v) { t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(v); });
     break;
   default: // INT32, INT16, UINT16, INT8, UINT8, BOOL
     copyField(proto.int32_data(), numel, [&](int64_t i, int32_t v) { t.setInt(i, v); });

@@ -63,8 +63,9 @@ LogicalResult requireReduction(const OpContext &ctx, const std::string &reductio
     return ctx.emitError()
            << "reduction must be \"none\", \"add\", \"mul\", \"max\" or \"min\", got \""
            << reduction << "\"";
-  if (reduction != "none" && dt == DType::Bool)
-    return ctx.emitError() << "reduction \"" << reduction << "\" needs a numeric dtype, got bool";
+  if (reduction != "none" && (dt == DType::Bool || isStorageDType(dt)))
+    return ctx.emitError() << "reduction \"" << reduction
+                           << "\" needs a numeric compute dtype, got " << dtypeName(dt);
   return success();
 }
 

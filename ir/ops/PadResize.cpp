@@ -127,6 +127,9 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
     return failure();
   if (op.mode() != "nearest" && failed(requireFloat(ctx, 0)))
     return failure();
+  if (op.mode() != "nearest" && isStorageDType(ctx.operandType(0).dtype))
+    return ctx.emitError() << "mode \"" << op.mode() << "\" interpolates, which a storage dtype ("
+                           << ctx.operandType(0).str() << ") does not take: cast it first";
   const std::vector<double> &scales = op.scales();
   const std::vector<int64_t> &sizes = op.sizes();
   if (scales.empty() && sizes.empty())

@@ -32,14 +32,7 @@
 // std::min / std::clamp order, so signed zeros and NaNs come out the same.
 
 namespace kiln {
-namespace {
-
-/// The compute type of a float dtype (Note [Scalar precision]).
-DType computeType(DType t) {
-  return t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
-}
-
-} // namespace
+namespace {} // namespace
 
 FailureOr<ScalarRef> lowerElementwise(const OpInfo &info, std::span<const Attribute> attrs,
                                       std::span<const ScalarRef> operands, DType resultType,
@@ -53,7 +46,7 @@ FailureOr<ScalarRef> lowerElementwise(const OpInfo &info, std::span<const Attrib
   // operand dtype; float math uses the compute type.
   DType opType = dag.type(operands[info.kind == OpKind::Where ? 1 : 0]);
   bool isF = isFloat(opType);
-  DType ct = isF ? computeType(opType) : opType;
+  DType ct = isF ? computeDType(opType) : opType;
   ScalarLowering lowering{dag, ct, attrs, {}, isF};
   for (size_t i = 0; i < operands.size(); ++i) {
     bool isCondition = info.kind == OpKind::Where && i == 0;

@@ -115,7 +115,7 @@ private:
 };
 
 std::optional<DType> dtypeNamed(const std::string &name) {
-#define DTYPE(Enum, Name, Bytes, IsFloat, IsSigned, Codec)                                         \
+#define DTYPE(Enum, Name, Bytes, Bits, IsFloat, IsSigned, Compute, Codec)                          \
   if (name == Name)                                                                                \
     return DType::Enum;
 #include "ir/DTypes.def"

@@ -49,9 +49,12 @@ TEST(FusionDifferentialTest, EveryElementwiseOpInABroadcastChain) {
       if (n.failed())
         continue; // the op does not take this dtype
       Value *r = (*n)->result(0);
-      // A consumer in the same kernel: neg keeps the dtype where it can.
+      // A consumer in the same kernel: neg keeps the dtype where it can; a
+      // storage dtype (only cast and selected) is cast to f32.
       Value *out = r;
-      if (r->type().dtype != DType::Bool && r->type().dtype != DType::U8)
+      if (isStorageDType(r->type().dtype))
+        out = tg.op(OpKind::Cast, {r}, {{"to", DType::F32}});
+      else if (r->type().dtype != DType::Bool && r->type().dtype != DType::U8)
         out = tg.op(OpKind::Neg, {r});
       else if (r->type().dtype == DType::Bool)
         out = tg.op(OpKind::Not, {r});

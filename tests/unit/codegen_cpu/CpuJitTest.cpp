@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuTestUtil.h"
+#include "ir/DTypeCodec.h"
 
 #include <chrono>
 #include <cstdio>
@@ -23,23 +24,24 @@ const DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 /// The dtypes of DTypes.def, in its order.
 std::vector<DType> allDTypes() {
   return {
-#define DTYPE(E, N, B, F, S, C) DType::E,
+#define DTYPE(E, N, B, W, F, S, K, C) DType::E,
 #include "ir/DTypes.def"
   };
 }
-/// The integer dtypes of DTypes.def.
+/// The integer compute dtypes of DTypes.def (the storage dtypes are only
+/// moved and cast: the verifier refuses arithmetic on them).
 std::vector<DType> intDTypes() {
   std::vector<DType> out;
   for (DType t : allDTypes())
-    if (isInteger(t))
+    if (isInteger(t) && !isStorageDType(t))
       out.push_back(t);
   return out;
 }
-/// Every dtype but bool.
+/// Every compute dtype but bool.
 std::vector<DType> numericDTypes() {
   std::vector<DType> out;
   for (DType t : allDTypes())
-    if (t != DType::Bool)
+    if (t != DType::Bool && !isStorageDType(t))
       out.push_back(t);
   return out;
 }
@@ -90,8 +92,11 @@ HostBuffer randomBuffer(DType t, int64_t n, double lo, double hi, uint32_t seed)
 // Elementwise ops
 //===----------------------------------------------------------------------===//
 
-/// Whether the builders accept `op` on operands of `t` (ir/ScalarOps.def).
+/// Whether the builders accept `op` on operands of `t` (ir/ScalarOps.def);
+/// a storage dtype is only cast and selected (ir/DTypes.def).
 bool takesDType(ScalarClass cls, DType t) {
+  if (isStorageDType(t) && cls != ScalarClass::Cast && cls != ScalarClass::Select)
+    return false;
   switch (cls) {
   case ScalarClass::Unary:
   case ScalarClass::Binary:
@@ -251,9 +256,7 @@ TEST(CpuJit, BinaryOpsAllNumericTypes) {
   const ScalarOp ops[] = {ScalarOp::Add, ScalarOp::Sub, ScalarOp::Mul, ScalarOp::Div,
                           ScalarOp::Rem, ScalarOp::Max, ScalarOp::Min, ScalarOp::Pow};
   uint32_t seed = 200;
-  for (DType t : allDTypes()) {
-    if (t == DType::Bool)
-      continue;
+  for (DType t : numericDTypes()) {
     for (ScalarOp op : ops) {
       SCOPED_TRACE(kernelName("binary", op, t));
       Kernel k = mapKernel(kernelName("binary", op, t), {t, t}, t, 3, 41,
@@ -320,7 +323,7 @@ TEST(CpuJit, ComparisonsAndSelectAllTypes) {
   for (DType t : allDTypes()) {
     // Small integer-valued ranges give many ties.
     double lo = isFloat(t) || isSignedInt(t) ? -3 : 0, hi = t == DType::Bool ? 1 : 3;
-    for (ScalarOp op : ops) {
+    for (ScalarOp op : isStorageDType(t) ? std::span<const ScalarOp>() : ops) {
       SCOPED_TRACE(kernelName("compare", op, t));
       Kernel k = mapKernel(kernelName("compare", op, t), {t, t}, DType::Bool, 2, 29,
                            [&](ScalarDag &d, auto &in) { return d.compare(op, in[0], in[1]); });
@@ -370,6 +373,73 @@ TEST(CpuJit, CastsBetweenAllTypes) {
       Tolerance tol = defaultTolerance(to);
       checkAgainstInterpreter(k, {x}, tol);
     }
+}
+
+// The LLVM encoding of every mini float (EmitLLVM.cpp, encodeMiniFloat)
+// against the codec's (ir/DType.cpp, floatToMiniFloat), code for code: every
+// code's value, the midpoints between neighbouring codes (ties to even) and
+// the floats beside them, beyond the largest, inf, NaN, signed zeros, from
+// f32 and f64; and every code back to f32.
+TEST(CpuJit, MiniFloatCastsAreTheCodecsBitForBit) {
+  for (DType t : allDTypes()) {
+    const MiniFloatFormat *f = miniFloatFormat(t);
+    if (!f)
+      continue;
+    const unsigned codes = 1u << (1 + f->expBits + f->manBits);
+    std::vector<double> xs = {0.0,
+                              -0.0,
+                              std::numeric_limits<double>::quiet_NaN(),
+                              std::numeric_limits<double>::infinity(),
+                              -std::numeric_limits<double>::infinity(),
+                              1e30,
+                              -1e30,
+                              1e-30,
+                              miniFloatMax(*f) * 1.01,
+                              -miniFloatMax(*f) * 1.01};
+    for (unsigned c = 0; c + 1 < codes / 2; ++c) {
+      const float a = miniFloatToFloat(*f, static_cast<uint8_t>(c));
+      const float b = miniFloatToFloat(*f, static_cast<uint8_t>(c + 1));
+      if (std::isnan(b) || std::isinf(b))
+        break;
+      const float mid = (a + b) / 2;
+      for (float v : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+        xs.push_back(v);
+        xs.push_back(-v);
+      }
+    }
+    const auto n = static_cast<int64_t>(xs.size());
+    for (DType from : {DType::F32, DType::F64}) {
+      const std::string name =
+          "minifloat_" + std::string(dtypeName(from)) + "_" + std::string(dtypeName(t));
+      SCOPED_TRACE(name);
+      HostBuffer x(from, n);
+      for (int64_t i = 0; i < n; ++i)
+        x.set(i, xs[static_cast<size_t>(i)]);
+      Kernel k = mapKernel(name, {from}, t, 1, n,
+                           [&](ScalarDag &d, auto &in) { return d.cast(in[0], t); });
+      std::vector<HostBuffer> out = checkAgainstInterpreter(k, {x}, {0, 0});
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(static_cast<const uint8_t *>(out[0].data())[i],
+                  floatToMiniFloat(*f, static_cast<float>(xs[static_cast<size_t>(i)])))
+            << name << " of " << xs[static_cast<size_t>(i)];
+    }
+    const std::string name = "minifloat_decode_" + std::string(dtypeName(t));
+    SCOPED_TRACE(name);
+    HostBuffer all(t, codes);
+    for (unsigned c = 0; c < codes; ++c)
+      static_cast<uint8_t *>(all.data())[c] = static_cast<uint8_t>(c);
+    Kernel k = mapKernel(name, {t}, DType::F32, 1, codes,
+                         [&](ScalarDag &d, auto &in) { return d.cast(in[0], DType::F32); });
+    std::vector<HostBuffer> out = checkAgainstInterpreter(k, {all}, {0, 0});
+    for (unsigned c = 0; c < codes; ++c) {
+      const float want = miniFloatToFloat(*f, static_cast<uint8_t>(c));
+      const double got = out[0].getDouble(c);
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(got)) << name << " code " << c;
+      else
+        EXPECT_EQ(got, want) << name << " code " << c;
+    }
+  }
 }
 
 TEST(CpuJit, NaNAndInfinitySemantics) {

@@ -322,6 +322,46 @@ TEST(OnnxImporterTest, IntegerTensorsOfEveryWidth) {
             "error: tensor 't' of type u32[2] needs 2 values in uint64_data, got 0");
 }
 
+// The storage types: INT4 / UINT4 / INT2 / FLOAT4E2M1 packed low bits
+// first, in raw_data or one packed byte per int32_data entry (an odd count
+// leaves the last high nibble unused); the 8-bit floats one code per byte
+// or per int32. A Kiln buffer holds one element per byte.
+TEST(OnnxImporterTest, PackedStorageTypes) {
+  auto decode = [](int type, int64_t n, auto fill) {
+    onnx::TensorProto p;
+    p.set_data_type(type);
+    p.add_dims(n);
+    fill(p);
+    DiagnosticEngine diag;
+    ScopedDiagnosticCollector collect(diag);
+    auto t = onnximport::tensorFromProto(p, "", "tensor 't'", Location(), diag);
+    std::string text = collect.str();
+    if (t) {
+      text = t->str() + "{";
+      for (int64_t i = 0; i < n; ++i)
+        text += (i ? ", " : "") + formatDouble(t->getDouble(i));
+      text += "}";
+    }
+    return text;
+  };
+  EXPECT_EQ(decode(22, 3, [](auto &p) { p.set_raw_data(std::string("\x8f\x07", 2)); }),
+            "i4[3]{-1.0, -8.0, 7.0}");
+  EXPECT_EQ(decode(21, 3, [](auto &p) { p.add_int32_data(0x8f), p.add_int32_data(0x07); }),
+            "u4[3]{15.0, 8.0, 7.0}");
+  EXPECT_EQ(decode(26, 5, [](auto &p) { p.set_raw_data(std::string("\xe4\x03", 2)); }),
+            "i2[5]{0.0, 1.0, -2.0, -1.0, -1.0}");
+  EXPECT_EQ(decode(23, 2, [](auto &p) { p.set_raw_data(std::string("\xf7", 1)); }),
+            "f4e2m1fn[2]{6.0, -6.0}");
+  EXPECT_EQ(decode(17, 2, [](auto &p) { p.add_int32_data(0x7e), p.add_int32_data(0xb8); }),
+            "f8e4m3fn[2]{448.0, -1.0}");
+  EXPECT_EQ(decode(22, 3, [](auto &p) { p.set_raw_data(std::string("\x8f", 1)); }),
+            "error: tensor 't' of type i4[3] needs 2 bytes of raw data, got 1");
+  EXPECT_EQ(decode(22, 3, [](auto &p) { p.add_int32_data(1); }),
+            "error: tensor 't' of type i4[3] needs 2 values in int32_data, got 1");
+  EXPECT_EQ(decode(24, 1, [](auto &p) { p.add_int32_data(1); }),
+            "error: tensor 't' has data type FLOAT8E8M0, which Kiln does not support");
+}
+
 TEST(OnnxImporterTest, BadInputs) {
   ModelBuilder b;
   b.input("x", {int64_t(2)}, onnx::TensorProto::STRING);
