@@ -621,11 +621,15 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       ScalarRef weight, present;
     };
     std::vector<std::vector<Tap>> taps(in.size());
+    // tf_crop_and_resize: whether the output coordinate maps outside the
+    // input in any dim (the element is then extrapolation_value).
+    const bool crop = mode == "tf_crop_and_resize";
+    ScalarRef outside;
     for (size_t d = 0; d < in.size(); ++d) {
       int64_t inLen = in[d], outLen = outShape[d];
       double scale = op.scales().empty() ? static_cast<double>(outLen) / static_cast<double>(inLen)
                                          : op.scales()[d];
-      if (inLen == outLen && scale == 1.0) {
+      if (inLen == outLen && scale == 1.0 && !crop) {
         taps[d].push_back({idx[d], c64(1.0), ScalarRef{}});
         continue;
       }
@@ -635,7 +639,12 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
           op.scales().empty() ? static_cast<double>(outLen) : scale * static_cast<double>(inLen);
       ScalarRef x = dag().cast(ib_.emit(idx[d]), f64);
       ScalarRef c;
-      if (mode == "asymmetric")
+      const double span = crop ? (op.roi()[d + in.size()] - op.roi()[d]) * (inLen - 1) : 0.0;
+      if (crop)
+        c = dag().add(resized == 1.0 ? c64(span / 2.0)
+                                     : dag().div(dag().mul(x, c64(span)), c64(resized - 1.0)),
+                      c64(op.roi()[d] * static_cast<double>(inLen - 1)));
+      else if (mode == "asymmetric")
         c = dag().div(x, c64(scale));
       else if (mode == "align_corners")
         c = resized == 1.0
@@ -650,6 +659,11 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       else
         c = dag().sub(dag().div(dag().add(x, c64(0.5)), c64(scale)), c64(0.5));
       ScalarRef maxIndex = c64(static_cast<double>(inLen - 1));
+      if (crop) {
+        ScalarRef out = dag().binary(ScalarOp::Or, dag().compare(ScalarOp::Lt, c, c64(0.0)),
+                                     dag().compare(ScalarOp::Lt, maxIndex, c));
+        outside = outside.valid() ? dag().binary(ScalarOp::Or, outside, out) : out;
+      }
       auto clamp = [&](ScalarRef val) {
         ScalarRef lo = c64(0.0);
         return dag().select(
@@ -659,42 +673,80 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       auto toIndex = [&](ScalarRef val) {
         return ib_.atom(dag().cast(val, DType::I64), inLen - 1);
       };
-      if (cubic) {
-        // cubicTaps of ir/ops/PadResize.cpp, in scalar code: the neighbours
-        // of c (no clamp of c itself), Keys' weights, the edge beyond.
-        const double a = op.cubic_coeff_a();
-        ScalarRef fl = dag().unary(ScalarOp::Floor, c);
-        ScalarRef isInt = dag().compare(ScalarOp::Eq, c, fl);
-        ScalarRef base = dag().select(isInt, dag().sub(fl, c64(1.0)), fl);
-        ScalarRef r = dag().select(isInt, c64(1.0), dag().sub(c, fl));
-        ScalarRef s = dag().sub(c64(1.0), r);
-        auto outer = [&](ScalarRef t) { // ((a t - 5a) t + 8a) t - 4a
-          ScalarRef u = dag().sub(dag().mul(c64(a), t), c64(5.0 * a));
-          return dag().sub(dag().mul(dag().add(dag().mul(u, t), c64(8.0 * a)), t), c64(4.0 * a));
-        };
-        auto inner = [&](ScalarRef t) { // ((a + 2) t - (a + 3)) t t + 1
-          ScalarRef u = dag().sub(dag().mul(c64(a + 2.0), t), c64(a + 3.0));
-          return dag().add(dag().mul(dag().mul(u, t), t), c64(1.0));
-        };
-        ScalarRef w[4] = {outer(dag().add(r, c64(1.0))), inner(r), inner(s),
-                          outer(dag().add(s, c64(1.0)))};
-        ScalarRef at[4], sum = c64(0.0);
-        for (int k = 0; k < 4; ++k) {
-          at[k] = dag().add(base, c64(static_cast<double>(k - 1)));
-          if (op.exclude_outside()) {
-            ScalarRef inside =
-                dag().binary(ScalarOp::And, dag().compare(ScalarOp::Ge, at[k], c64(0.0)),
-                             dag().compare(ScalarOp::Le, at[k], maxIndex));
-            w[k] = dag().select(inside, w[k], c64(0.0));
-            sum = dag().add(sum, w[k]);
-          }
+      // The neighbours base + k of c (base = floor(c), or c - 1 when c is
+      // an integer, the ratio r = c - base then 1), as cubicTaps and
+      // antialiasTaps of ir/ops/PadResize.cpp take them.
+      const double a = op.cubic_coeff_a();
+      auto keysNear = [&](ScalarRef t) { // ((a + 2) t - (a + 3)) t t + 1, |t| <= 1
+        ScalarRef u = dag().sub(dag().mul(c64(a + 2.0), t), c64(a + 3.0));
+        return dag().add(dag().mul(dag().mul(u, t), t), c64(1.0));
+      };
+      auto keysFar = [&](ScalarRef t) { // ((a t - 5a) t + 8a) t - 4a, 1 < |t| < 2
+        ScalarRef u = dag().sub(dag().mul(c64(a), t), c64(5.0 * a));
+        return dag().sub(dag().mul(dag().add(dag().mul(u, t), c64(8.0 * a)), t), c64(4.0 * a));
+      };
+      // Taps of weights `w` at positions `at`: read at the edge beyond it,
+      // or (exclude_outside) left out and the rest renormalized; a zero
+      // weight's tap is not read.
+      auto addTaps = [&](std::vector<ScalarRef> w, const std::vector<ScalarRef> &at) {
+        ScalarRef sum = c64(0.0);
+        for (size_t k = 0; k < w.size() && op.exclude_outside(); ++k) {
+          ScalarRef inside =
+              dag().binary(ScalarOp::And, dag().compare(ScalarOp::Ge, at[k], c64(0.0)),
+                           dag().compare(ScalarOp::Le, at[k], maxIndex));
+          w[k] = dag().select(inside, w[k], c64(0.0));
+          sum = dag().add(sum, w[k]);
         }
-        for (int k = 0; k < 4; ++k) {
+        for (size_t k = 0; k < w.size(); ++k) {
           ScalarRef weight = op.exclude_outside() ? dag().div(w[k], sum) : w[k];
           ScalarRef nonzero =
               dag().unary(ScalarOp::Not, dag().compare(ScalarOp::Eq, w[k], c64(0.0)));
           taps[d].push_back({toIndex(clamp(at[k])), weight, nonzero});
         }
+      };
+      auto baseAndRatio = [&] {
+        ScalarRef fl = dag().unary(ScalarOp::Floor, c);
+        ScalarRef isInt = dag().compare(ScalarOp::Eq, c, fl);
+        return std::pair{dag().select(isInt, dag().sub(fl, c64(1.0)), fl),
+                         dag().select(isInt, c64(1.0), dag().sub(c, fl))};
+      };
+      if (!nearest && op.antialias() && scale < 1.0) {
+        auto [base, r] = baseAndRatio();
+        // antialiasTaps: the filter stretched by 1 / scale over 2 - 2 start
+        // neighbours, normalized to sum 1.
+        const auto start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale)) + 1;
+        auto filter = [&](ScalarRef x) { // antialiasWeight
+          x = dag().unary(ScalarOp::Abs, x);
+          if (!cubic)
+            return dag().binary(ScalarOp::Max, c64(0.0), dag().sub(c64(1.0), x));
+          return dag().select(
+              dag().compare(ScalarOp::Le, x, c64(1.0)), keysNear(x),
+              dag().select(dag().compare(ScalarOp::Lt, x, c64(2.0)), keysFar(x), c64(0.0)));
+        };
+        std::vector<ScalarRef> w, at;
+        ScalarRef sum = c64(0.0);
+        for (int64_t i = start; i < 2 - start; ++i) {
+          const double fi = static_cast<double>(i);
+          w.push_back(filter(dag().mul(dag().sub(c64(fi), r), c64(scale))));
+          sum = dag().add(sum, w.back());
+          at.push_back(dag().add(base, c64(fi)));
+        }
+        for (ScalarRef &wk : w)
+          wk = dag().div(wk, sum);
+        addTaps(w, at);
+        continue;
+      }
+      if (cubic) {
+        // cubicTaps: the four neighbours of c (no clamp of c itself),
+        // Keys' weights.
+        auto [base, r] = baseAndRatio();
+        ScalarRef s = dag().sub(c64(1.0), r);
+        std::vector<ScalarRef> at;
+        for (int k = 0; k < 4; ++k)
+          at.push_back(dag().add(base, c64(static_cast<double>(k - 1))));
+        addTaps({keysFar(dag().add(r, c64(1.0))), keysNear(r), keysNear(s),
+                 keysFar(dag().add(s, c64(1.0)))},
+                at);
         continue;
       }
       if (nearest) {
@@ -723,11 +775,17 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       taps[d].push_back({loIdx, dag().sub(c64(1.0), w), ScalarRef{}});
       taps[d].push_back({ib_.atom(hiRaw, inLen - 1), w, dag().compare(ScalarOp::Gt, w, c64(0.0))});
     }
+    auto extrapolate = [&](ScalarRef value) {
+      const DType t = v->type().dtype;
+      return outside.valid()
+                 ? dag().select(outside, dag().cast(c64(op.extrapolation_value()), t), value)
+                 : value;
+    };
     if (nearest) {
       Index src;
       for (auto &t : taps)
         src.push_back(t[0].index);
-      return valueAt(n.operand(0), src);
+      return extrapolate(valueAt(n.operand(0), src));
     }
     // Sum over the corners in the reference's order, skipping taps of zero
     // weight (their value may be inf or NaN).
@@ -756,7 +814,7 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
       if (d == static_cast<size_t>(-1))
         break;
     }
-    return dag().cast(acc, v->type().dtype);
+    return extrapolate(dag().cast(acc, v->type().dtype));
   }
   default:
     return fail("no kernel lowering for op '" + std::string(n.mnemonic()) + "'");

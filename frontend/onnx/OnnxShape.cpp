@@ -582,11 +582,9 @@ std::string checkResize(const onnx::NodeProto &node, int64_t) {
     return "mode '" + mode + "' is not supported";
   std::string coord = attrStringOr(node, "coordinate_transformation_mode", "half_pixel");
   if (coord != "half_pixel" && coord != "asymmetric" && coord != "align_corners" &&
-      coord != "pytorch_half_pixel" && coord != "half_pixel_symmetric")
+      coord != "pytorch_half_pixel" && coord != "half_pixel_symmetric" &&
+      coord != "tf_crop_and_resize")
     return "coordinate_transformation_mode '" + coord + "' is not supported";
-  // Opset 18.
-  if (attrIntOr(node, "antialias", 0) != 0)
-    return "antialias=1 is not supported";
   std::string policy = attrStringOr(node, "keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     return "keep_aspect_ratio_policy '" + policy + "' is not supported";
@@ -601,7 +599,8 @@ Values convertResize(NodeContext &ctx) {
        ctx.attrString("coordinate_transformation_mode", "half_pixel")},
       {"nearest_mode", ctx.attrString("nearest_mode", "round_prefer_floor")},
       {"cubic_coeff_a", ctx.attrFloat("cubic_coeff_a", -0.75)},
-      {"exclude_outside", ctx.attrInt("exclude_outside", 0) != 0}};
+      {"exclude_outside", ctx.attrInt("exclude_outside", 0) != 0},
+      {"antialias", ctx.attrInt("antialias", 0) != 0}}; // opset 18
   if (!x)
     return {};
   // Opset 18: `axes` names the dims that scales / sizes cover; the others
@@ -614,6 +613,30 @@ Values convertResize(NodeContext &ctx) {
       return {};
   }
   // Inputs: X, roi, scales, sizes; an empty scales tensor means "absent".
+  // roi (starts, then ends, per axis of `axes`) matters to
+  // tf_crop_and_resize only; the other dims keep [0, 1].
+  if (ctx.attrString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") {
+    const Tensor *roi = ctx.constantInput(1, "roi");
+    if (!roi)
+      return {};
+    std::vector<double> v = roi->toDoubles();
+    const size_t covered = axes ? axes->size() : static_cast<size_t>(rank);
+    if (v.size() != 2 * covered) {
+      ctx.emitError() << "tf_crop_and_resize needs a start and an end per axis in roi, got "
+                      << v.size() << " values for " << covered << " axes";
+      return {};
+    }
+    std::vector<double> full(2 * static_cast<size_t>(rank), 0.0);
+    for (size_t i = 0; i < static_cast<size_t>(rank); ++i)
+      full[static_cast<size_t>(rank) + i] = 1.0;
+    for (size_t i = 0; i < covered; ++i) {
+      const auto d = static_cast<size_t>(axes ? (*axes)[i] : static_cast<int64_t>(i));
+      full[d] = v[i];
+      full[static_cast<size_t>(rank) + d] = v[covered + i];
+    }
+    attrs.emplace_back("roi", std::move(full));
+    attrs.emplace_back("extrapolation_value", ctx.attrFloat("extrapolation_value", 0.0));
+  }
   if (ctx.hasInput(2)) {
     const Tensor *scales = ctx.constantInput(2, "scales");
     if (!scales)

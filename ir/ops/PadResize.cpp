@@ -121,7 +121,7 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
       failed(requireOneOf(ctx, "coordinate_transformation_mode",
                           op.coordinate_transformation_mode(),
                           {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                           "half_pixel_symmetric"})) ||
+                           "half_pixel_symmetric", "tf_crop_and_resize"})) ||
       failed(requireOneOf(ctx, "nearest_mode", op.nearest_mode(),
                           {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
     return failure();
@@ -130,6 +130,12 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
   if (op.mode() != "nearest" && isStorageDType(ctx.operandType(0).dtype))
     return ctx.emitError() << "mode \"" << op.mode() << "\" interpolates, which a storage dtype ("
                            << ctx.operandType(0).str() << ") does not take: cast it first";
+  const bool crop = op.coordinate_transformation_mode() == "tf_crop_and_resize";
+  if (op.roi().size() != (crop ? 2 * static_cast<size_t>(in.rank()) : 0))
+    return ctx.emitError() << "roi has " << op.roi().size() << " entries; "
+                           << (crop ? "tf_crop_and_resize needs a start and an end per dim of "
+                                    : "only tf_crop_and_resize takes one, for ")
+                           << in.str();
   const std::vector<double> &scales = op.scales();
   const std::vector<int64_t> &sizes = op.sizes();
   if (scales.empty() && sizes.empty())
@@ -187,9 +193,16 @@ int64_t outLenOf(double resized) {
 /// `resized` is the dim's resized length as ONNX defines it: scale * inLen,
 /// a fraction when the op has scales (align_corners with scale 0.6 on 4
 /// maps through 2.4 - 1, not through the integer output length 2 - 1).
+/// tf_crop_and_resize maps onto the dim's part [roiStart, roiEnd] (as
+/// fractions of inLen - 1).
 double originalCoordinate(const std::string &mode, int64_t x, double scale, int64_t inLen,
-                          double resized) {
+                          double resized, double roiStart, double roiEnd) {
   double xf = static_cast<double>(x);
+  if (mode == "tf_crop_and_resize") {
+    const double span = (roiEnd - roiStart) * static_cast<double>(inLen - 1);
+    return (resized == 1.0 ? span / 2.0 : xf * span / (resized - 1.0)) +
+           roiStart * static_cast<double>(inLen - 1);
+  }
   if (mode == "asymmetric")
     return xf / scale;
   if (mode == "align_corners")
@@ -254,6 +267,57 @@ std::vector<Tap> cubicTaps(double c, int64_t inLen, double a, bool excludeOutsid
       kept.push_back({t.index, excludeOutside ? t.weight / sum : t.weight});
   return kept;
 }
+/// The first neighbour (relative to the base) of an antialiased filter:
+/// its support (1 linear, 2 cubic) stretched by 1 / scale.
+int64_t antialiasStart(bool cubic, double scale) {
+  return static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale)) + 1;
+}
+
+/// The filter at distance `x`: the triangle, or Keys' cubic with `a`.
+double antialiasWeight(bool cubic, double a, double x) {
+  x = std::fabs(x);
+  if (!cubic)
+    return std::max(0.0, 1.0 - x);
+  if (x <= 1.0)
+    return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  return x < 2.0 ? ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a : 0.0;
+}
+
+/// The taps of antialiased linear or cubic interpolation (ONNX's
+/// reference, `_linear_coeffs_antialias` / `_cubic_coeffs_antialias`) at
+/// coordinate `c` when downscaling by `scale` < 1: the filter stretched by
+/// 1 / scale, over the 2 - 2 start neighbours base + start .. base - start + 1
+/// (base and the ratio r as cubicTaps's), weighted by the filter at
+/// (i - r) * scale and normalized to sum 1; read at the edge beyond it, or
+/// left out and renormalized with `excludeOutside`. codegen/Lower.cpp
+/// builds the same in scalar code.
+std::vector<Tap> antialiasTaps(bool cubic, double c, int64_t inLen, double scale, double a,
+                               bool excludeOutside) {
+  double base = std::floor(c), r = c - base;
+  if (r == 0.0)
+    base -= 1.0, r = 1.0;
+  const int64_t start = antialiasStart(cubic, scale);
+  std::vector<Tap> taps;
+  double sum = 0.0;
+  for (int64_t i = start; i < 2 - start; ++i) {
+    const double w = antialiasWeight(cubic, a, (static_cast<double>(i) - r) * scale);
+    sum += w;
+    taps.push_back({static_cast<int64_t>(base) + i, w});
+  }
+  double kept = 0.0;
+  for (Tap &t : taps) {
+    t.weight /= sum;
+    if (excludeOutside && (t.index < 0 || t.index >= inLen))
+      t.weight = 0.0;
+    kept += t.weight;
+    t.index = std::clamp<int64_t>(t.index, 0, inLen - 1);
+  }
+  std::vector<Tap> out;
+  for (Tap &t : taps)
+    if (t.weight != 0.0)
+      out.push_back({t.index, excludeOutside ? t.weight / kept : t.weight});
+  return out;
+}
 } // namespace
 
 FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor> inputs,
@@ -268,6 +332,10 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
   // taps[d][x]: the input indices (and weights) output coordinate x of dim d
   // reads. Out-of-range coordinates clamp to the edge, as in ONNX.
   std::vector<std::vector<std::vector<Tap>>> taps(rank);
+  // tf_crop_and_resize: the output coordinates of each dim that map outside
+  // the input, whose elements are extrapolation_value.
+  const bool crop = op.coordinate_transformation_mode() == "tf_crop_and_resize";
+  std::vector<std::vector<bool>> outside(rank);
   for (size_t d = 0; d < rank; ++d) {
     int64_t inLen = in.shape()[d], outLen = out.shape()[d];
     double scale = op.scales().empty() ? static_cast<double>(outLen) / static_cast<double>(inLen)
@@ -276,11 +344,15 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
         op.scales().empty() ? static_cast<double>(outLen) : scale * static_cast<double>(inLen);
     double maxIndex = static_cast<double>(inLen - 1);
     for (int64_t x = 0; x < outLen; ++x) {
-      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, resized);
+      double c = originalCoordinate(op.coordinate_transformation_mode(), x, scale, inLen, resized,
+                                    crop ? op.roi()[d] : 0.0, crop ? op.roi()[d + rank] : 1.0);
+      outside[d].push_back(crop && (c < 0.0 || c > maxIndex));
       std::vector<Tap> t;
       if (nearest) {
         double r = std::clamp(roundNearest(op.nearest_mode(), c), 0.0, maxIndex);
         t.push_back({static_cast<int64_t>(r), 1.0});
+      } else if (op.antialias() && scale < 1.0) {
+        t = antialiasTaps(cubic, c, inLen, scale, op.cubic_coeff_a(), op.exclude_outside());
       } else if (cubic) {
         t = cubicTaps(c, inLen, op.cubic_coeff_a(), op.exclude_outside());
       } else {
@@ -296,6 +368,11 @@ FailureOr<Tensors> referenceResize(const OpContext &ctx, std::span<const Tensor>
   }
   std::vector<int64_t> inStrides = in.strides();
   forEachIndex(out.shape(), [&](const std::vector<int64_t> &idx, int64_t flat) {
+    for (size_t d = 0; d < rank; ++d)
+      if (outside[d][static_cast<size_t>(idx[d])]) {
+        out.setDouble(flat, op.extrapolation_value());
+        return;
+      }
     if (nearest) {
       int64_t src = 0;
       for (size_t d = 0; d < rank; ++d)

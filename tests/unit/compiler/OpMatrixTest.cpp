@@ -571,7 +571,30 @@ const std::map<std::string, CaseGen> &structuredCases() {
                   {{"scales", Floats{1, 1, 0.75, 0.6}},
                    {"mode", std::string("cubic")},
                    {"cubic_coeff_a", -0.5},
-                   {"exclude_outside", true}}}};
+                   {"exclude_outside", true}}},
+                 // Antialiased downscaling: the filter stretched over 4 to 8
+                 // neighbours per dim, linear and cubic (with
+                 // exclude_outside), and an upscaled dim it leaves alone.
+                 {{{1, 3, 9, n}},
+                  {false},
+                  {{"scales", Floats{1, 1, 0.25, 0.6}},
+                   {"mode", std::string("linear")},
+                   {"antialias", true}}},
+                 {{{1, 3, 5, n}},
+                  {false},
+                  {{"scales", Floats{1, 1, 0.5, 1.5}},
+                   {"mode", std::string("cubic")},
+                   {"exclude_outside", true},
+                   {"antialias", true}}},
+                 // tf_crop_and_resize: a crop reaching past both edges of
+                 // the rows (extrapolated) and inside the columns.
+                 {{{1, 3, 4, n}},
+                  {false},
+                  {{"sizes", Ints{1, 3, 5, n}},
+                   {"mode", std::string("linear")},
+                   {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                   {"roi", Floats{0, 0, -0.2, 0.1, 1, 1, 1.3, 0.8}},
+                   {"extrapolation_value", 7.0}}}};
        }},
       {"rnn",
        [](int64_t n) -> std::vector<StructuredCase> {
