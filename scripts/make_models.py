@@ -367,6 +367,26 @@ class GNUNetBlock(nn.Module):
         return self.out(self.run(self.r2, torch.cat([y, s], 1)))
 
 
+class FoldAntialias(nn.Module):
+    """Antialiased bilinear and bicubic downscaling (Resize antialias=1),
+    unfold -> linear -> nn.Fold (Col2Im) and a float8 round trip (Cast to
+    FLOAT8E4M3FN and back): what torch 2.x exports for these opset-18 ops."""
+
+    def __init__(self, c=8, k=3):
+        super().__init__()
+        self.k = k
+        self.proj = nn.Linear(c * k * k, c * k * k)
+        self.fold = nn.Fold(output_size=(16, 16), kernel_size=k, padding=1)
+
+    def forward(self, x):
+        y = F.interpolate(x, size=(16, 16), mode="bilinear", antialias=True)
+        z = F.interpolate(x, size=(16, 16), mode="bicubic", antialias=True)
+        p = F.unfold(y, kernel_size=self.k, padding=1)
+        p = self.proj(p.transpose(1, 2)).transpose(1, 2)
+        q = (z * 8).to(torch.float8_e4m3fn).to(torch.float32) / 8
+        return self.fold(p) + q
+
+
 # Scripted models (torch.jit.script, the "script" entry): their control flow
 # is kept, and torch.onnx writes If and Loop.
 
@@ -564,6 +584,7 @@ DYNAMO_MODELS = {
     "decoder_lm": dict(build=DecoderLM, inputs=[("ids", (2, 64), "ids")]),
     "gn_unet_block": dict(build=GNUNetBlock, inputs=[("x", (1, 3, 64, 64), "image")]),
     "seq2seq": dict(MODELS["seq2seq"], build=lambda: Seq2Seq(declare_causal=True)),
+    "fold_antialias": dict(build=FoldAntialias, inputs=[("x", (2, 8, 40, 36), "randn")]),
     "resnet18_dynamic": dict(build=tv("resnet18"), inputs=[("input", (4, 3, 224, 224), "image")],
                              data_inputs=[(3, 3, 224, 224)],
                              dynamic_axes={"input": {0: "batch"}, "output_0": {0: "batch"}}),

@@ -1,6 +1,6 @@
-//===- OnnxDataMovement.cpp - CenterCropPad and ReverseSequence -*- C++ -*-===//
+//===- OnnxDataMovement.cpp - CenterCropPad, Col2Im, ReverseSequence -*- C++ -*-===//
 //
-// Two data-movement ops built from Kiln's slice, pad and gather:
+// Data-movement ops built from Kiln's slice, pad, gather and scatter:
 //
 //   CenterCropPad(x, shape)  per axis of `axes`, to size s from size d: a
 //                            slice [(d - s) / 2, that + s) when s < d, a
@@ -12,6 +12,17 @@
 //                            0 and 1, either way round): gather_elements
 //                            along the time axis with indices from an iota
 //                            and the lengths.
+//   Col2Im(x, image, block)  (18; PyTorch's nn.Fold) out[n, c, p] sums
+//                            x[n, c * K + k, l] over the kernel offsets k
+//                            and sliding positions l that land on image
+//                            position p (l * stride - pad_begin + k *
+//                            dilation, per spatial dim): a scatter_elements
+//                            with reduction add along the flattened image,
+//                            indices computed at import (image_shape and
+//                            block_shape constant, x's dims 1 and 2
+//                            static), positions off the image sent to one
+//                            extra slot that is sliced away. Contributions
+//                            add in ONNX's reference order (k, then l).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -113,8 +124,95 @@ Values convertReverseSequence(NodeContext &ctx) {
   return {ctx.create(OpKind::GatherElements, {x, index}, {{"axis", timeAxis}})};
 }
 
+Values convertCol2Im(NodeContext &ctx) {
+  Value *x = ctx.input(0, "input");
+  auto image = ctx.intsInput(1, "image_shape");
+  auto block = ctx.intsInput(2, "block_shape");
+  if (!x || !image || !block)
+    return {};
+  const size_t dims = image->size();
+  const Ints strides = ctx.attrInts("strides", Ints(dims, 1));
+  const Ints dilations = ctx.attrInts("dilations", Ints(dims, 1));
+  const Ints pads = ctx.attrInts("pads", Ints(2 * dims, 0));
+  if (dims == 0 || block->size() != dims || strides.size() != dims || dilations.size() != dims ||
+      pads.size() != 2 * dims || x->type().rank() != 3) {
+    ctx.emitError() << "needs an input of rank 3 and image_shape, block_shape, strides, "
+                       "dilations (one per spatial dim) and pads (two per dim) that agree, got "
+                    << x->type().str() << ", " << image->size() << " image dims, " << block->size()
+                    << " block dims";
+    return {};
+  }
+  auto cols = ctx.staticDim(x, 1), length = ctx.staticDim(x, 2);
+  if (!cols || !length)
+    return {};
+  // The sliding positions per dim, and every spatial count.
+  int64_t kernel = 1, pixels = 1, blocks = 1;
+  Ints positions(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t span = dilations[d] * ((*block)[d] - 1) + 1;
+    if ((*image)[d] <= 0 || (*block)[d] <= 0 || strides[d] <= 0 || dilations[d] <= 0) {
+      ctx.emitError() << "image_shape, block_shape, strides and dilations must be positive";
+      return {};
+    }
+    positions[d] = ((*image)[d] + pads[d] + pads[d + dims] - span) / strides[d] + 1;
+    kernel *= (*block)[d];
+    pixels *= (*image)[d];
+    blocks *= std::max<int64_t>(positions[d], 0);
+  }
+  if (*cols % kernel != 0 || blocks != *length) {
+    ctx.emitError() << "input " << x->type().str() << " needs dim 1 a multiple of the block size "
+                    << kernel << " and dim 2 the " << blocks << " sliding positions";
+    return {};
+  }
+  const int64_t channels = *cols / kernel;
+  // index[k * L + l]: the flat image position of offset k at position l, or
+  // `pixels` (the extra slot) off the image.
+  Ints index;
+  index.reserve(static_cast<size_t>(kernel * blocks));
+  Ints k(dims, 0);
+  for (int64_t kf = 0; kf < kernel; ++kf) {
+    Ints l(dims, 0);
+    for (int64_t lf = 0; lf < blocks; ++lf) {
+      int64_t flat = 0;
+      bool inside = true;
+      for (size_t d = 0; d < dims; ++d) {
+        const int64_t p = l[d] * strides[d] - pads[d] + k[d] * dilations[d];
+        inside = inside && p >= 0 && p < (*image)[d];
+        flat = flat * (*image)[d] + p;
+      }
+      index.push_back(inside ? flat : pixels);
+      for (size_t d = dims; d-- > 0 && ++l[d] == positions[d];)
+        l[d] = 0;
+    }
+    for (size_t d = dims; d-- > 0 && ++k[d] == (*block)[d];)
+      k[d] = 0;
+  }
+  auto batch = x->type().shape[0].expr();
+  if (!batch) {
+    ctx.emitError() << "needs a known batch dim, got " << x->type().str();
+    return {};
+  }
+  const std::vector<DimExpr> updatesShape = {*batch, DimExpr(channels), DimExpr(kernel * blocks)};
+  Value *updates =
+      ctx.create(OpKind::Reshape, {x}, {{"shape", Ints{0, channels, kernel * blocks}}});
+  Value *indices = ctx.create(
+      OpKind::Expand, {ctx.constant(Tensor::fromInts(DType::I64, {1, 1, kernel * blocks}, index))},
+      {{"shape", updatesShape}});
+  Value *zeros =
+      ctx.create(OpKind::Expand, {ctx.scalarLike(x, 0.0)},
+                 {{"shape", std::vector<DimExpr>{*batch, DimExpr(channels), DimExpr(pixels + 1)}}});
+  Value *sum = ctx.create(OpKind::ScatterElements, {zeros, indices, updates},
+                          {{"axis", int64_t(2)}, {"reduction", std::string("add")}});
+  sum = ctx.create(OpKind::Slice, {sum},
+                   {{"starts", Ints{0}}, {"ends", Ints{pixels}}, {"axes", Ints{2}}});
+  Ints outShape = {0, channels};
+  outShape.insert(outShape.end(), image->begin(), image->end());
+  return {ctx.create(OpKind::Reshape, {sum}, {{"shape", outShape}})};
+}
+
 const Converter kConverters[] = {
     {"CenterCropPad", 18, convertCenterCropPad},
+    {"Col2Im", 18, convertCol2Im},
     {"ReverseSequence", 10, convertReverseSequence},
 };
 

@@ -137,6 +137,7 @@ CONFIG_INPUTS = {
     "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
     "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
     "TopK": (1,), "OneHot": (1,), "CumSum": (1,), "Trilu": (1,), "CenterCropPad": (1,),
+    "Col2Im": (1, 2),
 }
 # kMinOpset and kMaxOpset of frontend/onnx/Internal.h, read by main().
 MIN_OPSET = MAX_OPSET = None
