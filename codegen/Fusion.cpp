@@ -494,6 +494,9 @@ void Planner::planFallback(int at) {
       libraryAnchors(n->kind())
           ? (opts_.useLibraries ? "library ops take f32, got " + n->result(0)->type().str()
                                 : std::string("libraries are disabled"))
+      : n->kind() == OpKind::Resize
+          ? "an element reads more than " + std::to_string(detail::kMaxResizeTaps) +
+                " inputs (an antialiased downscale)"
           : "no kernel lowering for '" + std::string(n->mnemonic()) + "'";
   record(at, name(n->result(0)), "", false, "F10 fallback", "reference kernel: " + why);
   g.reason = why;

@@ -32,6 +32,14 @@ inline bool isPointwiseNode(const Node &n) {
   return n.hasTrait(Elementwise) || n.kind() == OpKind::BatchNorm;
 }
 
+/// The most inputs one element of a lowered resize may read (the product of
+/// its taps per dim): an antialiased downscale by 1/32 reads 128 per dim,
+/// whose product a kernel would unroll; beyond this it runs the reference.
+constexpr int64_t kMaxResizeTaps = 256;
+
+/// Whether a resize's taps stay within kMaxResizeTaps.
+bool resizeLowerable(const Node &n);
+
 /// Data movement the lowering folds into index arithmetic.
 inline bool isIndexMapNode(const Node &n) {
   switch (n.kind()) {
@@ -46,8 +54,9 @@ inline bool isIndexMapNode(const Node &n) {
   case OpKind::Pad:
   case OpKind::Split:
   case OpKind::Gather:
-  case OpKind::Resize:
     return true;
+  case OpKind::Resize:
+    return resizeLowerable(n);
   default:
     return false;
   }

@@ -26,6 +26,7 @@
 #include "codegen/Fusion.h"
 #include "codegen/Internal.h"
 #include "ir/Printer.h"
+#include "ir/ResizeTaps.h"
 
 #include <algorithm>
 #include <cctype>
@@ -714,7 +715,7 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
         auto [base, r] = baseAndRatio();
         // antialiasTaps: the filter stretched by 1 / scale over 2 - 2 start
         // neighbours, normalized to sum 1.
-        const auto start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale)) + 1;
+        const int64_t start = resizeAntialiasStart(cubic, scale);
         auto filter = [&](ScalarRef x) { // antialiasWeight
           x = dag().unary(ScalarOp::Abs, x);
           if (!cubic)
@@ -923,6 +924,28 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
 }
 
 } // namespace
+
+namespace detail {
+bool resizeLowerable(const Node &n) {
+  ResizeOp op(n);
+  const TensorType &in = n.operand(0)->type(), &out = n.result(0)->type();
+  int64_t taps = 1;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (!in.shape[d].isStatic() || !out.shape[d].isStatic())
+      continue;
+    const double scale = op.scales().empty() ? static_cast<double>(out.shape[d].size()) /
+                                                   static_cast<double>(in.shape[d].size())
+                                             : op.scales()[d];
+    if (scale == 1.0 && in.shape[d] == out.shape[d] &&
+        op.coordinate_transformation_mode() != "tf_crop_and_resize")
+      continue; // read as it is (the lowering's identity dims)
+    taps *= resizeTapsPerDim(op.mode(), op.antialias(), scale);
+    if (taps > kMaxResizeTaps)
+      return false;
+  }
+  return true;
+}
+} // namespace detail
 
 // Note [Inner loop]
 //

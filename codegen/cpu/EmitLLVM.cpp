@@ -18,7 +18,10 @@
 //
 // Types in registers: f32, f64 as themselves; f16 and bf16 as float, rounded
 // back to their dtype after every node (the semantics of evaluateScalars);
-// integers as iN of their width; bool as i1 (i8 in memory).
+// the mini floats (f8e4m3fn, ..., f4e2m1fn) as float, decoded from their
+// byte by a table and encoded by encodeMiniFloat; integers as iN of their
+// width, the sub-byte ones (i4, u4, i2, u2) in an i8 that a conversion
+// saturates or wraps at their own width; bool as i1 (i8 in memory).
 //
 // Floating-point flags: arithmetic carries `contract` (FMA); reductions add
 // `reassoc nsz` so they vectorize. Nothing carries nnan/ninf, except the
@@ -107,7 +110,9 @@ Value *KernelEmitter::decodeMiniFloat(DType t, Value *code) {
     table = new llvm::GlobalVariable(m_, ty, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                      llvm::ConstantArray::get(ty, values), name);
   }
-  Value *index = b_.CreateZExt(code, b_.getInt32Ty());
+  // Only the format's bits index the table (a u8 buffer byte of an f4e2m1fn
+  // input may carry others, which the codec ignores too).
+  Value *index = b_.CreateAnd(b_.CreateZExt(code, b_.getInt32Ty()), codes - 1);
   return b_.CreateLoad(b_.getFloatTy(), b_.CreateInBoundsGEP(ty, table, {b_.getInt32(0), index}));
 }
 
@@ -155,7 +160,9 @@ Value *KernelEmitter::encodeMiniFloat(DType t, Value *v) {
 }
 
 // Rounds a float register value to f16/bf16 precision (round to nearest
-// even, as floatToHalf/floatToBf16 do); other types pass through.
+// even, as floatToHalf/floatToBf16 do) or to a mini float's value (encoded
+// and decoded, floatToMiniFloat's saturation included); other types pass
+// through.
 Value *KernelEmitter::roundTo(DType t, Value *v) {
   if (t == DType::F16)
     return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());

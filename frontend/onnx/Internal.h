@@ -33,6 +33,23 @@ namespace kiln::onnximport {
 // Tensors
 //===----------------------------------------------------------------------===//
 
+/// onnx.proto's TensorProto.DataType numbers from 17 on, which the ONNX 1.12
+/// classes Kiln is built with lack (ONNX 1.14 to 1.23), in their order.
+enum NewerOnnxType : int32_t {
+  kOnnxFloat8E4M3FN = 17,
+  kOnnxFloat8E4M3FNUZ,
+  kOnnxFloat8E5M2,
+  kOnnxFloat8E5M2FNUZ,
+  kOnnxUInt4,
+  kOnnxInt4,
+  kOnnxFloat4E2M1,
+  kOnnxFloat8E8M0,
+  kOnnxUInt2,
+  kOnnxInt2,
+  kOnnxFloat6E2M3,
+  kOnnxFloat6E3M2,
+};
+
 /// The Kiln dtype of an ONNX TensorProto data type, or nullopt.
 std::optional<DType> dtypeFromOnnx(int32_t elemType);
 /// `FLOAT`, `INT64`, ... for messages (`type 42` when unknown).

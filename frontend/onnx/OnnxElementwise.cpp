@@ -291,8 +291,16 @@ Values convertPRelu(NodeContext &ctx) {
   return {ctx.create(OpKind::Where, {negative, ctx.create(OpKind::Mul, {x, slope}), x})};
 }
 
+/// `x` in a dtype Kiln computes on: a storage float (f8e4m3fn, ...) as f32,
+/// which keeps its NaN and inf, a storage integer as i32; else `x`.
+Value *computable(NodeContext &ctx, Value *x) {
+  if (!x || !isStorageDType(x->type().dtype))
+    return x;
+  return ctx.castTo(x, isFloat(x->type().dtype) ? DType::F32 : DType::I32);
+}
+
 Values convertIsNaN(NodeContext &ctx) {
-  Value *x = ctx.input(0, "X");
+  Value *x = computable(ctx, ctx.input(0, "X"));
   return {ctx.create(OpKind::Not, {ctx.create(OpKind::Equal, {x, x})})};
 }
 
@@ -360,15 +368,17 @@ Value *castSaturating(NodeContext &ctx, Value *x, DType to, bool saturate) {
     t.mutableData<uint8_t>()[0] = c;
     return ctx.constant(std::move(t));
   };
-  Value *special;
-  if (f->special == MiniFloatFormat::IEEE) { // +-inf: all-ones exponent, mantissa 0
-    const uint8_t inf = miniFloatInf(*f);
-    const auto sign = static_cast<uint8_t>(1u << (f->expBits + f->manBits));
-    special = ctx.create(OpKind::Where, {ctx.create(OpKind::Less, {xf, ctx.scalarLike(xf, 0.0)}),
-                                         code(sign | inf), code(inf)});
-  } else {
-    special = code(miniFloatNaN(*f, false));
-  }
+  // +-inf (all-ones exponent, mantissa 0) or NaN, with x's sign where the
+  // format has one (as the codec and ml_dtypes give).
+  const auto sign = static_cast<uint8_t>(1u << (f->expBits + f->manBits));
+  const bool ieee = f->special == MiniFloatFormat::IEEE;
+  const uint8_t positive = ieee ? miniFloatInf(*f) : miniFloatNaN(*f, false);
+  const uint8_t negative = ieee ? static_cast<uint8_t>(sign | positive) : miniFloatNaN(*f, true);
+  Value *special =
+      positive == negative
+          ? code(positive)
+          : ctx.create(OpKind::Where, {ctx.create(OpKind::Less, {xf, ctx.scalarLike(xf, 0.0)}),
+                                       code(negative), code(positive)});
   return ctx.create(OpKind::Where, {over, special, y});
 }
 
@@ -384,8 +394,10 @@ Values convertCast(NodeContext &ctx) {
   }
   Value *x = ctx.input(0, "input");
   Value *out = castSaturating(ctx, x, *dtype, ctx.attrInt("saturate", 1) != 0);
-  // An integer cast of a shape value keeps its entries.
-  if (out && x && out != x && isInteger(*dtype) && isInteger(x->type().dtype) && !constantOf(x))
+  // An integer cast of a shape value to i32 or i64 keeps its entries (a
+  // narrower integer could wrap them).
+  if (out && x && out != x && isInteger(*dtype) && dtypeBits(*dtype) >= 32 &&
+      isInteger(x->type().dtype) && !constantOf(x))
     if (auto entries = ctx.shapeValueOf(x))
       ctx.setShapeValue(out, *entries);
   return {out};
@@ -457,7 +469,7 @@ Values convertMod(NodeContext &ctx) {
 }
 
 Values convertIsInf(NodeContext &ctx) {
-  Value *x = ctx.input(0, "X");
+  Value *x = computable(ctx, ctx.input(0, "X"));
   bool neg = ctx.attrInt("detect_negative", 1) != 0;
   bool pos = ctx.attrInt("detect_positive", 1) != 0;
   Value *isPos = ctx.create(OpKind::Equal, {x, ctx.scalarLike(x, INFINITY)});

@@ -22,10 +22,8 @@
 namespace kiln::onnximport {
 
 std::optional<DType> dtypeFromOnnx(int32_t elemType) {
-  // onnx.proto's TensorProto.DataType numbers of Kiln's dtypes; from 17 on,
-  // the types ONNX added after the 1.12 classes Kiln is built with (24,
-  // FLOAT8E8M0, and the float6 types are not Kiln dtypes; nor are UINT64,
-  // STRING and the complex types).
+  // The ONNX data types of Kiln's dtypes (FLOAT8E8M0, the float6 types,
+  // UINT64, STRING and the complex types are not Kiln dtypes).
   static constexpr std::pair<int32_t, DType> kTypes[] = {{onnx::TensorProto::FLOAT, DType::F32},
                                                          {onnx::TensorProto::FLOAT16, DType::F16},
                                                          {onnx::TensorProto::BFLOAT16, DType::BF16},
@@ -38,15 +36,15 @@ std::optional<DType> dtypeFromOnnx(int32_t elemType) {
                                                          {onnx::TensorProto::UINT32, DType::U32},
                                                          {onnx::TensorProto::INT64, DType::I64},
                                                          {onnx::TensorProto::BOOL, DType::Bool},
-                                                         {17, DType::F8E4M3FN},
-                                                         {18, DType::F8E4M3FNUZ},
-                                                         {19, DType::F8E5M2},
-                                                         {20, DType::F8E5M2FNUZ},
-                                                         {21, DType::U4},
-                                                         {22, DType::I4},
-                                                         {23, DType::F4E2M1FN},
-                                                         {25, DType::U2},
-                                                         {26, DType::I2}};
+                                                         {kOnnxFloat8E4M3FN, DType::F8E4M3FN},
+                                                         {kOnnxFloat8E4M3FNUZ, DType::F8E4M3FNUZ},
+                                                         {kOnnxFloat8E5M2, DType::F8E5M2},
+                                                         {kOnnxFloat8E5M2FNUZ, DType::F8E5M2FNUZ},
+                                                         {kOnnxUInt4, DType::U4},
+                                                         {kOnnxInt4, DType::I4},
+                                                         {kOnnxFloat4E2M1, DType::F4E2M1FN},
+                                                         {kOnnxUInt2, DType::U2},
+                                                         {kOnnxInt2, DType::I2}};
   for (const auto &[onnxType, dtype] : kTypes)
     if (onnxType == elemType)
       return dtype;
@@ -61,7 +59,9 @@ std::string onnxTypeName(int32_t elemType) {
   static const char *const kNewer[] = {
       "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4",
       "FLOAT4E2M1",   "FLOAT8E8M0",     "UINT2",      "INT2",           "FLOAT6E2M3", "FLOAT6E3M2"};
-  constexpr int32_t kFirstNewer = 17;
+  static_assert(std::size(kNewer) == kOnnxFloat6E3M2 - kOnnxFloat8E4M3FN + 1,
+                "one name per NewerOnnxType, in its order");
+  constexpr int32_t kFirstNewer = kOnnxFloat8E4M3FN;
   if (elemType >= kFirstNewer && elemType < kFirstNewer + static_cast<int32_t>(std::size(kNewer)))
     return kNewer[elemType - kFirstNewer];
   return "type " + std::to_string(elemType);
@@ -268,10 +268,10 @@ FailureOr<Tensor> tensorFromProto(const onnx::TensorProto &proto, const std::str
       t.mutableData<uint16_t>()[i] = static_cast<uint16_t>(v);
     });
     break;
-  case 17: // the 8-bit floats: their codes, one per int32
-  case 18:
-  case 19:
-  case 20:
+  case kOnnxFloat8E4M3FN: // the 8-bit floats: their codes, one per int32
+  case kOnnxFloat8E4M3FNUZ:
+  case kOnnxFloat8E5M2:
+  case kOnnxFloat8E5M2FNUZ:
     copyField(proto.int32_data(), numel,
               [&](int64_t i, int32_t v) { t.mutableData<uint8_t>()[i] = static_cast<uint8_t>(v); });
     break;

@@ -6,6 +6,7 @@
 // Shared helpers are in ir/ops/Internal.h.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/ResizeTaps.h"
 #include "ir/ops/Internal.h"
 
 #include <algorithm>
@@ -131,6 +132,9 @@ FailureOr<Types> inferResize(const OpContext &ctx) {
     return ctx.emitError() << "mode \"" << op.mode() << "\" interpolates, which a storage dtype ("
                            << ctx.operandType(0).str() << ") does not take: cast it first";
   const bool crop = op.coordinate_transformation_mode() == "tf_crop_and_resize";
+  for (double r : op.roi())
+    if (!std::isfinite(r))
+      return ctx.emitError() << "roi has a value that is not finite (" << formatDouble(r) << ")";
   if (op.roi().size() != (crop ? 2 * static_cast<size_t>(in.rank()) : 0))
     return ctx.emitError() << "roi has " << op.roi().size() << " entries; "
                            << (crop ? "tf_crop_and_resize needs a start and an end per dim of "
@@ -267,12 +271,6 @@ std::vector<Tap> cubicTaps(double c, int64_t inLen, double a, bool excludeOutsid
       kept.push_back({t.index, excludeOutside ? t.weight / sum : t.weight});
   return kept;
 }
-/// The first neighbour (relative to the base) of an antialiased filter:
-/// its support (1 linear, 2 cubic) stretched by 1 / scale.
-int64_t antialiasStart(bool cubic, double scale) {
-  return static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / scale)) + 1;
-}
-
 /// The filter at distance `x`: the triangle, or Keys' cubic with `a`.
 double antialiasWeight(bool cubic, double a, double x) {
   x = std::fabs(x);
@@ -296,7 +294,7 @@ std::vector<Tap> antialiasTaps(bool cubic, double c, int64_t inLen, double scale
   double base = std::floor(c), r = c - base;
   if (r == 0.0)
     base -= 1.0, r = 1.0;
-  const int64_t start = antialiasStart(cubic, scale);
+  const int64_t start = resizeAntialiasStart(cubic, scale);
   std::vector<Tap> taps;
   double sum = 0.0;
   for (int64_t i = start; i < 2 - start; ++i) {

@@ -32,7 +32,6 @@
 // std::min / std::clamp order, so signed zeros and NaNs come out the same.
 
 namespace kiln {
-namespace {} // namespace
 
 FailureOr<ScalarRef> lowerElementwise(const OpInfo &info, std::span<const Attribute> attrs,
                                       std::span<const ScalarRef> operands, DType resultType,

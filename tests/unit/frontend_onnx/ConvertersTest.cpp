@@ -442,10 +442,14 @@ TEST(OnnxConvertersTest, ResizeScalesAndSizes) {
   EXPECT_NE(body(importModel(b)).find("exclude_outside = true, mode = \"cubic\""),
             std::string::npos)
       << body(importModel(b));
+  // tf_crop_and_resize needs its roi (a start and an end per dim) at import.
   b.graph().mutable_node(0)->mutable_attribute(1)->set_s("tf_crop_and_resize");
-  EXPECT_NE(importModel(b).errors.find("'Resize' (opset 13) coordinate_transformation_mode "
-                                       "'tf_crop_and_resize' is not supported"),
-            std::string::npos);
+  EXPECT_NE(importModel(b).errors.find("roi"), std::string::npos) << importModel(b).errors;
+  b.init("roi", {8}, {0, 0, 0.25f, 0, 1, 1, 0.75f, 1});
+  b.graph().mutable_node(0)->set_input(1, "roi");
+  EXPECT_NE(body(importModel(b)).find("roi = [0.0, 0.0, 0.25, 0.0, 1.0, 1.0, 0.75, 1.0]"),
+            std::string::npos)
+      << importModel(b).errors;
 }
 
 //===----------------------------------------------------------------------===//

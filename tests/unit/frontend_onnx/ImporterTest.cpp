@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -360,6 +361,27 @@ TEST(OnnxImporterTest, PackedStorageTypes) {
             "error: tensor 't' of type i4[3] needs 2 values in int32_data, got 1");
   EXPECT_EQ(decode(24, 1, [](auto &p) { p.add_int32_data(1); }),
             "error: tensor 't' has data type FLOAT8E8M0, which Kiln does not support");
+}
+
+// IsNaN and IsInf (opset 20) take the 8-bit floats: the input is cast to
+// f32 first (a storage dtype is not computed on), which keeps NaN and inf.
+TEST(OnnxImporterTest, IsNaNAndIsInfOfAFloat8) {
+  ModelBuilder b;
+  b.input("x", {int64_t(4)}, onnximport::kOnnxFloat8E5M2);
+  b.node("IsNaN", {"x"}, {"nan"});
+  b.node("IsInf", {"x"}, {"inf"});
+  b.output("nan");
+  b.output("inf");
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  Tensor x = Tensor::zeros(DType::F8E5M2, {4});
+  const uint8_t codes[4] = {0x7c, 0xfe, 0x3c, 0x00}; // inf, NaN, 1, 0
+  std::memcpy(x.mutableRawData(), codes, 4);
+  auto outs = runGraph(*r.module, {x});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].str(), "bool[4]");
+  EXPECT_EQ(outs[0].getInt(1) + 2 * outs[1].getInt(0), 3);
+  EXPECT_EQ(outs[0].getInt(0) + outs[0].getInt(2) + outs[1].getInt(1) + outs[1].getInt(3), 0);
 }
 
 TEST(OnnxImporterTest, BadInputs) {

@@ -648,7 +648,16 @@ TEST(DataMovementTest, ResizeInference) {
   EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"},
                      {{"scales", Floats{2, 2}},
                       {"coordinate_transformation_mode", std::string("tf_crop_and_resize")}}),
-               "coordinate_transformation_mode 'tf_crop_and_resize' is not one of");
+               "roi has 0 entries; tf_crop_and_resize needs a start and an end per dim of "
+               "f32[2,2]");
+  EXPECT_ERROR(infer(OpKind::Resize, {"f32[2,2]"},
+                     {{"scales", Floats{2, 2}},
+                      {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                      {"roi", Floats{0, 0, 1, std::numeric_limits<double>::quiet_NaN()}}}),
+               "roi has a value that is not finite (nan)");
+  EXPECT_ERROR(
+      infer(OpKind::Resize, {"f32[2,2]"}, {{"scales", Floats{2, 2}}, {"roi", Floats{0, 0, 1, 1}}}),
+      "roi has 4 entries; only tf_crop_and_resize takes one");
   EXPECT_ERROR(infer(OpKind::Resize, {"i32[2,2]"},
                      {{"scales", Floats{2, 2}}, {"mode", std::string("linear")}}),
                "operand 0 must be a float tensor, got i32[2,2]");
