@@ -560,6 +560,11 @@ ScalarRef GroupLowering::computeNode(const Node &n, const Value *v, const Index 
         src[d] = clampIndex(i, size - 1);
         continue;
       }
+      if (op.mode() == "wrap") { // period n
+        const int64_t lift = lo < 0 ? (-lo / size + 1) * size : 0;
+        src[d] = ib_.mod(ib_.add(i, ib_.constant(lift)), size);
+        continue;
+      }
       // reflect: period 2(n-1), folded back into [0, n).
       if (size == 1) {
         src[d] = ib_.constant(0);

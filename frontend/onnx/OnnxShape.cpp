@@ -537,7 +537,7 @@ Values convertTile(NodeContext &ctx) {
 
 std::string checkPad(const onnx::NodeProto &node, int64_t) {
   std::string mode = attrStringOr(node, "mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return "mode '" + mode + "' is not supported";
   return "";
 }

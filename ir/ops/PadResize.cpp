@@ -1,6 +1,6 @@
 //===- PadResize.cpp - Pad and resize ------------------------*- C++ -*-===//
 //
-// Type inference and reference kernels of pad (constant, reflect, edge) and
+// Type inference and reference kernels of pad (constant, reflect, edge, wrap) and
 // resize (nearest, linear and cubic, every coordinate transformation mode), the
 // data movement ops whose reference kernels compute source coordinates.
 // Shared helpers are in ir/ops/Internal.h.
@@ -46,7 +46,7 @@ int64_t reflectIndex(int64_t i, int64_t n) {
 FailureOr<Types> inferPad(const OpContext &ctx) {
   const TensorType &in = ctx.operandType(0);
   PadOp op(ctx);
-  if (failed(requireOneOf(ctx, "mode", op.mode(), {"constant", "reflect", "edge"})))
+  if (failed(requireOneOf(ctx, "mode", op.mode(), {"constant", "reflect", "edge", "wrap"})))
     return failure();
   const std::vector<int64_t> &pads = op.pads();
   int64_t rank = in.rank();
@@ -87,7 +87,8 @@ FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> in
   const Tensor &in = inputs[0];
   PadOp op(ctx);
   const std::vector<int64_t> &pads = op.pads();
-  bool isConstant = op.mode() == "constant", isEdge = op.mode() == "edge";
+  bool isConstant = op.mode() == "constant", isEdge = op.mode() == "edge",
+       isWrap = op.mode() == "wrap";
   double value = op.value();
   Tensor out = allocResult(resultTypes);
   std::vector<int64_t> inStrides = in.strides();
@@ -102,7 +103,9 @@ FailureOr<Tensors> referencePad(const OpContext &ctx, std::span<const Tensor> in
           out.setDouble(flat, value);
           return;
         }
-        i = isEdge ? std::clamp<int64_t>(i, 0, n - 1) : reflectIndex(i, n);
+        i = isEdge   ? std::clamp<int64_t>(i, 0, n - 1)
+            : isWrap ? (i % n + n) % n // periodic (numpy "wrap")
+                     : reflectIndex(i, n);
       }
       src += i * inStrides[d];
     }

@@ -533,7 +533,9 @@ const std::map<std::string, CaseGen> &structuredCases() {
        [](int64_t n) -> std::vector<StructuredCase> {
          std::vector<StructuredCase> c = {
              {{{kRows, n}}, {false}, {{"pads", Ints{0, 1, 1, 2}}, {"value", 0.5}}},
-             {{{kRows, n}}, {false}, {{"pads", Ints{1, 2, 0, 1}}, {"mode", std::string("edge")}}}};
+             {{{kRows, n}}, {false}, {{"pads", Ints{1, 2, 0, 1}}, {"mode", std::string("edge")}}},
+             // wrap wider than the dim on one side, cropping on the other
+             {{{kRows, n}}, {false}, {{"pads", Ints{2, 3, 0, -1}}, {"mode", std::string("wrap")}}}};
          if (n > 2)
            c.push_back({{{kRows, n}},
                         {false},
