@@ -124,7 +124,7 @@ struct CompileReport {
   double totalSeconds = 0;
   int numKernels = 0, numLibraryCalls = 0, numFallbacks = 0;
   /// `if` and `loop` nodes whose regions were compiled (Note [Compiled
-  /// regions] in Compiler.cpp); each is one step.
+  /// regions] in ExecutableBuilder.cpp); each is one step.
   int numRegions = 0;
   /// One line per library call: node, implementation, layouts, post-ops.
   std::vector<std::string> libraryCalls;

@@ -50,7 +50,8 @@ RUNTIME_API = ["ir", "include/kiln", "api", "runtime", "runtime/artifact", "runt
 FILE_RULES = {"api/Executable.cpp": RUNTIME_API, "api/ExecutableImpl.h": RUNTIME_API,
               "include/kiln/Executable.h": ["ir", "include/kiln"]}
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
-          "codegen/CompileCache.cpp", "codegen/CompileCache.h"}
+          "codegen/CompileCache.cpp", "codegen/CompileCache.h",
+          "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h"}
 DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 

@@ -62,7 +62,7 @@ dims rowMajorStrides(const dims &d);
 /// Dense row-major f32 of `d` (a scalar is [1]).
 dnnl::memory::desc plainMd(dims d);
 /// Channels-last f32 of `d` (N, C, spatial...) stored as N, spatial..., C:
-/// "acdb" for 4-D. See Note [Channels-last buffers] in codegen/Compiler.cpp.
+/// "acdb" for 4-D. See Note [Channels-last buffers] in codegen/ExecutableBuilder.cpp.
 dnnl::memory::desc channelsLastMd(const dims &d);
 int64_t product(const dims &d);
 /// Copies `src` (dims `from`, each 1 or equal to `to`'s) broadcast to the

@@ -2,7 +2,7 @@
 //
 // An extern step that runs one IR node on its reference kernel
 // (evaluateNode, ir/Interpreter.h): the compiler's fallback for a node no
-// backend handles (Note [Fallback steps] in codegen/Compiler.cpp). It is
+// backend handles (Note [Fallback steps] in codegen/ExecutableBuilder.cpp). It is
 // saved in artifacts as the node's own one-node graph in .kir text (kind
 // "kiln.reference") and rebuilt by parsing it, so a model with a fallback
 // deploys and caches like any other; the loader needs the IR library and

@@ -2,7 +2,7 @@
 //
 // An extern step that runs an `if` or a `loop` node (ir/ops/ControlFlow.cpp)
 // with its regions compiled to Executables of their own (Note [Compiled
-// regions] in codegen/Compiler.cpp): an `if` reads its condition and runs
+// regions] in codegen/ExecutableBuilder.cpp): an `if` reads its condition and runs
 // one branch on the captured operands; a `loop` runs its body while the
 // trip count and the condition allow, each iteration's carried outputs
 // feeding the next (Executable::run alternates two output blocks, so an

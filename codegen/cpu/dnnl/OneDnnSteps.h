@@ -56,7 +56,7 @@ struct OneDnnOptions {
   int threads = 0;
   /// Values (rank >= 3) whose buffers hold channels-last data (N, spatial...,
   /// C: "acdb" for 4-D) instead of row-major; see Note [Channels-last
-  /// buffers] in codegen/Compiler.cpp. Only the src of a conv or pool, the
+  /// buffers] in codegen/ExecutableBuilder.cpp. Only the src of a conv or pool, the
   /// result, and full-size residual operands of the epilogue may be; the
   /// caller reads result() back to know what the step wrote. Empty: none.
   std::function<bool(const Value *)> channelsLast;

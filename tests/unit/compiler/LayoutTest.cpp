@@ -1,6 +1,6 @@
 //===- LayoutTest.cpp - Channels-last buffers and collapsed matmuls -*- C++ -*-===//
 //
-// Note [Channels-last buffers] (codegen/Compiler.cpp): conv/pool results
+// Note [Channels-last buffers] (codegen/ExecutableBuilder.cpp): conv/pool results
 // whose every use is a conv/pool src or an epilogue residual are stored
 // NHWC, any other reader gets a row-major twin from a to-row-major step.
 // And the oneDNN matmul changes: x[..., M, K] @ W[K, N] with a constant

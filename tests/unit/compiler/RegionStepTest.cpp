@@ -1,6 +1,6 @@
 //===- RegionStepTest.cpp - Compiled if and loop regions --------*- C++ -*-===//
 //
-// Note [Compiled regions] in codegen/Compiler.cpp: an `if` with a run-time
+// Note [Compiled regions] in codegen/ExecutableBuilder.cpp: an `if` with a run-time
 // condition and a `loop` with a run-time trip count compile their regions
 // and run as one step each, equal to the interpreter for both branches and
 // trip counts 0, 1 and several, at 1 and 2 threads, through an artifact

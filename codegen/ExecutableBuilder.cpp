@@ -1,0 +1,941 @@
+//===- ExecutableBuilder.cpp - Fusion groups to runtime steps -*- C++ -*-===//
+//
+// Phases 4 and 5 of compile() (Compiler.h): each fusion group becomes
+// steps of a runtime::Executable (a JIT kernel, a library call with its
+// epilogue, a compiled region, or a reference fallback), then the memory
+// plan places its buffers. Buffers: one per graph input, one per
+// constant a step reads (sharing the constant's bytes), and one Temp per
+// other value a step writes; graph outputs are whatever buffers hold them.
+//
+// Note [In-place kernels]
+// A kernel group with one output may write it into the memory of an input
+// that dies there: an intermediate (not a graph input, constant or output)
+// that no later group reads, with the same element size and count, when
+// the kernel reads each of its elements only where it writes the output
+// (codegen::canWriteInPlace). The kernel is then compiled to store through
+// the input's pointer, the step declares the pair, and the memory plan
+// gives both one block; Executable::checkMemory() verifies the result.
+//
+// Note [Channels-last buffers]
+// oneDNN's fast convolutions (brgconv on AVX-512) want channels-last
+// activations (N, H, W, C: "acdb"); converting every conv's input and
+// output from and to row-major costs as much as the convs themselves
+// (mobilenet_v2: 104 reorders, half the run time). So a value produced by
+// a conv or pool library call whose every use is as the src of another
+// conv/pool call or as the residual added in such a call's epilogue is
+// stored channels-last, and those calls read and write it without
+// reorders. The choice is a prediction made when the producer is built;
+// any consumer that turns out to need row-major data (a kernel, a
+// reference fallback, a graph output, an epilogue node that did not map to
+// a post-op) reads a row-major twin that a to-row-major step fills on first
+// need. So a misprediction costs one conversion, never a wrong answer.
+//
+// Note [Fallback steps]
+// A node no backend handles runs on its reference kernel (evaluateNode) as
+// an extern step of its own (runtime/reference/ReferenceStep.h):
+// operands are borrowed from the buffers as Tensors (no copy), results are
+// copied into the node's buffers. The Executable keeps the compiled graph
+// alive; an artifact stores the node as a one-node .kir graph. Each one is
+// announced by a warning at the node's location that names it, its op and
+// the reason, so a slow path is never silent.
+//
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/ExecutableBuilder.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
+
+#include "codegen/Internal.h"
+#include "codegen/MemoryPlan.h"
+#include "codegen/cpu/CpuJit.h"
+#include "codegen/cpu/dnnl/DnnlIsa.h"
+#include "runtime/CopyStep.h"
+#include "runtime/reference/HostTensors.h"
+#include "runtime/reference/ReferenceStep.h"
+#include "runtime/reference/RegionStep.h"
+
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace kiln::codegen {
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// `%name` of a node's first result (names are assigned by nameValues).
+std::string nodeName(const Node *n) {
+  return n->numResults() ? "%" + n->result()->name() : "<" + std::string(n->mnemonic()) + ">";
+}
+
+/// Builds the Executable step by step.
+class ExecutableBuilder {
+public:
+  ExecutableBuilder(const Graph &g, const FusionPlan &plan, const CompileOptions &options,
+                    DiagnosticEngine &diag, CompileReport &report)
+      : options_(options), diag_(diag), report_(report),
+        exe_(std::make_unique<runtime::Executable>()) {
+    for (const Value *v : g.outputs())
+      graphOutputs_.insert(v);
+    std::unordered_map<Node *, size_t> lastToucher;
+    for (size_t i = 0; i < plan.groups.size(); ++i) {
+      for (const Value *v : plan.groups[i].inputs)
+        lastReader_[v] = i;
+      for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
+        for (const Node *n : *list)
+          for (const Value *v : n->operands())
+            if (Node *def = const_cast<Node *>(v->definingNode());
+                def && def->kind() == OpKind::Constant)
+              lastToucher[def] = i;
+      if (plan.groups[i].kind == FusionGroup::Kind::Library)
+        for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
+          libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
+      if (isChannelConcatGroup(plan.groups[i]))
+        channelConcats_.insert(plan.groups[i].nodes.front());
+      if (plan.groups[i].kind == FusionGroup::Kind::Kernel)
+        for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
+          for (const Node *n : *list)
+            kernelGroupsOf_[n].push_back(&plan.groups[i]);
+    }
+    for (auto [node, last] : lastToucher)
+      if (!graphOutputs_.count(node->result()))
+        releaseOrder_.emplace_back(last, node);
+    std::sort(releaseOrder_.begin(), releaseOrder_.end(),
+              [](const auto &a, const auto &b) { return a.first > b.first; });
+  }
+
+  /// Groups are added in order; this is the index of the current one.
+  void beginGroup(size_t index) { group_ = index; }
+
+  /// Drops the tensors of constant nodes that no group after the current
+  /// one reads, in the compiled graph (the steps share or copy what they
+  /// need). With a graph the compiler owns, this frees each weight once it
+  /// is packed, instead of holding every weight twice until the end.
+  void releaseConsumedConstants() {
+    while (!releaseOrder_.empty() && releaseOrder_.back().first <= group_) {
+      Node *n = releaseOrder_.back().second;
+      n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
+      releaseOrder_.pop_back();
+    }
+  }
+
+  runtime::Executable &exe() { return *exe_; }
+  std::unique_ptr<runtime::Executable> take() { return std::move(exe_); }
+
+  void addInputs(const Graph &g) {
+    for (const Value *v : g.inputs())
+      buffers_[v] = exe_->addInput(v->type().dtype, staticSizes(v->type().shape), v->name());
+  }
+
+  /// The buffer holding `v`, created on first use.
+  int32_t bufferOf(const Value *v) {
+    auto it = buffers_.find(v);
+    if (it != buffers_.end())
+      return it->second;
+    int32_t id;
+    const Node *def = v->definingNode();
+    if (def && def->kind() == OpKind::Constant) {
+      const Tensor &t = std::get<Tensor>(def->attr(ConstantOp::value_index));
+      id = exe_->addConstant(runtime::toHostTensor(t), v->name());
+    } else {
+      id = exe_->addTemp(v->type().dtype, staticSizes(v->type().shape), v->name());
+    }
+    buffers_[v] = id;
+    return id;
+  }
+
+  std::vector<int32_t> buffersOf(const std::vector<const Value *> &values) {
+    std::vector<int32_t> ids;
+    for (const Value *v : values)
+      ids.push_back(bufferOf(v));
+    return ids;
+  }
+
+  /// The buffer holding `v` row-major: its own, or for a channels-last
+  /// value a twin filled by a to-row-major step (added on first need). See
+  /// Note [Channels-last buffers].
+  int32_t rowMajorBufferOf(const Value *v) {
+    if (!channelsLast_.count(v))
+      return bufferOf(v);
+    auto it = rowMajorTwin_.find(v);
+    if (it != rowMajorTwin_.end())
+      return it->second;
+    int32_t twin =
+        exe_->addTemp(v->type().dtype, staticSizes(v->type().shape), v->name() + ".row_major");
+    exe_->addExternStep(cpu::makeToRowMajorStep(v), {bufferOf(v), twin}, 1);
+    rowMajorTwin_[v] = twin;
+    return twin;
+  }
+
+  /// Row-major buffers of `reads`, then the buffers of `writes`.
+  std::vector<int32_t> stepBuffers(const std::vector<const Value *> &reads,
+                                   const std::vector<const Value *> &writes) {
+    std::vector<int32_t> ids;
+    for (const Value *v : reads)
+      ids.push_back(rowMajorBufferOf(v));
+    for (const Value *v : writes)
+      ids.push_back(bufferOf(v));
+    return ids;
+  }
+
+  /// A graph output's buffer (row-major).
+  int32_t outputBufferOf(const Value *v) { return rowMajorBufferOf(v); }
+
+  /// Note [Compiled regions]
+  /// An `if` or `loop` that inline-regions left (a condition or exit known
+  /// only at run time, a long loop) runs as one RegionStep
+  /// (runtime/reference/RegionStep.h) over its regions compiled as models
+  /// of their own, with the same options, each for the static types of the
+  /// operands it gets (a region's symbols bound to their sizes): nothing
+  /// fuses across a region boundary, and the runtime tests the condition
+  /// and counts the trips on the host. Not possible, and the node runs on
+  /// its reference kernel with the reason, when a region input has a `?`
+  /// dim (a carried value that changes shape), a loop scans for a number
+  /// of iterations known only at run time (a scan result with a `?`; ONNX
+  /// Scan's results have the length of its input, and the step copies each
+  /// iteration's rows into place), or a region does not compile. A model with compiled regions is
+  /// not stored in the compile cache (artifacts hold the node as a reference step, its regions
+  /// interpreted; a cache hit would be slower than the compile it saves).
+  /// Returns the reason it could not, or "".
+  std::string addRegionStep(const Node *n) {
+    std::vector<const Graph *> regions;
+    if (n->kind() == OpKind::If) {
+      regions = {IfOp(*n).then_branch().get(), IfOp(*n).else_branch().get()};
+    } else {
+      const Graph &body = *LoopOp(*n).body();
+      for (unsigned r = static_cast<unsigned>(LoopOp(*n).num_carried()); r < n->numResults(); ++r)
+        if (!n->result(r)->type().isStatic())
+          return "a loop that scans for a number of iterations known only at run time is not "
+                 "compiled";
+      regions = {&body};
+    }
+    const unsigned firstOperand = n->kind() == OpKind::If ? 1 : 0;
+    std::vector<std::shared_ptr<const runtime::Executable>> exes;
+    for (const Graph *region : regions) {
+      CompileOptions o = options_;
+      o.dims.clear();
+      o.cache = false;
+      o.explain = o.emitKernels = o.emitLLVM = o.emitLLVMOptimized = false;
+      o.dumpDir.clear();
+      o.debugFaultKernel.clear();
+      std::vector<TensorType> actual;
+      for (unsigned i = 0; i < region->numInputs(); ++i) {
+        const TensorType &declared = region->input(i)->type();
+        // A loop's iteration and condition inputs are the body's own.
+        const TensorType &given =
+            n->kind() == OpKind::Loop && i < 2 ? declared : n->operand(firstOperand + i)->type();
+        if (!given.isStatic() || given.rank() != declared.rank())
+          return "region input " + std::to_string(i) + " is " + given.str();
+        for (size_t d = 0; d < declared.shape.size(); ++d) {
+          const Dim &dim = declared.shape[d];
+          if (dim.isDynamic())
+            return "region input %" + region->input(i)->name() + " : " + declared.str() +
+                   " has a dim that changes between runs";
+          if (!dim.symbol().empty()) {
+            auto [it, fresh] = o.dims.emplace(dim.symbol(), given.shape[d].size());
+            if (!fresh && it->second != given.shape[d].size())
+              return "region symbol " + dim.symbol() + " is bound to two sizes";
+          }
+        }
+        actual.push_back(given);
+      }
+      DiagnosticEngine quiet;
+      ScopedDiagnosticCollector collected(quiet);
+      auto exe = compile(*region, o, quiet);
+      if (failed(exe)) {
+        std::string why = collected.diagnostics().empty() ? std::string("unknown")
+                                                          : collected.diagnostics().front().message;
+        return "region '@" + region->name() + "' did not compile: " + why;
+      }
+      // The compiled region must take and give exactly these types.
+      const auto &buffers = (*exe)->buffers();
+      std::vector<TensorType> ins, outs;
+      for (const runtime::BufferDesc &b : buffers)
+        if (b.kind == runtime::BufferDesc::Kind::Input)
+          ins.push_back(TensorType(b.dtype, b.shape));
+      for (int32_t id : (*exe)->outputs())
+        outs.push_back(TensorType(buffers[static_cast<size_t>(id)].dtype,
+                                  buffers[static_cast<size_t>(id)].shape));
+      if (ins != actual)
+        return "region '@" + region->name() + "' compiled for other input types";
+      const unsigned numCarried =
+          n->kind() == OpKind::If ? n->numResults() : unsigned(LoopOp(*n).num_carried());
+      for (unsigned r = 0; r < n->numResults(); ++r) {
+        TensorType want = n->result(r)->type();
+        if (r >= numCarried) // a scan: the body gives one row
+          want.shape.erase(want.shape.begin());
+        const size_t k = n->kind() == OpKind::If ? r : r + 1;
+        if (k >= outs.size() || outs[k] != want)
+          return "region '@" + region->name() + "' gives result " + std::to_string(r) + " as " +
+                 (k < outs.size() ? outs[k].str() : std::string("nothing")) + ", not " + want.str();
+      }
+      exes.push_back(std::shared_ptr<const runtime::Executable>(std::move(*exe)));
+    }
+    std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      writes.push_back(n->result(r));
+    exe_->addExternStep(std::make_shared<runtime::RegionStep>(n, nullptr, std::move(exes)),
+                        stepBuffers(reads, writes), static_cast<int32_t>(n->numOperands()));
+    ++report_.numRegions;
+    return "";
+  }
+
+  /// A reference step for `n`, with a warning naming it.
+  void addFallback(const Node *n, const std::string &reason) {
+    diag_.emitWarning(n->loc()) << "node " << nodeName(n) << " ('" << n->mnemonic()
+                                << "') runs on the reference kernel: " << reason;
+    report_.fallbacks.push_back(nodeName(n) + " (" + std::string(n->mnemonic()) + "): " + reason);
+    ++report_.numFallbacks;
+    std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      writes.push_back(n->result(r));
+    exe_->addExternStep(std::make_shared<runtime::ReferenceStep>(n, nullptr),
+                        stepBuffers(reads, writes), static_cast<int32_t>(n->numOperands()));
+  }
+
+  /// A group that reads or writes a zero-sized tensor (batch 0, an empty
+  /// slice) runs on reference kernels, which handle every empty case the
+  /// way the interpreter does (oneDNN divides by zero creating primitives
+  /// for them). The nodes it recomputes that no earlier group wrote run
+  /// first.
+  void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &emitted) {
+    const std::string why = "it has a zero-sized operand or result (no kernel or library call "
+                            "is built for empty tensors)";
+    for (const Node *n : group.recomputed)
+      if (!emitted.count(n) && emptyFallbacks_.insert(n).second)
+        addFallback(n, why);
+    for (const Node *n : group.nodes)
+      if (emptyFallbacks_.insert(n).second)
+        addFallback(n, why);
+  }
+
+  /// CompileOptions::debugFaultKernel: every value stored to the first
+  /// output gets 1 added, so the bisection has a wrong kernel to find.
+  void plantFault(Kernel &kernel) {
+    for (Stage &stage : kernel.stages)
+      for (Store &store : stage.stores)
+        if (store.output == 0)
+          store.value =
+              kernel.dag.add(store.value, kernel.dag.constant(kernel.dag.type(store.value), 1.0));
+    diag_.emitWarning(Location()) << "--debug-fault-kernel: kernel '" << kernel.name
+                                  << "' adds 1 to its first output";
+    faultPlanted_ = true;
+  }
+
+  /// Warns when --debug-fault-kernel named no kernel of this compile.
+  void checkFaultPlanted() const {
+    if (!options_.debugFaultKernel.empty() && !faultPlanted_)
+      diag_.emitWarning(Location())
+          << "--debug-fault-kernel: no kernel is named '" << options_.debugFaultKernel
+          << "' (kernels: " << (kernelNames_.empty() ? "none" : kernelNames_) << ")";
+  }
+
+  void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
+    if (addChannelsLastConcat(group) || addCopyConcat(group))
+      return;
+    if (!options_.useKernels || !jit) {
+      for (const Node *n : group.nodes)
+        addFallback(n, options_.useKernels ? "no JIT available" : "kernels are disabled");
+      return;
+    }
+    // Pointwise kernels reading a channels-last input of their own shape
+    // iterate in channels-last order and write channels-last results. See
+    // Note [Channels-last buffers].
+    const bool iterateCL =
+        isChannelsLastKernel(group) &&
+        std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
+          return channelsLast_.count(v) && v->type().shape == group.outputs.front()->type().shape;
+        });
+    KernelLayouts layouts;
+    layouts.iterateChannelsLast = iterateCL;
+    layouts.channelsLast = [&](const Value *v) {
+      return channelsLast_.count(v) > 0 ||
+             (iterateCL &&
+              std::find(group.outputs.begin(), group.outputs.end(), v) != group.outputs.end());
+    };
+    auto kernel = lowerGroup(group, diag_, layouts);
+    if (failed(kernel)) {
+      for (const Node *n : group.nodes)
+        addFallback(n, "its kernel group could not be lowered");
+      return;
+    }
+    kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
+    if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
+      plantFault(*kernel);
+    // Inputs as they are stored (the kernel reads channels-last ones with
+    // their strides); outputs channels-last when the kernel iterates so.
+    std::vector<int32_t> ids = buffersOf(group.inputs);
+    for (const Value *v : group.outputs)
+      ids.push_back(bufferOf(v));
+    // A concat of computed operands runs as one kernel per operand (Note
+    // [Concat pieces]); they write one buffer, so none works in place.
+    std::vector<Kernel> pieces;
+    if (!iterateCL)
+      pieces = detail::splitConcatPieces(*kernel);
+    const bool split = !pieces.empty();
+    if (!split)
+      pieces.push_back(std::move(*kernel));
+    std::vector<std::pair<int32_t, int32_t>> inPlace;
+    Schedule schedule;
+    if (const Value *dying = split ? nullptr : inPlaceCandidate(group, pieces[0])) {
+      auto input =
+          std::find(group.inputs.begin(), group.inputs.end(), dying) - group.inputs.begin();
+      schedule.inPlaceInput = {static_cast<int32_t>(input)};
+      inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
+    }
+    for (Kernel &k : pieces) {
+      // About 16K inner iterations per thread chunk keeps tiny kernels
+      // serial (a parallel region costs 1-2 us, see Note [Threads] in the
+      // runtime).
+      schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k.inner));
+      schedule.parallel = k.numOuter() >= 2 * schedule.grain;
+      if (options_.emitKernels)
+        report_.kernels += k.str() + "\n";
+      if (options_.emitLLVM || options_.emitLLVMOptimized) {
+        auto ir = jit->emitLLVM(k, schedule, options_.emitLLVMOptimized, diag_);
+        if (ir.succeeded())
+          report_.llvm += *ir + "\n";
+      }
+      // Compiled with the others at the end (compileKernels).
+      pending_.push_back({std::move(k), schedule, exe_->steps().size()});
+      const PendingKernel &p = pending_.back();
+      exe_->addKernelStep(p.kernel.name, nullptr, ids, static_cast<int32_t>(group.inputs.size()),
+                          p.kernel.numOuter(), p.schedule.parallel, p.schedule.grain, inPlace,
+                          nullptr);
+    }
+    if (iterateCL)
+      channelsLast_.insert(group.outputs.begin(), group.outputs.end());
+    ++report_.numKernels;
+  }
+
+  /// Compiles every kernel step added so far, on as many threads as the
+  /// machine has (Note [Parallel kernel compiles] in
+  /// codegen/cpu/CpuJit.cpp), and gives the steps their code. A JIT
+  /// failure is an error naming the kernel.
+  LogicalResult compileKernels(cpu::CpuJit *jit) {
+    if (pending_.empty())
+      return success();
+    std::vector<cpu::KernelJob> jobs;
+    for (const PendingKernel &p : pending_)
+      jobs.push_back({&p.kernel, p.schedule});
+    // The CPUs this process may run on (its affinity mask, which container
+    // CPU sets restrict), not the machine's.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int threads = sched_getaffinity(0, sizeof(set), &set) == 0
+                            ? std::max(1, CPU_COUNT(&set))
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto fns = jit->compileAll(jobs, threads, diag_);
+    if (failed(fns))
+      return failure();
+    for (size_t i = 0; i < pending_.size(); ++i)
+      exe_->setKernelCode(pending_[i].step, (*fns)[i], jit->objectOf((*fns)[i]));
+    pending_.clear();
+    return success();
+  }
+
+  void addLibraryGroup(const FusionGroup &group, cpu::CpuJit *jit) {
+    if (!options_.useLibraries) {
+      for (const Node *n : group.nodes)
+        addFallback(n, "library ops are disabled");
+      return;
+    }
+    cpu::OneDnnOptions dnnl;
+    dnnl.layout = options_.dnnlLayout;
+    dnnl.recurrent = options_.recurrent;
+    dnnl.threads = options_.threads;
+    // Values of this group: predicted; others: as stored. See Note
+    // [Channels-last buffers].
+    dnnl.channelsLast = [&](const Value *v) {
+      const Node *def = v->definingNode();
+      if (def && std::find(group.nodes.begin(), group.nodes.end(), def) != group.nodes.end())
+        return isChannelsLastAnchor(group.nodes.front()) && predictChannelsLast(v);
+      return channelsLast_.count(v) > 0;
+    };
+    if (cpu::isAttentionGroup(group.nodes)) {
+      addAttentionGroup(group, dnnl, jit);
+      return;
+    }
+    // A value the group exports must be a step's result: the library call
+    // ends at the first node whose result leaves the group.
+    size_t end = 1;
+    while (end < group.nodes.size() &&
+           std::find(group.outputs.begin(), group.outputs.end(), group.nodes[end - 1]->result()) ==
+               group.outputs.end())
+      ++end;
+    std::span<const Node *const> nodes(group.nodes.data(), end);
+    std::string why;
+    auto call = cpu::buildOneDnnCall(nodes, dnnl, why);
+    if (failed(call)) {
+      for (const Node *n : group.nodes)
+        addFallback(n, n == group.nodes.front()
+                           ? why
+                           : "its library anchor " + nodeName(group.nodes.front()) +
+                                 " is not supported");
+      return;
+    }
+    addLibraryCall(group, *call, dnnl);
+    if (call->numNodes < group.nodes.size())
+      addEpilogueKernel(group, call->numNodes, jit);
+  }
+
+  /// The step of `call` for the first call->numNodes nodes of `group`.
+  void addLibraryCall(const FusionGroup &group, const cpu::OneDnnCall &call,
+                      const cpu::OneDnnOptions &dnnl) {
+    std::vector<const Value *> args = call.operands;
+    args.insert(args.end(), call.results.begin(), call.results.end());
+    exe_->addExternStep(call.step, buffersOf(args), static_cast<int32_t>(call.operands.size()));
+    for (const Value *v : call.results)
+      if (dnnl.channelsLast(v))
+        channelsLast_.insert(v);
+    std::string line = nodeName(group.nodes.front());
+    for (size_t i = 1; i < call.numNodes; ++i)
+      line += "+" + nodeName(group.nodes[i]);
+    line += ": " + call.detail;
+    if (!call.measurement.empty())
+      line += " (" + call.measurement + ")";
+    report_.libraryCalls.push_back(line);
+    ++report_.numLibraryCalls;
+  }
+
+  /// An attention group (Note [Attention calls] in codegen/Fusion.cpp) as
+  /// one step; when oneDNN cannot, as the scores' call, a softmax kernel and
+  /// the weighted sum's call, the reason in the scores' report line.
+  void addAttentionGroup(const FusionGroup &group, const cpu::OneDnnOptions &dnnl,
+                         cpu::CpuJit *jit) {
+    std::string why;
+    auto call = cpu::buildAttentionCall(group.nodes, dnnl, why);
+    if (!failed(call)) {
+      addLibraryCall(group, *call, dnnl);
+      return;
+    }
+    const size_t n = group.nodes.size();
+    FusionGroup scores, softmax, weighted;
+    scores.kind = weighted.kind = FusionGroup::Kind::Library;
+    scores.nodes.assign(group.nodes.begin(), group.nodes.end() - 2);
+    scores.outputs = {group.nodes[n - 3]->result()};
+    softmax.kind = FusionGroup::Kind::Kernel;
+    softmax.nodes = {group.nodes[n - 2]};
+    softmax.inputs = {group.nodes[n - 3]->result()};
+    softmax.outputs = {group.nodes[n - 2]->result()};
+    weighted.nodes = {group.nodes[n - 1]};
+    weighted.outputs = group.outputs;
+    const size_t calls = report_.libraryCalls.size();
+    addLibraryGroup(scores, jit);
+    if (report_.libraryCalls.size() > calls)
+      report_.libraryCalls[calls] += " (attention as separate calls: " + why + ")";
+    addKernelGroup(softmax, jit);
+    addLibraryGroup(weighted, jit);
+  }
+
+  /// The epilogue nodes [first, end) of a library group that oneDNN did not
+  /// take as post-ops, as one kernel (they are elementwise and chained).
+  void addEpilogueKernel(const FusionGroup &group, size_t first, cpu::CpuJit *jit) {
+    FusionGroup tail;
+    tail.kind = FusionGroup::Kind::Kernel;
+    tail.nodes.assign(group.nodes.begin() + static_cast<std::ptrdiff_t>(first), group.nodes.end());
+    std::set<const Value *> produced;
+    for (const Node *n : tail.nodes)
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        produced.insert(n->result(r));
+    for (const Node *n : tail.nodes)
+      for (const Value *v : n->operands())
+        if (!produced.count(v) &&
+            std::find(tail.inputs.begin(), tail.inputs.end(), v) == tail.inputs.end())
+          tail.inputs.push_back(v);
+    for (const Node *n : tail.nodes)
+      for (unsigned r = 0; r < n->numResults(); ++r) {
+        const Value *v = n->result(r);
+        bool outside = graphOutputs_.count(v) > 0;
+        for (const Use &u : v->uses())
+          outside |= std::find(tail.nodes.begin(), tail.nodes.end(), u.user) == tail.nodes.end();
+        if (outside)
+          tail.outputs.push_back(v);
+      }
+    addKernelGroup(tail, jit);
+  }
+
+private:
+  /// Whether no later group reads `v` (a value no other group reads is
+  /// internal to the current one).
+  bool diesInCurrentGroup(const Value *v) const {
+    auto it = lastReader_.find(v);
+    return it == lastReader_.end() || it->second == group_;
+  }
+
+  /// An input of `group` its one output can overwrite. See Note [In-place
+  /// kernels].
+  const Value *inPlaceCandidate(const FusionGroup &group, const Kernel &kernel) {
+    if (group.outputs.size() != 1 || graphOutputs_.count(group.outputs[0]))
+      return nullptr;
+    for (size_t i = 0; i < group.inputs.size(); ++i) {
+      const Value *v = group.inputs[i];
+      const Node *def = v->definingNode();
+      auto it = buffers_.find(v);
+      if (def && def->kind() != OpKind::Constant && !graphOutputs_.count(v) &&
+          it != buffers_.end() && diesInCurrentGroup(v) &&
+          canWriteInPlace(kernel, 0, static_cast<int32_t>(i)))
+        return v;
+    }
+    return nullptr;
+  }
+
+  /// A pointwise kernel group (no reduction or other row stage) whose
+  /// outputs all have one shape of rank 3 to 5: it can iterate in
+  /// channels-last order.
+  static bool isChannelsLastKernel(const FusionGroup &group) {
+    if (group.kind != FusionGroup::Kind::Kernel || group.outputs.empty())
+      return false;
+    const Shape &shape = group.outputs.front()->type().shape;
+    if (shape.size() < 3 || shape.size() > 5)
+      return false;
+    for (const Value *v : group.outputs)
+      if (v->type().shape != shape)
+        return false;
+    for (const auto *list : {&group.nodes, &group.recomputed})
+      for (const Node *n : *list)
+        if (detail::isStageNode(*n))
+          return false;
+    return true;
+  }
+
+  /// A kernel group that is one concat along the channels (dim 1) of f32
+  /// tensors of rank 3 to 5: it can run on channels-last buffers.
+  static bool isChannelConcatGroup(const FusionGroup &group) {
+    if (group.kind != FusionGroup::Kind::Kernel || group.nodes.size() != 1 ||
+        !group.recomputed.empty() || group.nodes.front()->kind() != OpKind::Concat)
+      return false;
+    const Node *n = group.nodes.front();
+    const TensorType &t = n->result()->type();
+    const int64_t rank = t.rank();
+    const int64_t axis = ConcatOp(*n).axis();
+    return t.dtype == DType::F32 && rank >= 3 && rank <= 5 && (axis == 1 || axis == 1 - rank);
+  }
+
+  /// A channel concat whose operands are all stored channels-last, as one
+  /// oneDNN concat writing a channels-last result. See Note [Channels-last
+  /// buffers].
+  bool addChannelsLastConcat(const FusionGroup &group) {
+    if (!options_.useLibraries || group.nodes.size() != 1 ||
+        !channelConcats_.count(group.nodes.front()))
+      return false;
+    const Node *n = group.nodes.front();
+    for (const Value *v : n->operands())
+      if (!channelsLast_.count(v))
+        return false;
+    std::string why;
+    auto step = cpu::makeChannelsLastConcatStep(*n, why);
+    if (!step)
+      return false;
+    std::vector<const Value *> args(n->operands().begin(), n->operands().end());
+    args.push_back(n->result());
+    exe_->addExternStep(step, buffersOf(args), static_cast<int32_t>(n->numOperands()));
+    channelsLast_.insert(n->result());
+    report_.libraryCalls.push_back(nodeName(n) + ": concat on channels-last buffers");
+    ++report_.numLibraryCalls;
+    return true;
+  }
+
+  /// A kernel group that only concatenates (many operands) and reshapes,
+  /// as copies. See Note [Concat as copies].
+  bool addCopyConcat(const FusionGroup &group) {
+    if (!options_.useKernels)
+      return false; // --no-kernels: every kernel group on reference kernels
+    auto match = detail::matchCopyConcat(group);
+    if (!match)
+      return false;
+    const Value *out = group.outputs.front();
+    const auto elem = static_cast<int64_t>(dtypeSize(out->type().dtype));
+    std::vector<runtime::CopyStep::Run> runs;
+    for (const detail::CopyConcat::Run &r : match->runs)
+      runs.push_back({r.source, r.from * elem, r.to * elem, r.count * elem});
+    std::vector<int32_t> ids;
+    for (const Value *v : match->sources)
+      ids.push_back(rowMajorBufferOf(v));
+    ids.push_back(bufferOf(out));
+    const auto numSources = static_cast<int32_t>(match->sources.size());
+    exe_->addExternStep(
+        std::make_shared<runtime::CopyStep>("copy %" + out->name(), numSources, std::move(runs)),
+        ids, numSources);
+    ++report_.numKernels; // Kiln's own code, like a kernel (Note [Concat as copies])
+    return true;
+  }
+
+  /// Anchors whose oneDNN calls read and write channels-last buffers.
+  static bool isChannelsLastAnchor(const Node *n) {
+    return cpu::oneDnnCapabilities().channelsLast(n->kind());
+  }
+
+  /// Whether `v`, the result of a library call being built, should be
+  /// stored channels-last: every use reads it as the src of a conv or pool
+  /// call or as the residual added in such a call's epilogue. See Note
+  /// [Channels-last buffers].
+  bool predictChannelsLast(const Value *v) const {
+    const size_t rank = v->type().shape.size();
+    if (!options_.useLibraries || rank < 3 || rank > 5 || v->type().dtype != DType::F32 ||
+        graphOutputs_.count(v) || v->uses().empty())
+      return false;
+    for (const Use &u : v->uses()) {
+      if (channelConcats_.count(u.user))
+        continue; // concatenated in place of layout, see addChannelsLastConcat
+      if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
+        // Kernels iterating channels-last read it contiguously.
+        for (const FusionGroup *kg : k->second)
+          if (!isChannelConcatGroup(*kg) &&
+              (!isChannelsLastKernel(*kg) || kg->outputs.front()->type().shape != v->type().shape))
+            return false;
+        continue;
+      }
+      auto it = libraryPosition_.find(u.user);
+      if (it == libraryPosition_.end())
+        return false;
+      const auto [group, pos] = it->second;
+      if (!isChannelsLastAnchor(group->nodes.front()))
+        return false;
+      if (pos == 0) {
+        if (u.operandIndex != 0)
+          return false;
+        continue;
+      }
+      // An epilogue add: v is the residual, not the chain, and full size.
+      const Node *chain = group->nodes[pos - 1];
+      if (u.user->kind() != OpKind::Add || u.user->operand(1 - u.operandIndex) != chain->result() ||
+          u.user->operand(u.operandIndex) == chain->result() ||
+          !(v->type() == u.user->result()->type()))
+        return false;
+    }
+    return true;
+  }
+
+  const CompileOptions &options_;
+  DiagnosticEngine &diag_;
+  CompileReport &report_;
+  std::unique_ptr<runtime::Executable> exe_;
+  std::unordered_map<const Value *, int32_t> buffers_;
+  std::set<const Value *> graphOutputs_;
+  std::unordered_map<const Value *, size_t> lastReader_;
+  /// Constant nodes by the last group touching them, latest first.
+  std::vector<std::pair<size_t, Node *>> releaseOrder_;
+  /// Library nodes: their group and position in it.
+  std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
+  /// Nodes of kernel groups (owned or recomputed): their groups.
+  std::unordered_map<const Node *, std::vector<const FusionGroup *>> kernelGroupsOf_;
+  /// Concat nodes that are kernel groups of their own along the channels.
+  std::set<const Node *> channelConcats_;
+  /// Nodes run on reference kernels by addEmptyGroup (each once).
+  std::set<const Node *> emptyFallbacks_;
+  /// The kernels compiled, and whether --debug-fault-kernel named one.
+  std::string kernelNames_;
+  /// Kernel steps added without code yet (compileKernels).
+  struct PendingKernel {
+    Kernel kernel;
+    Schedule schedule;
+    size_t step;
+  };
+  std::deque<PendingKernel> pending_;
+  bool faultPlanted_ = false;
+  /// Values stored channels-last, and their row-major twins.
+  std::set<const Value *> channelsLast_;
+  std::unordered_map<const Value *, int32_t> rowMajorTwin_;
+  size_t group_ = 0;
+};
+
+/// Plans the arena of `exe` (codegen/MemoryPlan.h) and finalizes it.
+LogicalResult planAndFinalize(runtime::Executable &exe, CompileReport &report,
+                              DiagnosticEngine &diag) {
+  const auto &buffers = exe.buffers();
+  std::vector<runtime::BufferLifetime> life = exe.lifetimes();
+  std::vector<LiveInterval> intervals(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (exe.isArenaBuffer(static_cast<int32_t>(i)))
+      intervals[i] = LiveInterval{buffers[i].byteSize(), life[i].first, life[i].last, -1};
+  for (const runtime::Step &s : exe.steps())
+    for (auto [written, read] : s.inPlace)
+      intervals[static_cast<size_t>(written)].reuses = read;
+  MemoryPlan plan = planMemory(intervals);
+  runtime::Status st = exe.finalize(plan.arenaBytes, plan.offsets);
+  if (!st.ok())
+    return diag.emitError(Location()) << "internal error: the memory plan is unsafe: " << st.error;
+
+  MemoryReport &m = report.memory;
+  m.arenaBytes = plan.arenaBytes;
+  m.lowerBound = plan.lowerBound;
+  m.naiveBytes = plan.naiveBytes;
+  m.outputBytes = exe.outputBlockBytes();
+  m.constantBytes = exe.constantBytes();
+  m.peakStep = plan.peakStep;
+  for (const runtime::Step &s : exe.steps())
+    m.inPlace += static_cast<int>(s.inPlace.size());
+  m.buffers.clear();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const runtime::BufferDesc &b = buffers[i];
+    if (b.kind != runtime::BufferDesc::Kind::Temp)
+      continue;
+    MemoryReport::Buffer rb;
+    rb.name = b.name;
+    rb.inArena = b.placement == runtime::BufferDesc::Placement::Arena;
+    rb.offset = b.offset;
+    rb.bytes = b.byteSize();
+    rb.first = life[i].first;
+    rb.last = life[i].last;
+    if (intervals[i].reuses >= 0)
+      rb.inPlaceOf = buffers[static_cast<size_t>(intervals[i].reuses)].name;
+    m.buffers.push_back(std::move(rb));
+  }
+  return success();
+}
+
+bool isEmptyValue(const Value *v) {
+  return numElements(staticSizes(v->type().shape)) == 0;
+}
+
+/// Whether a group reads or writes a tensor of zero elements.
+bool touchesEmptyTensor(const FusionGroup &group) {
+  auto anyResultEmpty = [](const std::vector<const Node *> &nodes) {
+    for (const Node *n : nodes)
+      for (unsigned i = 0; i < n->numResults(); ++i)
+        if (isEmptyValue(n->result(i)))
+          return true;
+    return false;
+  };
+  return std::any_of(group.inputs.begin(), group.inputs.end(), isEmptyValue) ||
+         std::any_of(group.outputs.begin(), group.outputs.end(), isEmptyValue) ||
+         anyResultEmpty(group.nodes) || anyResultEmpty(group.recomputed);
+}
+
+} // namespace
+
+FailureOr<std::unique_ptr<runtime::Executable>>
+buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &fusion, const cpu::CpuTarget &cpuTarget,
+                const CompileOptions &options, DiagnosticEngine &diag, CompileReport &report) {
+  const FusionPlan *plan = &fusion;
+  const cpu::CpuTarget *target = &cpuTarget;
+  // 4. Steps.
+  std::shared_ptr<cpu::CpuJit> jit;
+  const bool needsJit =
+      options.useKernels && std::any_of(plan->groups.begin(), plan->groups.end(), [](auto &grp) {
+        // Library groups too: epilogue nodes oneDNN does not take run as a
+        // kernel.
+        return grp.kind != FusionGroup::Kind::Fallback;
+      });
+  if (needsJit) {
+    cpu::CpuJitOptions jitOptions;
+    jitOptions.target = *target;
+    jitOptions.optLevel = options.optLevel;
+    jitOptions.dumpDir = options.dumpDir;
+    auto created = cpu::CpuJit::create(jitOptions, diag);
+    if (failed(created))
+      return failure();
+    jit = *created;
+  }
+  {
+    // "x86_64-pc-linux-gnu, cpu haswell, vector math ...", without the
+    // feature list.
+    std::string jitTarget = jit ? jit->targetDescription() : "cpu " + target->cpu;
+    jitTarget = jitTarget.substr(0, jitTarget.find(", features"));
+    report.target = "--cpu " + target->requested + " (" + jitTarget +
+                    (!options.useLibraries ? ""
+                     : target->native      ? ", oneDNN ISA uncapped"
+                                           : ", oneDNN ISA " + cpu::oneDnnIsaFor(*target)) +
+                    ")";
+  }
+  // Nodes of the groups emitted so far (an empty group computes the nodes
+  // it recomputes unless one of these wrote them already).
+  std::set<const Node *> emitted;
+  ExecutableBuilder builder(*g, *plan, options, diag, report);
+  builder.addInputs(*g);
+  double kernelSeconds = 0, librarySeconds = 0, fallbackSeconds = 0, regionSeconds = 0;
+  for (size_t gi = 0; gi < plan->groups.size(); ++gi) {
+    const FusionGroup &group = plan->groups[gi];
+    builder.beginGroup(gi);
+    // Constants no later group reads: the steps hold what they need.
+    struct Release {
+      ExecutableBuilder &b;
+      ~Release() { b.releaseConsumedConstants(); }
+    } release{builder};
+    const auto t0 = Clock::now();
+    if (touchesEmptyTensor(group)) {
+      builder.addEmptyGroup(group, emitted);
+      emitted.insert(group.nodes.begin(), group.nodes.end());
+      fallbackSeconds += secondsSince(t0);
+      continue;
+    }
+    emitted.insert(group.nodes.begin(), group.nodes.end());
+    switch (group.kind) {
+    case FusionGroup::Kind::Kernel:
+      builder.addKernelGroup(group, jit.get());
+      kernelSeconds += secondsSince(t0);
+      break;
+    case FusionGroup::Kind::Library:
+      builder.addLibraryGroup(group, jit.get());
+      librarySeconds += secondsSince(t0);
+      break;
+    case FusionGroup::Kind::Fallback:
+      for (const Node *n : group.nodes) {
+        std::string why = group.reason.empty() ? "no kernel or library handles it" : group.reason;
+        if (n->hasTrait(ValueDependentShape)) { // Note [Compiled regions]
+          const auto r0 = Clock::now();
+          why = builder.addRegionStep(n);
+          regionSeconds += secondsSince(r0);
+          if (why.empty())
+            continue;
+        }
+        const auto f0 = Clock::now();
+        builder.addFallback(n, why);
+        fallbackSeconds += secondsSince(f0);
+      }
+      break;
+    }
+  }
+  builder.checkFaultPlanted();
+  {
+    const auto t0 = Clock::now();
+    if (jit && failed(builder.compileKernels(jit.get())))
+      return failure();
+    kernelSeconds += secondsSince(t0);
+  }
+  report.phases.emplace_back("kernels", kernelSeconds);
+  report.phases.emplace_back("library", librarySeconds);
+  if (fallbackSeconds > 0)
+    report.phases.emplace_back("fallbacks", fallbackSeconds);
+  // Compiling regions (each a model of its own) is a phase of its own.
+  if (regionSeconds > 0)
+    report.phases.emplace_back("regions", regionSeconds);
+  const auto phase = Clock::now();
+
+  // 5. Outputs, owners.
+  std::vector<int32_t> outputs;
+  for (const Value *v : g->outputs())
+    outputs.push_back(builder.outputBufferOf(v));
+  runtime::Executable &exe = builder.exe();
+  exe.setOutputs(std::move(outputs));
+  exe.setDefaultThreads(options.threads);
+  runtime::TargetInfo targetInfo;
+  targetInfo.requested = target->requested;
+  targetInfo.cpu = target->cpu;
+  targetInfo.features = target->features;
+  targetInfo.dnnlIsa = options.useLibraries ? cpu::oneDnnIsaFor(*target) : "";
+  exe.setTarget(std::move(targetInfo));
+  exe.keepAlive(g);
+  if (jit)
+    exe.keepAlive(jit);
+  if (failed(planAndFinalize(exe, report, diag)))
+    return failure();
+  // The steps hold what they read of the constants (buffers share the
+  // tensors' bytes; oneDNN keeps its reordered weights), and reference
+  // steps read operands from buffers, not from constant nodes: the kept
+  // graph's copies would only double the model's memory.
+  for (Node *n : g->nodes())
+    if (n->kind() == OpKind::Constant)
+      n->setAttr(ConstantOp::value_index, Attribute(Tensor()));
+  report.phases.emplace_back("memory", secondsSince(phase));
+  return builder.take();
+}
+
+} // namespace kiln::codegen
