@@ -6,6 +6,13 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/Diagnostics.h"
+#include "ir/Tensor.h"
+#include "ir/Type.h"
+
+#include <charconv>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,5 +95,26 @@ private:
 
 /// A token as diagnostics name it: 'x', '%v', '@g', string "s", end of input.
 std::string describe(const Token &t);
+
+/// The value of a float literal's text ("1.5", "-inf", "nan"; the sign
+/// folded in), or nullopt when it is not one.
+template <typename F> std::optional<F> floatLiteral(const std::string &t) {
+  if (t == "inf" || t == "-inf")
+    return t[0] == '-' ? -std::numeric_limits<F>::infinity() : std::numeric_limits<F>::infinity();
+  if (t == "nan" || t == "-nan")
+    return std::numeric_limits<F>::quiet_NaN();
+  F v;
+  auto res = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (res.ec != std::errc() || res.ptr != t.data() + t.size())
+    return std::nullopt;
+  return v;
+}
+
+/// The tensor of `type` that a `dense<...>` literal's value tokens give (one
+/// value fills every element); errors at `at` or at the bad value, in `file`.
+/// DenseLiteral.cpp.
+FailureOr<Tensor> denseLiteralTensor(const std::vector<Token> &values, const TensorType &type,
+                                     const Token &at, const std::string &file,
+                                     DiagnosticEngine &diag);
 
 } // namespace kiln::textir

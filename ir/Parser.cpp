@@ -351,15 +351,10 @@ private:
   }
 
   template <typename F> FailureOr<F> toFloat(const std::string &t, const Token &at) {
-    if (t == "inf" || t == "-inf")
-      return t[0] == '-' ? -std::numeric_limits<F>::infinity() : std::numeric_limits<F>::infinity();
-    if (t == "nan" || t == "-nan")
-      return std::numeric_limits<F>::quiet_NaN();
-    F v;
-    auto res = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (res.ec != std::errc() || res.ptr != t.data() + t.size())
+    std::optional<F> v = floatLiteral<F>(t);
+    if (!v)
       return emitError(locOf(at)) << "expected a number, got '" << t << "'";
-    return v;
+    return *v;
   }
 
   FailureOr<double> parseFloat() {
@@ -522,57 +517,6 @@ private:
     if (failed(expect(Tok::Greater, "'>' to close the dense literal")))
       return failure();
     return values;
-  }
-
-  FailureOr<Tensor> denseToTensor(const std::vector<Token> &values, const TensorType &type,
-                                  const Token &at) {
-    if (!type.isStatic())
-      return emitError(locOf(at)) << "a constant must have a static type, got " << type.str();
-    std::vector<int64_t> sizes = staticSizes(type.shape);
-    int64_t n = numElements(sizes); // checked by parseType
-    if (!checkedByteSize(n, dtypeSize(type.dtype), kMaxTensorFileBytes))
-      return emitError(locOf(at)) << "constant " << type.str() << " is larger than the "
-                                  << (kMaxTensorFileBytes >> 30) << " GiB limit";
-    int64_t given = static_cast<int64_t>(values.size());
-    if (given != n && !(given == 1 && n >= 0))
-      return emitError(locOf(at)) << "dense literal has " << given << " values, type " << type.str()
-                                  << " needs " << n;
-    Tensor t = Tensor::zeros(type.dtype, sizes);
-    for (int64_t i = 0; i < n; ++i) {
-      const Token &v = values[static_cast<size_t>(given == 1 ? 0 : i)];
-      bool isBoolLit = v.text == "true" || v.text == "false";
-      if (type.dtype == DType::Bool) {
-        if (!isBoolLit)
-          return emitError(locOf(v))
-                 << "expected 'true' or 'false' for a bool constant, got '" << v.text << "'";
-        t.setInt(i, v.text == "true");
-      } else if (isBoolLit) {
-        return emitError(locOf(v))
-               << "'" << v.text << "' is not a " << dtypeName(type.dtype) << " value";
-      } else if (isFloat(type.dtype) && type.dtype != DType::F64) {
-        auto f = toFloat<float>(v.text, v);
-        if (failed(f))
-          return failure();
-        t.setDouble(i, *f);
-      } else if (type.dtype == DType::F64) {
-        auto f = toFloat<double>(v.text, v);
-        if (failed(f))
-          return failure();
-        t.setDouble(i, *f);
-      } else {
-        int64_t x;
-        auto res = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
-        if (res.ec != std::errc() || res.ptr != v.text.data() + v.text.size())
-          return emitError(locOf(v)) << "expected an integer for a " << dtypeName(type.dtype)
-                                     << " constant, got '" << v.text << "'";
-        Tensor probe = Tensor::fromInts(type.dtype, {}, {x});
-        if (probe.getInt(0) != x)
-          return emitError(locOf(v))
-                 << "value " << x << " is out of range for " << dtypeName(type.dtype);
-        t.setInt(i, x);
-      }
-    }
-    return t;
   }
 
   //===--------------------------------------------------------------------===//
@@ -890,7 +834,7 @@ private:
         named.emplace_back("value", Tensor()); // filled in by resolveBlobs()
         named.emplace_back("name", blobKey);
       } else {
-        auto t = denseToTensor(dense, types[0], valueTok);
+        auto t = denseLiteralTensor(dense, types[0], valueTok, opts_.filename, diag_);
         if (failed(t))
           return failure();
         named.emplace_back("value", t.take());

@@ -413,6 +413,7 @@ struct Converter {
 std::span<const Converter> elementwiseConverters();
 std::span<const Converter> nnConverters();
 std::span<const Converter> shapeConverters();
+std::span<const Converter> maskConverters();
 std::span<const Converter> reduceConverters();
 std::span<const Converter> lossConverters();
 std::span<const Converter> quantizeConverters();

@@ -48,10 +48,10 @@ const std::unordered_map<std::string, std::vector<const Converter *>> &converter
   static const auto table = [] {
     std::unordered_map<std::string, std::vector<const Converter *>> t;
     for (auto family :
-         {elementwiseConverters(), nnConverters(), shapeConverters(), reduceConverters(),
-          lossConverters(), quantizeConverters(), dataMovementConverters(), rnnConverters(),
-          attentionConverters(), indexingConverters(), einsumConverters(), controlFlowConverters(),
-          sequenceConverters()})
+         {elementwiseConverters(), nnConverters(), shapeConverters(), maskConverters(),
+          reduceConverters(), lossConverters(), quantizeConverters(), dataMovementConverters(),
+          rnnConverters(), attentionConverters(), indexingConverters(), einsumConverters(),
+          controlFlowConverters(), sequenceConverters()})
       for (const Converter &c : family)
         t[c.opType].push_back(&c);
     for (auto &[op, rows] : t)
