@@ -8,14 +8,9 @@
 namespace kiln {
 namespace {
 
-struct NpyDType {
-  const char *descr;
-  DType dtype;
-};
-constexpr NpyDType kNpyTypes[] = {
-    {"<f4", DType::F32}, {"<f2", DType::F16}, {"<f8", DType::F64},  {"|i1", DType::I8},
-    {"|u1", DType::U8},  {"<i2", DType::I16}, {"<u2", DType::U16},  {"<i4", DType::I32},
-    {"<u4", DType::U32}, {"<i8", DType::I64}, {"|b1", DType::Bool},
+constexpr DType kDTypes[] = {
+#define DTYPE(E, N, B, W, F, S, K, C) DType::E,
+#include "ir/DTypes.def"
 };
 
 // Finds the value text of `'key':` in a header dict.
@@ -37,6 +32,14 @@ std::string dictValue(const std::string &header, const std::string &key) {
   return header.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 } // namespace
+
+std::string npyDescr(DType t) {
+  if (t == DType::BF16 || isStorageDType(t))
+    return "";
+  const char kind = t == DType::Bool ? 'b' : isFloat(t) ? 'f' : isSignedInt(t) ? 'i' : 'u';
+  const size_t bytes = dtypeSize(t);
+  return std::string(1, bytes == 1 ? '|' : '<') + kind + std::to_string(bytes);
+}
 
 FailureOr<Tensor> parseNpy(std::string_view bytes, const std::string &what,
                            DiagnosticEngine &diag) {
@@ -71,14 +74,18 @@ FailureOr<Tensor> parseNpy(std::string_view bytes, const std::string &what,
   descr = descr.substr(1, descr.size() - 2);
   if (fortran.rfind("True", 0) == 0)
     return bad("Fortran-order arrays are not supported; save with np.ascontiguousarray");
-  const NpyDType *found = nullptr;
-  for (const NpyDType &t : kNpyTypes)
-    if (descr == t.descr ||
-        (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1)))
-      found = &t;
+  std::optional<DType> found;
+  std::string supported;
+  for (DType t : kDTypes) {
+    const std::string d = npyDescr(t);
+    if (d.empty())
+      continue;
+    supported += (supported.empty() ? "" : " ") + d.substr(1);
+    if (descr == d || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == d.substr(1)))
+      found = t;
+  }
   if (!found)
-    return bad("unsupported dtype '" + descr +
-               "' (supported: f2 f4 f8 i1 u1 i4 i8 b1, little-endian)");
+    return bad("unsupported dtype '" + descr + "' (supported: " + supported + ", little-endian)");
   std::vector<int64_t> shape;
   std::string inner = shapeText.substr(1, shapeText.size() - 2);
   std::stringstream ss(inner);
@@ -98,13 +105,13 @@ FailureOr<Tensor> parseNpy(std::string_view bytes, const std::string &what,
   }
   size_t dataStart = headerStart + headerLen;
   auto n = checkedNumElements(shape);
-  auto need = n ? checkedByteSize(*n, dtypeSize(found->dtype), kMaxTensorFileBytes) : std::nullopt;
+  auto need = n ? checkedByteSize(*n, dtypeSize(*found), kMaxTensorFileBytes) : std::nullopt;
   if (!need)
     return bad("shape " + shapeText + " is too large");
   if (bytes.size() - dataStart < *need)
     return bad("data is truncated: shape " + shapeText + " needs " + std::to_string(*need) +
                " bytes, file has " + std::to_string(bytes.size() - dataStart));
-  return Tensor::fromBytes(found->dtype, shape, bytes.data() + dataStart);
+  return Tensor::fromBytes(*found, shape, bytes.data() + dataStart);
 }
 
 FailureOr<Tensor> readNpy(const std::string &path, DiagnosticEngine &diag) {
@@ -117,11 +124,8 @@ FailureOr<Tensor> readNpy(const std::string &path, DiagnosticEngine &diag) {
 }
 
 std::string encodeNpy(const Tensor &t) {
-  const char *descr = nullptr;
-  for (const NpyDType &n : kNpyTypes)
-    if (n.dtype == t.dtype())
-      descr = n.descr;
-  KILN_ASSERT(descr && "encodeNpy: callers check the dtype first");
+  const std::string descr = npyDescr(t.dtype());
+  KILN_ASSERT(!descr.empty() && "encodeNpy: callers check the dtype first");
   std::string shape = "(";
   for (int64_t d : t.shape())
     shape += std::to_string(d) + ",";
@@ -143,7 +147,7 @@ std::string encodeNpy(const Tensor &t) {
 }
 
 LogicalResult writeNpy(const std::string &path, const Tensor &t, DiagnosticEngine &diag) {
-  if (t.dtype() == DType::BF16 || isStorageDType(t.dtype()))
+  if (npyDescr(t.dtype()).empty())
     return diag.emitError(Location()) << "cannot write '" << path << "': " << dtypeName(t.dtype())
                                       << " has no NumPy dtype; cast it to f32 first";
   std::ofstream out(path, std::ios::binary);

@@ -14,6 +14,10 @@
 
 namespace kiln {
 
+/// The .npy dtype descr of `t` ("<f4", "|u1", "|b1"; from DTypes.def), or ""
+/// for a dtype NumPy lacks (bf16 and the storage dtypes).
+std::string npyDescr(DType t);
+
 FailureOr<Tensor> readNpy(const std::string &path, DiagnosticEngine &diag);
 /// Parses the bytes of a .npy file; `what` names it in errors.
 FailureOr<Tensor> parseNpy(std::string_view bytes, const std::string &what, DiagnosticEngine &diag);

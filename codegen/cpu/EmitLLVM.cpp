@@ -48,50 +48,25 @@
 
 namespace kiln::codegen::cpu {
 
+// Registers hold a value of its compute dtype (DTypes.def): a float narrower
+// than 32 bits is widened to float, f64 stays double, an integer is held at
+// its storage width (a sub-byte one sign- or zero-extended in a byte), bool
+// as i1.
 llvm::Type *KernelEmitter::regType(DType t) {
-  switch (t) {
-  case DType::F32:
-  case DType::F16:
-  case DType::BF16:
-  case DType::F8E4M3FN:
-  case DType::F8E4M3FNUZ:
-  case DType::F8E5M2:
-  case DType::F8E5M2FNUZ:
-  case DType::F4E2M1FN:
-    return b_.getFloatTy();
-  case DType::F64:
-    return b_.getDoubleTy();
-  case DType::I8:
-  case DType::U8:
-  case DType::I4:
-  case DType::U4:
-  case DType::I2:
-  case DType::U2:
-    return b_.getInt8Ty();
-  case DType::I16:
-  case DType::U16:
-    return b_.getInt16Ty();
-  case DType::I32:
-  case DType::U32:
-    return b_.getInt32Ty();
-  case DType::I64:
-    return b_.getInt64Ty();
-  case DType::Bool:
+  if (t == DType::Bool)
     return b_.getInt1Ty();
-  }
-  return b_.getFloatTy();
+  if (isFloat(t))
+    return computeDType(t) == DType::F64 ? b_.getDoubleTy() : b_.getFloatTy();
+  return b_.getIntNTy(static_cast<unsigned>(8 * dtypeSize(t)));
 }
 
+// Memory holds an element in its storage bytes: f32, f64 and integers as
+// they are in registers; the narrower floats and bool as integers of their
+// storage width, converted by loadElement / storeElement.
 llvm::Type *KernelEmitter::memType(DType t) {
-  switch (t) {
-  case DType::F16:
-  case DType::BF16:
-    return b_.getInt16Ty();
-  case DType::Bool:
-    return b_.getInt8Ty();
-  default:
-    return miniFloatFormat(t) ? b_.getInt8Ty() : regType(t);
-  }
+  if (computeDType(t) == t && t != DType::Bool)
+    return regType(t);
+  return b_.getIntNTy(static_cast<unsigned>(8 * dtypeSize(t)));
 }
 
 // The float of each code of a mini float (a constant table in the module;
