@@ -7,8 +7,9 @@ header-only and would link. Every library sees the repository root as its
 include path, so the compiler alone cannot catch one.
 
 Each rule names a directory (its .h/.cpp files, not its subdirectories) and
-the directories (or single headers) its files may include. Prints each
-violation as FILE:LINE: error: ... and exits 1."""
+the directories (or single headers) its files may include. It also holds
+each of these files to at most MAX_LINES lines (one concern per file).
+Prints each violation as FILE:LINE: error: ... and exits 1."""
 import os
 import re
 import sys
@@ -55,6 +56,8 @@ DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "c
 DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 
+MAX_LINES = 1000
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -78,7 +81,11 @@ def main():
             rel = d + "/" + name
             ok = FILE_RULES.get(rel, targets) + (DRIVER_EXTRA if rel in DRIVER else [])
             with open(os.path.join(full, name), encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
+                lines = f.readlines()
+                if len(lines) > MAX_LINES:
+                    errors.append("%s:%d: error: %d lines; a source file holds at most %d (split it "
+                                  "by concern)" % (rel, MAX_LINES + 1, len(lines), MAX_LINES))
+                for n, line in enumerate(lines, 1):
                     m = INCLUDE.match(line)
                     if not m:
                         continue
