@@ -879,7 +879,9 @@ buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &fusion, const cpu::C
     case FusionGroup::Kind::Fallback:
       for (const Node *n : group.nodes) {
         std::string why = group.reason.empty() ? "no kernel or library handles it" : group.reason;
-        if (n->hasTrait(ValueDependentShape)) { // Note [Compiled regions]
+        // Note [Compiled regions]; nonzero, the other value-dependent op,
+        // never gets here: its `?` dim is refused before (requireStatic).
+        if (n->kind() == OpKind::If || n->kind() == OpKind::Loop) {
           const auto r0 = Clock::now();
           why = builder.addRegionStep(n);
           regionSeconds += secondsSince(r0);

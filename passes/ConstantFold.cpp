@@ -13,8 +13,10 @@
 //      erased.
 // Skipped, and left for run time: results with more than kMaxFoldElements
 // elements (see Note [Fold size limit]), results whose recorded type is not
-// static, and nodes whose kernel fails on these inputs (no diagnostic: the
-// failure belongs to whoever runs the graph).
+// static (except a value-dependent op's, e.g. nonzero of a constant: the run
+// sizes its `?` dims, and the nodes after it are re-inferred), and nodes
+// whose kernel fails on these inputs (no diagnostic: the failure belongs to
+// whoever runs the graph).
 //
 // Requires: a verified graph. Establishes: no node small enough to fold has
 // only constant operands.
@@ -55,7 +57,7 @@ class ConstantFoldPass : public Pass {
 public:
   ConstantFoldPass() : Pass(kConstantFoldSpec.name, kConstantFoldSpec.description) {}
 
-  PassResult run(Graph &g, PassContext &) override {
+  PassResult run(Graph &g, PassContext &ctx) override {
     bool changed = false;
     for (Node *n : g.nodeList()) {
       // Earlier folds may have erased this node as a dead operand constant;
@@ -71,16 +73,23 @@ public:
       changed = true;
     }
     erased_.clear();
+    // A folded `?` dim is a size now: the nodes after it learn it.
+    if (refined_ && failed(passes::reinferTypes(g, ctx.diag())))
+      return PassResult::failure();
+    refined_ = false;
     return PassResult::success(changed);
   }
 
 private:
   /// Computes the results of `n` when they are known and small enough.
   bool evaluate(const Node &n, std::vector<Tensor> &results) {
+    const bool valueDependent = n.hasTrait(ValueDependentShape);
     for (unsigned i = 0; i < n.numResults(); ++i) {
       const TensorType &t = n.result(i)->type();
-      if (!t.isStatic())
+      if (!t.isStatic() && !valueDependent)
         return false;
+      if (!t.isStatic())
+        continue; // sized by the run, checked below
       if (numElements(staticSizes(t.shape)) > kMaxFoldElements) {
         if (n.kind() == OpKind::ShapeOf || allOperandsConstant(n))
           ++numTooLarge;
@@ -102,9 +111,14 @@ private:
       ++numFailed;
       return false;
     }
-    for (unsigned i = 0; i < n.numResults(); ++i)
-      if ((*folded)[i].type() != n.result(i)->type())
+    for (unsigned i = 0; i < n.numResults(); ++i) {
+      const TensorType got = (*folded)[i].type(), &want = n.result(i)->type();
+      if (valueDependent
+              ? !refines(got, want) || numElements(staticSizes(got.shape)) > kMaxFoldElements
+              : got != want)
         return false;
+    }
+    refined_ |= valueDependent;
     results = folded.take();
     return true;
   }
@@ -144,10 +158,12 @@ private:
     const OpInfo &info = opInfo(OpKind::Constant);
     for (unsigned i = 0; i < n->numResults(); ++i) {
       // The node is built directly (not through Builder::constant): its type
-      // is the tensor's, which is the folded value's recorded type.
+      // is the tensor's, the folded value's recorded type or (a
+      // value-dependent result) a refinement of it.
+      TensorType type = results[i].type();
       std::vector<Attribute> attrs = info.defaults;
       attrs[ConstantOp::value_index] = std::move(results[i]);
-      Node *c = g.createNode(info, {}, {n->result(i)->type()}, std::move(attrs), n->loc(), n);
+      Node *c = g.createNode(info, {}, {std::move(type)}, std::move(attrs), n->loc(), n);
       passes::transferName(n->result(i), c->result(0));
       n->result(i)->replaceAllUsesWith(c->result(0));
     }
@@ -160,6 +176,8 @@ private:
   /// Nodes erased during the current run (the walk's snapshot still holds
   /// them).
   std::unordered_set<const Node *> erased_;
+  /// Whether a value-dependent result was folded to a refined type.
+  bool refined_ = false;
 
   Statistic numFolded{this, "num-folded", "Nodes folded to constants"};
   Statistic numTooLarge{this, "num-too-large", "Foldable nodes skipped for the size limit"};

@@ -7,8 +7,8 @@
 //   - TopK's K is an input from opset 10, known at import time (Kiln's k is
 //     an attribute: the result shape depends on it); `largest` and `sorted`
 //     are attributes from opset 11 (both 1 before).
-// NonZero's result shape depends on the data; Kiln's shapes are known when
-// a graph is compiled, so it is refused with that reason.
+// NonZero maps onto nonzero, whose count the run decides (the interpreter
+// runs it; a compile refuses its `?` dim, naming the node).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -61,19 +61,17 @@ Values convertTopK(NodeContext &ctx) {
                          2);
 }
 
-std::string checkNonZero(const onnx::NodeProto &, int64_t) {
-  return "has a result shape that depends on the data (the count of non-zeros), which Kiln's "
-         "shapes cannot express yet";
-}
-
-Values convertNonZero(NodeContext &) {
-  return {}; // never reached: checkNonZero refuses every node
+/// NonZero's count is known only when it runs: the result is i64[rank, ?]
+/// (nonzero's ValueDependentShape), which the interpreter runs and a
+/// compile refuses.
+Values convertNonZero(NodeContext &ctx) {
+  return {ctx.create(OpKind::NonZero, {ctx.input(0, "X")})};
 }
 
 const Converter kConverters[] = {
     {"GatherElements", 11, convertGatherElements},
     {"GatherND", 11, convertGatherND},
-    {"NonZero", 9, convertNonZero, checkNonZero},
+    {"NonZero", 9, convertNonZero},
     {"ScatterElements", 11, convertScatterElements, checkScatterElements},
     {"TopK", 10, convertTopK},
 };

@@ -13,6 +13,8 @@
 //                                             (op)= updates[i, rest]
 //   top_k(x) {k, axis, largest, sorted}       the k largest (smallest) along axis
 //                                             and their indices (i64)
+//   nonzero(x)                                i64[rank, count]: the index of each
+//                                             non-zero element, row-major order
 //
 // As ONNX (opsets 11 to 28) defines them. Indices may be negative (counted
 // from the end of their dim); one out of range is an error of the kernel.
@@ -23,7 +25,9 @@
 // is honoured by returning them sorted anyway.
 //
 // These ops have no kernel lowering: compiled graphs run them on these
-// reference kernels (fusion rule F10).
+// reference kernels (fusion rule F10). nonzero's count is known only when it
+// runs (ValueDependentShape: inference gives `?`, the kernel the size), so
+// the interpreter runs it and a compile refuses it as a dynamic shape.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"
@@ -411,6 +415,41 @@ FailureOr<Tensors> referenceTopK(const OpContext &ctx, std::span<const Tensor> i
       }
     }
   return Tensors{values, indices};
+}
+
+//===----------------------------------------------------------------------===//
+// nonzero
+//===----------------------------------------------------------------------===//
+
+FailureOr<Types> inferNonZero(const OpContext &ctx) {
+  const TensorType &x = ctx.operandType(0);
+  return Types{TensorType(DType::I64, {Dim(x.rank()), Dim::dynamic()})};
+}
+
+FailureOr<Tensors> referenceNonZero(const OpContext &, std::span<const Tensor> in,
+                                    std::span<const TensorType>) {
+  const Tensor &x = in[0];
+  const std::vector<int64_t> &s = x.shape();
+  const int64_t rank = x.rank();
+  // NaN is non-zero (NaN != 0), -0.0 is zero, as in ONNX's reference.
+  auto nonzero = [&](int64_t i) {
+    return isFloat(x.dtype()) ? x.getDouble(i) != 0.0 : x.getInt(i) != 0;
+  };
+  int64_t count = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    count += nonzero(i) ? 1 : 0;
+  Tensor out = Tensor::zeros(DType::I64, {rank, count});
+  int64_t j = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (!nonzero(i))
+      continue;
+    for (int64_t d = rank - 1, rest = i; d >= 0; --d) {
+      out.setInt(d * count + j, rest % s[static_cast<size_t>(d)]);
+      rest /= s[static_cast<size_t>(d)];
+    }
+    ++j;
+  }
+  return Tensors{out};
 }
 
 } // namespace kiln

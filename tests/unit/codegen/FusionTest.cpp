@@ -662,6 +662,20 @@ TEST(FusionDifferentialTest, DynamicShapesAreAnError) {
   EXPECT_NE(collect.str().find("fusion needs static shapes"), std::string::npos) << collect.str();
 }
 
+// nonzero's count is decided by the run (`?`): what reads it cannot be
+// planned, and that is its whole differential case (the interpreter runs it;
+// a nonzero of constants is folded before fusion).
+TEST(FusionDifferentialTest, ValueDependentCountIsAnError) {
+  TestGraph tg;
+  Value *nz = tg.op(OpKind::NonZero, {tg.input(DType::F32, {2, 3})});
+  tg.outputs({tg.op(OpKind::Neg, {nz})});
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  EXPECT_TRUE(planFusion(*tg.graph, cpuFusion(), diag).failed());
+  EXPECT_NE(collect.str().find("fusion needs static shapes"), std::string::npos) << collect.str();
+  covered().insert("nonzero");
+}
+
 TEST(FusionDifferentialTest, UnusedNodesAreNotComputed) {
   TestGraph tg;
   Value *x = tg.input(DType::F32, {4}, "x");

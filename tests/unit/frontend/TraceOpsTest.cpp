@@ -237,6 +237,10 @@ std::map<std::string, OpCase> opCases() {
                     out.push_back(t);
                   return out;
                 }};
+  c["nonzero"] = {{tensor({0, 1.5, 0, -2, 0, 3}, {2, 3}), boolean({1, 0, 0, 1})},
+                  [](const Ins &in) -> Outs {
+                    return {nonzero(in[0]), nonzero(in[1])};
+                  }};
   c["pad"] = {x23, [](const Ins &in) -> Outs {
                 return {pad(in[0], {.pads = {1, 0, 0, 2}, .value = 9.0}),
                         pad(in[0], {.pads = {0, 1, 0, 1}, .mode = "edge"})};

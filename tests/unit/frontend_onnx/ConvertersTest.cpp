@@ -546,4 +546,33 @@ TEST(OnnxConvertersTest, SoftmaxBeforeOpset13Flattens) {
     EXPECT_NEAR(outs[0].getDouble(i), 0.25, 1e-6);
 }
 
+// NonZero's count is decided by the run: a boolean mask's x[mask] (what
+// torch exports: NonZero, Transpose, GatherND) imports with a `?` dim and
+// runs in the interpreter at any count, none included.
+TEST(OnnxConvertersTest, NonZeroMaskIndexingRunsAtAnyCount) {
+  ModelBuilder b(17);
+  b.input("x", {int64_t(2), int64_t(3)});
+  b.input("m", {int64_t(2), int64_t(3)}, onnx::TensorProto::BOOL);
+  b.node("NonZero", {"m"}, {"nz"});
+  attrInts(b.node("Transpose", {"nz"}, {"idx"}), "perm", {1, 0});
+  b.node("GatherND", {"x", "idx"}, {"y"});
+  b.output("y");
+  b.output("nz");
+  auto r = importModel(b);
+  ASSERT_TRUE(r.ok) << r.errors;
+  EXPECT_NE(r.text.find("nonzero(%m) : i64[2,?]"), std::string::npos) << r.text;
+  Tensor x = Tensor::fromDoubles(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto outs = runGraph(*r.module, {x, Tensor::fromInts(DType::Bool, {2, 3}, {0, 1, 0, 1, 0, 1})});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].str(), "f32[3]");
+  EXPECT_EQ(outs[0].getDouble(0) + 10 * outs[0].getDouble(1) + 100 * outs[0].getDouble(2), 642);
+  EXPECT_EQ(outs[1].str(), "i64[2,3]"); // rows (0, 1, 1), columns (1, 0, 2)
+  EXPECT_EQ(outs[1].getInt(0) + outs[1].getInt(1) * 2 + outs[1].getInt(2) * 4, 6);
+  EXPECT_EQ(outs[1].getInt(3) + outs[1].getInt(4) * 3 + outs[1].getInt(5) * 9, 19);
+  auto none = runGraph(*r.module, {x, Tensor::zeros(DType::Bool, {2, 3})});
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none[0].str(), "f32[0]");
+  EXPECT_EQ(none[1].str(), "i64[2,0]");
+}
+
 } // namespace

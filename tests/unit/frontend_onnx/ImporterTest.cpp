@@ -155,7 +155,7 @@ TEST(OnnxImporterTest, UnsupportedOpsAreListedInOneError) {
   b.input("x", {int64_t(4), int64_t(4)});
   b.node("Det", {"x"}, {"v"}, "det_1");
   b.node("Relu", {"x"}, {"rl"});
-  b.node("NonZero", {"rl"}, {"nz"}, "nz_1");
+  b.node("Compress", {"rl", "rl"}, {"nz"}, "nz_1");
   b.node("Det", {"rl"}, {"v2"}, "det_2");
   auto &lstm = b.node("LSTM", {"x", "w", "r"}, {"y"}, "lstm_1");
   attrFloat(lstm, "clip", 1.0f);
@@ -174,10 +174,9 @@ TEST(OnnxImporterTest, UnsupportedOpsAreListedInOneError) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.errors,
             "error: m.onnx: 5 nodes use ONNX ops or attributes that Kiln does not support: "
-            "Det, LSTM, NonZero, com.microsoft.FusedConv\n"
+            "Compress, Det, LSTM, com.microsoft.FusedConv\n"
             "m.onnx: node 'det_1': note: 'Det' (opset 13) is not supported\n"
-            "m.onnx: node 'nz_1': note: 'NonZero' (opset 13) has a result shape that depends on "
-            "the data (the count of non-zeros), which Kiln's shapes cannot express yet\n"
+            "m.onnx: node 'nz_1': note: 'Compress' (opset 13) is not supported\n"
             "m.onnx: node 'det_2': note: 'Det' (opset 13) is not supported\n"
             "m.onnx: node 'lstm_1': note: 'LSTM' (opset 13) activation 'Elu' is not supported\n"
             "m.onnx: node 'fused': note: 'com.microsoft.FusedConv' (opset 1) is not supported "

@@ -63,7 +63,7 @@ write("no_graph.onnx", no_graph)
 
 write("unsupported_ops.onnx", model(
     [helper.make_node("Unique", ["x"], ["v"], name="unique"),
-     helper.make_node("NonZero", ["v"], ["nz"], name="nonzero"),
+     helper.make_node("Compress", ["v", "v"], ["cv"], name="compress"),
      helper.make_node("Relu", ["v"], ["r"], name="relu"),
      helper.make_node("Det", ["r"], ["cs"], name="det"),
      helper.make_node("FusedGemm", ["x"], ["fg"], name="fused", domain="com.microsoft"),
