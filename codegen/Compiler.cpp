@@ -391,7 +391,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     return failure();
   std::unique_ptr<runtime::Executable> exe = std::move(*built);
   report.steps = exe->describe();
-  if (ports && report.numRegions == 0) // Note [Compiled regions]
+  if (ports && report.numRegions == 0) // Note [Compiled regions] (ExecutableBuilder.cpp)
     storeCached(*exe, *ports, report, diag);
   else if (ports)
     report.cacheEntry.clear();

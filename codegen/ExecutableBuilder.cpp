@@ -53,6 +53,8 @@
 #include "runtime/reference/ReferenceStep.h"
 #include "runtime/reference/RegionStep.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <deque>
 #include <set>
@@ -879,8 +881,9 @@ buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &fusion, const cpu::C
     case FusionGroup::Kind::Fallback:
       for (const Node *n : group.nodes) {
         std::string why = group.reason.empty() ? "no kernel or library handles it" : group.reason;
-        // Note [Compiled regions]; nonzero, the other value-dependent op,
-        // never gets here: its `?` dim is refused before (requireStatic).
+        // Note [Compiled regions]. A nonzero gets here only with a static
+        // recorded count (a `?` is refused by requireStatic): its reference
+        // step checks the run's count against it.
         if (n->kind() == OpKind::If || n->kind() == OpKind::Loop) {
           const auto r0 = Clock::now();
           why = builder.addRegionStep(n);

@@ -10,13 +10,14 @@
 namespace kiln {
 
 namespace {
-/// Ops that move, select or convert elements without computing on them take
-/// the storage dtypes (ir/DTypes.def); the data-movement ops that can
+/// Ops that move, select, convert or find the non-zero elements without
+/// computing on them take the storage dtypes (ir/DTypes.def); the data-movement ops that can
 /// compute (resize's interpolation, scatter's reductions) refuse them in
 /// their own inference.
 bool takesStorageDTypes(const OpInfo &info) {
   return info.hasTrait(DataMovement) || info.kind == OpKind::Cast || info.kind == OpKind::Where ||
-         info.kind == OpKind::ShapeOf || info.kind == OpKind::If || info.kind == OpKind::Loop;
+         info.kind == OpKind::ShapeOf || info.kind == OpKind::If || info.kind == OpKind::Loop ||
+         info.kind == OpKind::NonZero; // compares each element with zero only
 }
 } // namespace
 

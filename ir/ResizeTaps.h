@@ -1,7 +1,7 @@
 //===- ResizeTaps.h - How many inputs a resized element reads ---*- C++ -*-===//
 //
 // The neighbour counts of resize's interpolation (ir/ops/PadResize.cpp, the
-// reference kernel, and codegen/Lower.cpp, the kernel lowering, both build
+// reference kernel, and codegen/LowerNode.cpp, the kernel lowering, both build
 // their taps from these).
 //
 //===----------------------------------------------------------------------===//

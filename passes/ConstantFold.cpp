@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 namespace kiln {
 namespace {
@@ -74,16 +75,17 @@ public:
     }
     erased_.clear();
     // A folded `?` dim is a size now: the nodes after it learn it.
-    if (refined_ && failed(passes::reinferTypes(g, ctx.diag())))
+    if (std::exchange(refined_, false) && failed(passes::reinferTypes(g, ctx.diag())))
       return PassResult::failure();
-    refined_ = false;
     return PassResult::success(changed);
   }
 
 private:
   /// Computes the results of `n` when they are known and small enough.
   bool evaluate(const Node &n, std::vector<Tensor> &results) {
-    const bool valueDependent = n.hasTrait(ValueDependentShape);
+    // A value-dependent op without regions (nonzero) folds to the size its
+    // run gives; an `if` or `loop` is left to inline-regions.
+    const bool valueDependent = n.hasTrait(ValueDependentShape) && !hasRegion(n);
     for (unsigned i = 0; i < n.numResults(); ++i) {
       const TensorType &t = n.result(i)->type();
       if (!t.isStatic() && !valueDependent)
@@ -102,6 +104,18 @@ private:
     // bound (inline-regions unrolls the short ones, which then fold).
     if (n.kind() == OpKind::Loop || !allOperandsConstant(n))
       return false;
+    // A value-dependent result's size is known only after the run: bound it
+    // before running by its operands' elements times their rank (nonzero's
+    // largest result).
+    if (valueDependent) {
+      int64_t bound = 0;
+      for (const Value *v : n.operands())
+        bound += numElements(staticSizes(v->type().shape)) * std::max<int64_t>(1, v->type().rank());
+      if (bound > kMaxFoldElements) {
+        ++numTooLarge;
+        return false;
+      }
+    }
     std::vector<Tensor> operands;
     for (Value *v : n.operands())
       operands.push_back(*passes::constantValue(v));
@@ -121,6 +135,11 @@ private:
     refined_ |= valueDependent;
     results = folded.take();
     return true;
+  }
+
+  static bool hasRegion(const Node &n) {
+    return std::any_of(n.attrs().begin(), n.attrs().end(),
+                       [](const Attribute &a) { return std::holds_alternative<GraphAttr>(a); });
   }
 
   static bool allOperandsConstant(const Node &n) {

@@ -53,7 +53,7 @@ namespace {
 // hoisted only when every operand is floating-point or bool (no integer:
 // no divisor, no index), its operand and result types are static (a
 // compile binds the sizes first), and it has no region and no
-// value-dependent shape (an `if` or `loop`). Shape arithmetic on integers
+// value-dependent shape (an `if`, `loop` or `nonzero`). Shape arithmetic on integers
 // is constant-fold's to remove anyway.
 bool safeToHoist(const Node &n) {
   if (n.numOperands() == 0 || n.hasTrait(ValueDependentShape))

@@ -8,6 +8,7 @@
 #include "passes/PassManager.h"
 
 #include "ir/Verifier.h"
+#include "passes/Internal.h"
 #include "passes/Passes.h"
 
 #include <algorithm>
@@ -136,7 +137,10 @@ void PassManager::dumpIr(const char *when, const Pass &pass, const Graph &g) {
 // reads types (infer-shapes) sees its regions' results as they now are.
 // A region is immutable and shared: the pass runs on a clone, and a clone
 // it changed replaces the region in its node. Passes keep a region's
-// inputs and outputs (dce keeps returned values; nothing removes inputs).
+// inputs and outputs (dce keeps returned values; nothing removes inputs),
+// but a region's result types may become more precise (constant-fold of a
+// nonzero in a loop body): the graph holding a changed region is
+// re-inferred, so its nodes' recorded types follow.
 
 namespace {
 
@@ -159,6 +163,8 @@ PassResult runOnRegions(Pass &pass, Graph &g, PassContext &ctx) {
         changed = true;
       }
     }
+  if (changed && failed(passes::reinferTypes(g, ctx.diag())))
+    return PassResult::failure();
   return PassResult::success(changed);
 }
 

@@ -423,6 +423,11 @@ FailureOr<Tensors> referenceTopK(const OpContext &ctx, std::span<const Tensor> i
 
 FailureOr<Types> inferNonZero(const OpContext &ctx) {
   const TensorType &x = ctx.operandType(0);
+  // ONNX's shape inference gives a 0-d input [0, ?], NumPy and ONNX Runtime
+  // read it as 1-d ([1, count]): rather than pick one silently, refuse it.
+  if (x.rank() == 0)
+    return ctx.emitError() << "needs an input of rank >= 1, got " << x.str()
+                           << " (reshape a scalar to [1] first)";
   return Types{TensorType(DType::I64, {Dim(x.rank()), Dim::dynamic()})};
 }
 

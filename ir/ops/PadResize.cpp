@@ -247,8 +247,8 @@ struct Tap {
 /// beyond it, weighted by Keys' cubic with coefficient `a`; with
 /// `excludeOutside` the taps beyond the edge get weight 0 and the rest are
 /// renormalized. Taps of weight 0 are left out, as linear's are (so an inf
-/// beside an exact sample does not give NaN). codegen/Lower.cpp builds the
-/// same formula in scalar code.
+/// beside an exact sample does not give NaN). codegen/LowerNode.cpp builds
+/// the same formula in scalar code.
 std::vector<Tap> cubicTaps(double c, int64_t inLen, double a, bool excludeOutside) {
   double base = std::floor(c), r = c - base;
   if (r == 0.0)
@@ -290,7 +290,7 @@ double antialiasWeight(bool cubic, double a, double x) {
 /// 1 / scale, over the 2 - 2 start neighbours base + start .. base - start + 1
 /// (base and the ratio r as cubicTaps's), weighted by the filter at
 /// (i - r) * scale and normalized to sum 1; read at the edge beyond it, or
-/// left out and renormalized with `excludeOutside`. codegen/Lower.cpp
+/// left out and renormalized with `excludeOutside`. codegen/LowerNode.cpp
 /// builds the same in scalar code.
 std::vector<Tap> antialiasTaps(bool cubic, double c, int64_t inLen, double scale, double a,
                                bool excludeOutside) {

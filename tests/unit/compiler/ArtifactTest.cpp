@@ -6,7 +6,7 @@
 // way a file can be wrong (truncated anywhere, a flipped bit anywhere, a
 // newer format, code for a CPU this one is not) is one error naming the
 // file, never a crash or a run. The op matrix (OpMatrixTest.cpp) round-trips
-// every op of the table at three CPU levels.
+// every op of the table that compiles (all but nonzero) at three CPU levels.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/artifact/Artifact.h"

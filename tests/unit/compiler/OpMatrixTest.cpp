@@ -26,6 +26,9 @@
 // for an op of the table that has none. Data movement is exact over the
 // special values; library ops (ulps -1) get values in [-1, 1) and a
 // tolerance of 1e-4 of the output's magnitude (their blocked sums reorder).
+// An op whose result has a dim only the run decides (nonzero) is interpreted
+// at every size and its compile must be refused at the node
+// (StructuredCase::refusal).
 //
 //===----------------------------------------------------------------------===//
 #include "tests/unit/compiler/OpMatrix.h"
