@@ -24,7 +24,9 @@ namespace kiln::codegen {
 enum class LibraryLayout {
   /// Plain row-major (nchw) activations, no reorders.
   Plain,
-  /// The layout the library prefers (oneDNN: blocked on AVX2), with reorders.
+  /// The layout the library prefers (oneDNN: blocked on AVX2), with
+  /// reorders; the default (Note [Conv layouts] in
+  /// codegen/cpu/dnnl/OneDnnSteps.cpp).
   Blocked,
   /// Build both when they differ, time them, keep the faster.
   Measure,

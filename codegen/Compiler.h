@@ -68,7 +68,7 @@ struct CompileOptions {
   /// Fuse nodes into kernels (false: one kernel or library call per node,
   /// for bisecting fusion bugs and measuring per-step overhead).
   bool fuse = true;
-  LibraryLayout dnnlLayout = LibraryLayout::Measure;
+  LibraryLayout dnnlLayout = LibraryLayout::Blocked;
   RecurrentChoice recurrent = RecurrentChoice::Measure;
   /// LLVM optimization level of kernels.
   int optLevel = 3;

@@ -64,6 +64,10 @@ public:
 
 private:
   Value *emitNode(const ScalarNode &n);
+  /// A select chain between loads as one load of a selected address, or
+  /// null (Note [Concat as a chosen address] in EmitLLVM.cpp).
+  Value *emitSelectedLoad(ScalarRef root);
+  bool readsInnerIndex(ScalarRef r);
 
   // Structure.
   using LoopBody =
@@ -98,6 +102,7 @@ private:
   Value *innerIndex_ = nullptr;
   std::vector<Value *> stageValues_;
   std::vector<Value *> memo_; // per node, valid inside the current stage loop
+  std::vector<int8_t> readsInner_; // per node: 0 unknown, 1 reads the inner index, -1 not
 };
 
 /// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the

@@ -49,7 +49,7 @@ namespace kiln::codegen::cpu {
 using DnnlLayoutPolicy = codegen::LibraryLayout;
 
 struct OneDnnOptions {
-  DnnlLayoutPolicy layout = DnnlLayoutPolicy::Measure;
+  DnnlLayoutPolicy layout = DnnlLayoutPolicy::Blocked;
   /// Kiln's kernel or oneDNN's primitive for recurrent layers.
   codegen::RecurrentChoice recurrent = codegen::RecurrentChoice::Measure;
   /// Threads used when measuring (0: OpenMP's default).
