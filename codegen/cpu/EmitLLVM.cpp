@@ -262,7 +262,7 @@ Value *KernelEmitter::get(ScalarRef r) {
   if (!r.valid() || static_cast<size_t>(r.id) >= k_.dag.nodes().size())
     return failValue("invalid scalar reference %" + std::to_string(r.id));
   Value *&slot = memo_[static_cast<size_t>(r.id)];
-  if (!slot && k_.dag.node(r).op == ScalarOp::Select)
+  if (!slot && k_.dag.node(r).op == ScalarOp::Select && !triedSelect_[static_cast<size_t>(r.id)])
     slot = emitSelectedLoad(r);
   if (!slot)
     slot = emitNode(k_.dag.node(r));
@@ -319,8 +319,11 @@ Value *KernelEmitter::emitLoad(const ScalarNode &n) {
 // &in_a[x_a], select(c_1, &in_b[x_b], ...)), then one load of p[t]. The
 // selects do not change within the inner loop (LICM hoists them) and the
 // load is contiguous when `t` is, so it vectorizes. Only the chosen
-// operand is read, so the clamps that kept the other loads in bounds are
-// dead. Any other select is emitted as a select of values.
+// operand is read; each arm's base offset (its clamp included) is still
+// computed, once per outer index. The `where` of two loads under a mask
+// that is constant along the inner axis takes the same path. Any other
+// select is emitted as a select of values, and a chain is tried once (its
+// inner selects are not tried again).
 
 /// Whether `r` reads the inner loop index.
 bool KernelEmitter::readsInnerIndex(ScalarRef r) {
@@ -344,15 +347,15 @@ Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
     const ScalarNode &n = k_.dag.node(r);
     if (n.op == ScalarOp::Load) {
       loads.push_back(r);
-      return n.type == sel.type && n.slot >= 0 &&
-             static_cast<size_t>(n.slot) < k_.inputs.size() &&
+      return n.type == sel.type && n.slot >= 0 && static_cast<size_t>(n.slot) < k_.inputs.size() &&
              k_.inputs[static_cast<size_t>(n.slot)].dtype == n.type;
     }
-    return n.op == ScalarOp::Select && n.type == sel.type && !readsInnerIndex(n.args[0]) &&
-           self(self, n.args[1]) && self(self, n.args[2]);
+    if (n.op != ScalarOp::Select)
+      return false;
+    triedSelect_[static_cast<size_t>(r.id)] = true;
+    return n.type == sel.type && !readsInnerIndex(n.args[0]) && self(self, n.args[1]) &&
+           self(self, n.args[2]);
   };
-  if (readsInner_.size() != k_.dag.nodes().size())
-    readsInner_.assign(k_.dag.nodes().size(), 0);
   if (!collect(collect, root))
     return nullptr;
   // Each offset as summands: those reading the inner index (the same in
@@ -396,16 +399,20 @@ Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
     }
     return total ? total : b_.getInt64(0);
   };
+  std::unordered_map<int32_t, Value *> addressOf; // shared sub-chains once
   auto address = [&](auto &&self, ScalarRef r) -> Value * {
+    if (auto it = addressOf.find(r.id); it != addressOf.end())
+      return it->second;
     const ScalarNode &n = k_.dag.node(r);
     if (n.op == ScalarOp::Load) {
       Value *x = sum(splitOf.at(r.id).rest);
-      return x ? b_.CreateGEP(mt, buffers_[static_cast<size_t>(n.slot)], x) : nullptr;
+      return addressOf[r.id] =
+                 x ? b_.CreateGEP(mt, buffers_[static_cast<size_t>(n.slot)], x) : nullptr;
     }
     Value *c = get(n.args[0]);
     Value *a = c ? self(self, n.args[1]) : nullptr;
     Value *b = a ? self(self, n.args[2]) : nullptr;
-    return b ? b_.CreateSelect(c, a, b) : nullptr;
+    return addressOf[r.id] = b ? b_.CreateSelect(c, a, b) : nullptr;
   };
   Value *base = address(address, root);
   Value *t = base ? sum(splitOf.at(loads[0].id).inner) : nullptr;
@@ -582,7 +589,7 @@ void KernelEmitter::emitReduceStage(size_t stageIndex, const Stage &st) {
   std::vector<Value *> init{reduceIdentity(st.reduce, t)};
   if (trackNan)
     init.push_back(b_.getFalse());
-  std::fill(memo_.begin(), memo_.end(), nullptr);
+  clearMemo();
   std::vector<Value *> result = emitLoop(
       b_.getInt64(0), b_.getInt64(k_.inner), "reduce" + std::to_string(stageIndex), init,
       [&](Value *j, const std::vector<Value *> &carried) -> std::vector<Value *> {
@@ -597,7 +604,7 @@ void KernelEmitter::emitReduceStage(size_t stageIndex, const Stage &st) {
       },
       true);
   innerIndex_ = nullptr;
-  std::fill(memo_.begin(), memo_.end(), nullptr);
+  clearMemo();
   Value *r = result[0];
   if (trackNan)
     r = b_.CreateSelect(result[1], llvm::ConstantFP::getNaN(r->getType()), r);
@@ -624,7 +631,7 @@ bool KernelEmitter::emitStores(const Stage &st) {
 }
 
 void KernelEmitter::emitMapStage(const Stage &st) {
-  std::fill(memo_.begin(), memo_.end(), nullptr);
+  clearMemo();
   if (st.outerOnly) {
     // Once per outer point; the inner index is not available.
     emitStores(st);
@@ -639,7 +646,7 @@ void KernelEmitter::emitMapStage(const Stage &st) {
         true);
   }
   innerIndex_ = nullptr;
-  std::fill(memo_.begin(), memo_.end(), nullptr);
+  clearMemo();
 }
 
 bool KernelEmitter::emit(const std::string &symbol) {
@@ -706,6 +713,8 @@ bool KernelEmitter::emit(const std::string &symbol) {
     if (int32_t in = s_.inPlaceInput[o]; in >= 0 && static_cast<size_t>(in) < k_.inputs.size())
       buffers_[k_.inputs.size() + o] = buffers_[static_cast<size_t>(in)];
   memo_.assign(k_.dag.nodes().size(), nullptr);
+  triedSelect_.assign(k_.dag.nodes().size(), false);
+  readsInner_.assign(k_.dag.nodes().size(), 0);
   stageValues_.assign(k_.stages.size(), nullptr);
   int64_t numOuter = k_.numOuter();
   Value *lo = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, begin, b_.getInt64(0));

@@ -12,6 +12,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ private:
   /// null (Note [Concat as a chosen address] in EmitLLVM.cpp).
   Value *emitSelectedLoad(ScalarRef root);
   bool readsInnerIndex(ScalarRef r);
+  /// Forgets the values emitted so far (a new loop).
+  void clearMemo() {
+    std::fill(memo_.begin(), memo_.end(), nullptr);
+    std::fill(triedSelect_.begin(), triedSelect_.end(), false);
+  }
 
   // Structure.
   using LoopBody =
@@ -101,8 +107,9 @@ private:
   std::vector<Value *> outerIndex_; // per outer dim
   Value *innerIndex_ = nullptr;
   std::vector<Value *> stageValues_;
-  std::vector<Value *> memo_; // per node, valid inside the current stage loop
+  std::vector<Value *> memo_;      // per node, valid inside the current stage loop
   std::vector<int8_t> readsInner_; // per node: 0 unknown, 1 reads the inner index, -1 not
+  std::vector<bool> triedSelect_;  // per node: a select chain emitSelectedLoad has seen
 };
 
 /// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the

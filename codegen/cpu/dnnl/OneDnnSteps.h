@@ -21,9 +21,10 @@
 // Primitives are created once, here, with layout `any` where that helps;
 // constant weights are reordered once into the layout the primitive
 // prefers; activations are reordered from/to the plain row-major buffers of
-// the runtime only when the chosen layout differs. Whether a conv runs on
-// plain or blocked activations is measured when both are possible (see
-// Note [Conv layouts] in OneDnnSteps.cpp). Only f32 is supported.
+// the runtime only when the chosen layout differs. A conv runs on the
+// activation layout oneDNN prefers, or on plain activations when that is
+// faster by measurement under --dnnl-layout=measure (Note [Conv layouts] in
+// OneDnnSteps.cpp). Only f32 is supported.
 //
 // This file is compiled with exceptions: every dnnl::error is caught and
 // turned into a "not supported" answer (the caller falls back) or a runtime
