@@ -19,7 +19,7 @@ import sys
 from ._kiln import Error, Executable, Model
 from ._kiln import compile as _compile_model
 
-__all__ = ["Error", "Executable", "Model", "compile", "load", "torch_backend"]
+__all__ = ["Error", "Executable", "Model", "compile", "from_torch", "load", "torch_backend"]
 
 
 def _is_artifact(path):
@@ -50,6 +50,17 @@ def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=Tr
     return _compile_model(model, threads=threads, cpu=cpu, dims=dims or {}, fusion=fusion,
                           libraries=libraries, cache=cache,
                           max_specializations=max_specializations)
+
+
+def from_torch(module, example_inputs):
+    """A torch.nn.Module as a Model, captured with torch.fx (no ONNX): the
+    module runs once in eval mode on `example_inputs` (a tensor or a tuple)
+    and its parameters become constants; sizes are those of the examples.
+    Every call Kiln cannot take is listed in one kiln.Error with its Python
+    location (docs/PYTHON.md)."""
+    from ._fx import from_torch as capture
+
+    return capture(module, example_inputs, lambda path: Model.load(path, {}))
 
 
 def _call(self, *inputs):

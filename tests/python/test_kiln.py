@@ -5,8 +5,8 @@
 Runs under Debian's python3 (NumPy 1.24, torch 1.13) and under the build
 tree's venv (NumPy 2, torch 2.x): load, compile, run with NumPy arrays and
 torch tensors (no copy of a contiguous input; outputs over Kiln's memory),
-artifacts and size sets, errors as kiln.Error, and one Executable run from
-several Python threads at once.
+artifacts and size sets, errors as kiln.Error, one Executable run from
+several Python threads at once, and kiln.from_torch.
 """
 
 import os
@@ -205,8 +205,97 @@ def test_onnx_model():
     np.testing.assert_allclose(got, tensor("output_0.pb"), rtol=1e-4, atol=1e-5)
 
 
+def test_from_torch():
+    """kiln.from_torch captures a module through torch.fx (no ONNX): modules,
+    functions and methods of a CNN and a transformer block, against eager;
+    every call Kiln cannot take is listed in one error with this file's line."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = nn.BatchNorm2d(8)
+            self.c2 = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2, bias=False)
+            self.pool = nn.MaxPool2d(2)
+            self.fc = nn.Linear(8 * 4 * 4, 10)
+            self.ln = nn.LayerNorm(10)
+
+        def forward(self, x):
+            y = F.relu(self.bn(self.c1(x)))
+            parts = y.chunk(2, dim=1)
+            y = torch.cat([parts[1], F.hardtanh(parts[0], -0.5, 0.5)], dim=1)
+            y = self.pool(torch.sigmoid(self.c2(y)) * 2.0 + 1)
+            y = y.view(y.size(0), -1)
+            z = F.avg_pool2d(x, 2)[:, 1:, ::2, -1]
+            return torch.softmax(self.ln(self.fc(y)), dim=-1), y.mean(dim=1), z
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            self.norm = nn.LayerNorm(16)
+            self.mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+
+        def forward(self, x):
+            h = self.norm(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.mlp(x).permute(0, 2, 1).transpose(1, 2)
+
+    torch.manual_seed(0)
+    for module, x in [(Net(), torch.randn(2, 3, 16, 16)), (Block(), torch.randn(2, 5, 16))]:
+        module.eval()
+        with torch.no_grad():
+            for buf in module.buffers():
+                if buf.is_floating_point():  # running stats away from 0 and 1
+                    buf.copy_(torch.rand_like(buf) + 0.5)
+            want = module(x)
+        model = kiln.from_torch(module, x)
+        assert isinstance(model, kiln.Model)
+        got = kiln.compile(model, threads=1)(x)
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+    class Odd(nn.Module):
+        def forward(self, x):
+            for _ in range(2):
+                x = torch.roll(x, 1)
+            return torch.fliplr(x) + 1
+
+    line = Odd.forward.__code__.co_firstlineno
+    here = os.path.basename(__file__)
+    expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4)),
+                 "Kiln cannot take 3 calls", f'torch.roll at loc("', f'{here}":{line + 2}:0) (2 calls)',
+                 f'fliplr at loc("', f'{here}":{line + 3}:0)')
+    expect_error(lambda: kiln.from_torch(Net(), torch.randn(2, 2, 8, 8)),
+                 "from_torch: Net does not run on the example inputs")
+
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    expect_error(lambda: kiln.from_torch(Branchy(), torch.randn(3)),
+                 "from_torch: torch.fx cannot trace Branchy")
+    try:
+        import torchvision
+    except ImportError:
+        return  # Debian's torch 1.13 comes without torchvision; the venv has it
+    m = torchvision.models.resnet18().eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        want = m(x)
+    torch.testing.assert_close(kiln.compile(kiln.from_torch(m, x), threads=1)(x), want,
+                               rtol=1e-4, atol=1e-4)
+
+
 if __name__ == "__main__":
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")
+             and (len(sys.argv) < 5 or n == sys.argv[4])]
     for name, fn in tests:
         fn()
         print(f"ok {name}")
