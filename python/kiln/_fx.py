@@ -290,10 +290,6 @@ def _blob_name(target):
     return re.sub(r"[^A-Za-z0-9_.]", "_", target)
 
 
-def _is_tensor_list(v, torch):
-    return isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v)
-
-
 def _has_tensor(v, torch):
     if isinstance(v, torch.Tensor):
         return True
@@ -434,13 +430,13 @@ def _reshape(c, n, m, result):
     return c.w.op("reshape", [c.arg(n.args[0])], result, {"shape": list(result.shape)})
 
 
-def _binary(name, reverse=False):
+def _binary(name):
     def rule(c, n, m, result):
         a, b = n.args[0], n.args[1]
         if n.kwargs.get("alpha", 1) != 1:
             raise _Unsupported("alpha")
         operands = [c.tensor(a, result), c.tensor(b, result)]
-        return c.w.op(name, operands[::-1] if reverse else operands, result)
+        return c.w.op(name, operands, result)
     return rule
 
 
@@ -587,6 +583,7 @@ def _getitem(c, n, m, result):
             raise _Unsupported(f"an index of type {type(i).__name__}")
         d += 1
     y = c.arg(seq)
+    have = list(x.shape)
     if axes:
         sliced = list(x.shape)
         for lo, hi, a, st in zip(starts, ends, axes, steps):
@@ -594,7 +591,8 @@ def _getitem(c, n, m, result):
         import torch
         y = c.w.op("slice", [y], torch.empty(sliced, dtype=x.dtype),
                    {"starts": starts, "ends": ends, "axes": axes, "steps": steps})
-    if list(result.shape) != list(x.shape) or axes and list(result.shape) != sliced:
+        have = sliced
+    if list(result.shape) != have:
         y = c.w.op("reshape", [y], result, {"shape": list(result.shape)})
     return y
 
