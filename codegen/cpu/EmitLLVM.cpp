@@ -262,6 +262,8 @@ Value *KernelEmitter::get(ScalarRef r) {
   if (!r.valid() || static_cast<size_t>(r.id) >= k_.dag.nodes().size())
     return failValue("invalid scalar reference %" + std::to_string(r.id));
   Value *&slot = memo_[static_cast<size_t>(r.id)];
+  if (!slot && table_[static_cast<size_t>(r.id)] && innerIndex_ && !fillingTables_)
+    slot = loadFromTable(r);
   if (!slot && k_.dag.node(r).op == ScalarOp::Select && !triedSelect_[static_cast<size_t>(r.id)])
     slot = emitSelectedLoad(r);
   if (!slot)
@@ -417,6 +419,166 @@ Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
   Value *base = address(address, root);
   Value *t = base ? sum(splitOf.at(loads[0].id).inner) : nullptr;
   return t ? loadElement(sel.type, b_.CreateGEP(mt, base, t)) : nullptr;
+}
+
+// Note [Values of the inner index alone, in a table]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Some values of a kernel read the inner loop index and nothing else that
+// changes: a resize's source column and its weight (a cast to f64, a
+// division, a floor, two clamps and a cast back, per element), a gather's
+// computed index. They are the same in every outer iteration, but they sit
+// inside the inner loop, so LLVM computes them again for every row: a
+// U-Net's bilinear 2x upsampling spent ~10 cycles an element on them. So
+// before the outer loop the body computes each such value that feeds
+// anything else (a load's address, a product with a loaded value, a store)
+// for every inner index into a table on the stack, and the inner loops
+// read the table, a contiguous load, instead. A value is tabulated when the
+// ops it takes cost at least kMinTableCost adds (ir/ScalarOps.def's cost),
+// so plain index arithmetic (j + 1, 64 i + j) is left to the loop, and
+// only while all tables fit in kMaxTableBytes; the inner extent is at most
+// kMaxTableLength and there are at least two outer points (each thread's
+// range has at least Schedule::grain of them, so a table is filled once
+// for many rows). The table holds the value the inner loop would have
+// computed, bit for bit, so no output changes.
+constexpr int kMinTableCost = 4;
+constexpr int64_t kMaxTableLength = 4096;
+constexpr int64_t kMaxTableBytes = 64 * 1024;
+
+void KernelEmitter::planTables() {
+  const std::vector<ScalarNode> &nodes = k_.dag.nodes();
+  const size_t n = nodes.size();
+  table_.assign(n, nullptr);
+  tabulated_.clear();
+  if (k_.inner < 2 || k_.inner > kMaxTableLength || k_.numOuter() < 2)
+    return;
+  // Per node: constant (no index), reads the inner index and only it, or
+  // reads anything else (an outer index, a load, a stage value).
+  enum : uint8_t { Constant, InnerOnly, Other };
+  std::vector<uint8_t> kind(n, Other);
+  for (size_t i = 0; i < n; ++i) {
+    const ScalarNode &nd = nodes[i];
+    if (nd.op == ScalarOp::Index) {
+      kind[i] = nd.slot == k_.innerSlot() ? InnerOnly : Other;
+    } else if (nd.op == ScalarOp::Load || nd.op == ScalarOp::StageValue) {
+      kind[i] = Other;
+    } else if (scalarClass(nd.op) == ScalarClass::Leaf) {
+      kind[i] = Constant;
+    } else {
+      uint8_t k = Constant;
+      for (unsigned a = 0; a < scalarArity(nd.op); ++a) {
+        const int32_t id = nd.args[a].id;
+        k = std::max(k, id >= 0 && static_cast<size_t>(id) < i ? kind[static_cast<size_t>(id)]
+                                                               : uint8_t(Other));
+      }
+      kind[i] = k;
+    }
+  }
+  // The nodes the stages use, and which inner-only ones feed something else.
+  std::vector<bool> used(n, false), frontier(n, false);
+  std::vector<int32_t> todo;
+  auto root = [&](ScalarRef r) {
+    if (r.valid() && static_cast<size_t>(r.id) < n) {
+      todo.push_back(r.id);
+      frontier[static_cast<size_t>(r.id)] = true;
+    }
+  };
+  for (const Stage &st : k_.stages) {
+    root(st.value);
+    for (const Store &store : st.stores) {
+      root(store.offset);
+      root(store.value);
+    }
+  }
+  while (!todo.empty()) {
+    const size_t i = static_cast<size_t>(todo.back());
+    todo.pop_back();
+    if (used[i])
+      continue;
+    used[i] = true;
+    const ScalarNode &nd = nodes[i];
+    for (unsigned a = 0; a < scalarArity(nd.op); ++a) {
+      const int32_t id = nd.args[a].id;
+      if (id < 0 || static_cast<size_t>(id) >= n)
+        continue;
+      if (kind[i] == Other)
+        frontier[static_cast<size_t>(id)] = true;
+      todo.push_back(id);
+    }
+  }
+  int64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!used[i] || !frontier[i] || kind[i] != InnerOnly)
+      continue;
+    // The cost of computing node i from the inner index.
+    int cost = 0;
+    std::vector<bool> seen(n, false);
+    std::vector<size_t> cone{i};
+    while (!cone.empty()) {
+      const size_t c = cone.back();
+      cone.pop_back();
+      if (seen[c] || kind[c] != InnerOnly)
+        continue;
+      seen[c] = true;
+      const ScalarNode &nd = nodes[c];
+      if (scalarClass(nd.op) == ScalarClass::Leaf)
+        continue;
+      cost += scalarOpInfo(nd.op).cost;
+      for (unsigned a = 0; a < scalarArity(nd.op); ++a)
+        cone.push_back(static_cast<size_t>(nd.args[a].id));
+    }
+    const DType t = nodes[i].type;
+    const int64_t size =
+        k_.inner * (t == DType::Bool ? 1 : regType(t)->getPrimitiveSizeInBits() / 8);
+    if (cost < kMinTableCost || bytes + size > kMaxTableBytes)
+      continue;
+    bytes += size;
+    tabulated_.push_back(static_cast<int32_t>(i));
+  }
+}
+
+// In the body's entry block: one table per tabulated node, filled for
+// every inner index.
+void KernelEmitter::fillTables() {
+  if (tabulated_.empty())
+    return;
+  for (int32_t id : tabulated_) {
+    const DType t = k_.dag.node(ScalarRef{id}).type;
+    llvm::Type *elem = t == DType::Bool ? b_.getInt8Ty() : regType(t);
+    auto *table = b_.CreateAlloca(llvm::ArrayType::get(elem, static_cast<uint64_t>(k_.inner)),
+                                  nullptr, "table" + std::to_string(id));
+    table->setAlignment(llvm::Align(64));
+    table_[static_cast<size_t>(id)] = table;
+  }
+  fillingTables_ = true;
+  clearMemo();
+  emitLoop(
+      b_.getInt64(0), b_.getInt64(k_.inner), "table", {},
+      [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
+        innerIndex_ = j;
+        for (int32_t id : tabulated_) {
+          Value *v = get(ScalarRef{id});
+          if (!v)
+            return {};
+          if (k_.dag.node(ScalarRef{id}).type == DType::Bool)
+            v = b_.CreateZExt(v, b_.getInt8Ty());
+          llvm::AllocaInst *table = table_[static_cast<size_t>(id)];
+          b_.CreateStore(
+              v, b_.CreateInBoundsGEP(table->getAllocatedType(), table, {b_.getInt64(0), j}));
+        }
+        return {};
+      },
+      true);
+  innerIndex_ = nullptr;
+  fillingTables_ = false;
+  clearMemo();
+}
+
+Value *KernelEmitter::loadFromTable(ScalarRef r) {
+  llvm::AllocaInst *table = table_[static_cast<size_t>(r.id)];
+  llvm::Type *elem = table->getAllocatedType()->getArrayElementType();
+  Value *v = b_.CreateLoad(
+      elem, b_.CreateInBoundsGEP(table->getAllocatedType(), table, {b_.getInt64(0), innerIndex_}));
+  return k_.dag.node(r).type == DType::Bool ? b_.CreateTrunc(v, b_.getInt1Ty()) : v;
 }
 
 Value *KernelEmitter::emitStageValue(const ScalarNode &n) {
@@ -719,6 +881,8 @@ bool KernelEmitter::emit(const std::string &symbol) {
   int64_t numOuter = k_.numOuter();
   Value *lo = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, begin, b_.getInt64(0));
   Value *hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.getInt64(numOuter));
+  planTables();
+  fillTables();
   emitLoop(
       lo, hi, "outer", {},
       [&](Value *o, const std::vector<Value *> &) -> std::vector<Value *> {

@@ -69,6 +69,12 @@ private:
   /// null (Note [Concat as a chosen address] in EmitLLVM.cpp).
   Value *emitSelectedLoad(ScalarRef root);
   bool readsInnerIndex(ScalarRef r);
+  /// Chooses the values kept in tables, fills the tables before the outer
+  /// loop and reads them in inner loops (Note [Values of the inner index
+  /// alone, in a table] in EmitLLVM.cpp).
+  void planTables();
+  void fillTables();
+  Value *loadFromTable(ScalarRef r);
   /// Forgets the values emitted so far (a new loop).
   void clearMemo() {
     std::fill(memo_.begin(), memo_.end(), nullptr);
@@ -107,9 +113,12 @@ private:
   std::vector<Value *> outerIndex_; // per outer dim
   Value *innerIndex_ = nullptr;
   std::vector<Value *> stageValues_;
-  std::vector<Value *> memo_;      // per node, valid inside the current stage loop
-  std::vector<int8_t> readsInner_; // per node: 0 unknown, 1 reads the inner index, -1 not
-  std::vector<bool> triedSelect_;  // per node: a select chain emitSelectedLoad has seen
+  std::vector<Value *> memo_;             // per node, valid inside the current stage loop
+  std::vector<int8_t> readsInner_;        // per node: 0 unknown, 1 reads the inner index, -1 not
+  std::vector<bool> triedSelect_;         // per node: a select chain emitSelectedLoad has seen
+  std::vector<int32_t> tabulated_;        // the nodes kept in tables, by id
+  std::vector<llvm::AllocaInst *> table_; // per node: its table, or null
+  bool fillingTables_ = false;
 };
 
 /// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the
