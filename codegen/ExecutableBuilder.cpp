@@ -22,13 +22,16 @@
 // output from and to row-major costs as much as the convs themselves
 // (mobilenet_v2: 104 reorders, half the run time). So a value produced by
 // a conv or pool library call whose every use is as the src of another
-// conv/pool call or as the residual added in such a call's epilogue is
-// stored channels-last, and those calls read and write it without
-// reorders. The choice is a prediction made when the producer is built;
-// any consumer that turns out to need row-major data (a kernel, a
-// reference fallback, a graph output, an epilogue node that did not map to
-// a post-op) reads a row-major twin that a to-row-major step fills on first
-// need. So a misprediction costs one conversion, never a wrong answer.
+// conv/pool call, as the residual added in such a call's epilogue, as an
+// operand of a channel concat, or as an input of a pointwise kernel whose
+// result has its shape up to the channel count (DenseNet's concat + batch
+// norm + ReLU before each 1x1 conv) is stored channels-last; those calls
+// read and write it without reorders, and such a kernel iterates
+// channels-last and writes a channels-last result. The choice is a prediction made when the
+// producer is built; any consumer that turns out to need row-major data (a kernel, a reference
+// fallback, a graph output, an epilogue node that did not map to a post-op) reads a row-major twin
+// that a to-row-major step fills on first need. So a misprediction costs one conversion, never a
+// wrong answer.
 //
 // Note [Fallback steps]
 // A node no backend handles runs on its reference kernel (evaluateNode) as
@@ -347,12 +350,12 @@ public:
       return;
     }
     // Pointwise kernels reading a channels-last input of their own shape
-    // iterate in channels-last order and write channels-last results. See
-    // Note [Channels-last buffers].
+    // (or of another channel count: a concat's operand) iterate in
+    // channels-last order and write channels-last results. See Note
+    // [Channels-last buffers].
     const bool iterateCL =
-        isChannelsLastKernel(group) &&
         std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
-          return channelsLast_.count(v) && v->type().shape == group.outputs.front()->type().shape;
+          return channelsLast_.count(v) && readsChannelsLast(group, v);
         });
     KernelLayouts layouts;
     layouts.iterateChannelsLast = iterateCL;
@@ -607,6 +610,51 @@ private:
     return true;
   }
 
+  /// Whether two shapes differ at most in their channels (dim 1): a kernel
+  /// iterating channels-last reads such an input along its inner loop too
+  /// (a concat's operand, Note [Inner loops split where a condition
+  /// changes] in codegen/cpu/InnerIndex.cpp).
+  static bool sameExceptChannels(const Shape &a, const Shape &b) {
+    if (a.size() != b.size() || a.size() < 3)
+      return false;
+    for (size_t d = 0; d < a.size(); ++d)
+      if (d != 1 && a[d] != b[d])
+        return false;
+    return true;
+  }
+
+  /// Whether kernel group `kg` can iterate channels-last with `v`, one of
+  /// its inputs, stored channels-last: a pointwise group of v's shape, or
+  /// pointwise ops, resizes and channel concats whose result differs from
+  /// v only in its channels (DenseNet's concat + batch norm + ReLU, U-Net's
+  /// upsampling + concat). Its concats then run along the inner loop,
+  /// split at each operand (Note [Inner loops split where a condition
+  /// changes] in codegen/cpu/InnerIndex.cpp), so they may have at most
+  /// kMaxInnerLoops operands.
+  static bool readsChannelsLast(const FusionGroup &kg, const Value *v) {
+    if (!isChannelsLastKernel(kg))
+      return false;
+    const Shape &shape = kg.outputs.front()->type().shape;
+    if (shape == v->type().shape)
+      return true;
+    if (!sameExceptChannels(shape, v->type().shape))
+      return false;
+    bool concat = false;
+    for (const auto *list : {&kg.nodes, &kg.recomputed})
+      for (const Node *n : *list) {
+        if (n->kind() == OpKind::Concat) {
+          const int64_t rank = n->result()->type().rank();
+          const int64_t axis = ConcatOp(*n).axis();
+          if ((axis != 1 && axis != 1 - rank) || n->numOperands() > cpu::kMaxInnerLoops)
+            return false;
+          concat = true;
+        } else if (!detail::isPointwiseNode(*n) && n->kind() != OpKind::Resize) {
+          return false;
+        }
+      }
+    return concat;
+  }
+
   /// A kernel group that is one concat along the channels (dim 1) of f32
   /// tensors of rank 3 to 5: it can run on channels-last buffers.
   static bool isChannelConcatGroup(const FusionGroup &group) {
@@ -689,8 +737,7 @@ private:
       if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
         // Kernels iterating channels-last read it contiguously.
         for (const FusionGroup *kg : k->second)
-          if (!isChannelConcatGroup(*kg) &&
-              (!isChannelsLastKernel(*kg) || kg->outputs.front()->type().shape != v->type().shape))
+          if (!isChannelConcatGroup(*kg) && !readsChannelsLast(*kg, v))
             return false;
         continue;
       }

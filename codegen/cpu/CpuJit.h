@@ -27,6 +27,11 @@
 
 namespace kiln::codegen::cpu {
 
+/// The most loops a kernel's inner loop is split into where a condition on
+/// the inner index changes (Note [Inner loops split where a condition
+/// changes] in InnerIndex.cpp); a stage needing more keeps one loop.
+inline constexpr size_t kMaxInnerLoops = 65;
+
 struct CpuJitOptions {
   /// The CPU kernels are compiled for (resolveCpuTarget; default: native).
   CpuTarget target;

@@ -9,7 +9,8 @@
 //     for o in [max(begin,0), min(end,numOuter)):
 //       i_0..i_{n-1} = row-major digits of o
 //       stage s (Reduce): acc = identity; for j in [0,inner): acc = acc op v(j)
-//       stage s (Map):    for j in [0,inner): stores
+//       stage s (Map):    for j in [0,inner): stores (in several loops
+//                         where a condition on j changes, InnerIndex.cpp)
 //
 // The body's noalias arguments tell the vectorizer that buffers do not
 // overlap (after inlining they become alias scopes). Scalar DAG nodes are
@@ -262,6 +263,15 @@ Value *KernelEmitter::get(ScalarRef r) {
   if (!r.valid() || static_cast<size_t>(r.id) >= k_.dag.nodes().size())
     return failValue("invalid scalar reference %" + std::to_string(r.id));
   Value *&slot = memo_[static_cast<size_t>(r.id)];
+  if (!slot && !resolved_.empty()) {
+    const int32_t same = resolved_[static_cast<size_t>(r.id)];
+    if (same == kFalse || same == kTrue)
+      return slot = b_.getInt1(same == kTrue);
+    if (same >= 0) {
+      Value *v = get(ScalarRef{same});
+      return memo_[static_cast<size_t>(r.id)] = v;
+    }
+  }
   if (!slot && table_[static_cast<size_t>(r.id)] && innerIndex_ && !fillingTables_)
     slot = loadFromTable(r);
   if (!slot && k_.dag.node(r).op == ScalarOp::Select && !triedSelect_[static_cast<size_t>(r.id)])
@@ -306,279 +316,6 @@ Value *KernelEmitter::emitLoad(const ScalarNode &n) {
     return nullptr;
   Value *ptr = b_.CreateInBoundsGEP(memType(n.type), buffers_[static_cast<size_t>(n.slot)], offset);
   return loadElement(n.type, ptr);
-}
-
-// Note [Concat as a chosen address]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A concat inside a kernel is a select chain on the concat axis's index
-// whose arms load each operand at a clamped index (LowerNode.cpp), so every
-// element loads every operand: DenseNet's concat of 23 operands feeding a
-// batch norm and a ReLU was a kernel of 23 loads per element, about 17 ms
-// of LLVM work each (66 such kernels: 1.1 s of CPU time in a compile).
-// When no condition of the chain reads the inner index and every arm is a
-// load of one dtype whose offset is `t + x_k` with the same term `t` in
-// every arm, the chain selects an address instead: p = select(c_0,
-// &in_a[x_a], select(c_1, &in_b[x_b], ...)), then one load of p[t]. The
-// selects do not change within the inner loop (LICM hoists them) and the
-// load is contiguous when `t` is, so it vectorizes. Only the chosen
-// operand is read; each arm's base offset (its clamp included) is still
-// computed, once per outer index. The `where` of two loads under a mask
-// that is constant along the inner axis takes the same path. Any other
-// select is emitted as a select of values, and a chain is tried once (its
-// inner selects are not tried again).
-
-/// Whether `r` reads the inner loop index.
-bool KernelEmitter::readsInnerIndex(ScalarRef r) {
-  int8_t &known = readsInner_[static_cast<size_t>(r.id)];
-  if (known != 0)
-    return known > 0;
-  const ScalarNode &n = k_.dag.node(r);
-  bool reads = n.op == ScalarOp::Index && n.slot == k_.innerSlot();
-  for (unsigned i = 0; !reads && i < scalarArity(n.op); ++i)
-    reads = readsInnerIndex(n.args[i]);
-  known = reads ? 1 : -1;
-  return reads;
-}
-
-Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
-  const ScalarNode &sel = k_.dag.node(root);
-  // The arms: loads of the select's dtype, under selects whose conditions
-  // do not read the inner index.
-  std::vector<ScalarRef> loads;
-  auto collect = [&](auto &&self, ScalarRef r) -> bool {
-    const ScalarNode &n = k_.dag.node(r);
-    if (n.op == ScalarOp::Load) {
-      loads.push_back(r);
-      return n.type == sel.type && n.slot >= 0 && static_cast<size_t>(n.slot) < k_.inputs.size() &&
-             k_.inputs[static_cast<size_t>(n.slot)].dtype == n.type;
-    }
-    if (n.op != ScalarOp::Select)
-      return false;
-    triedSelect_[static_cast<size_t>(r.id)] = true;
-    return n.type == sel.type && !readsInnerIndex(n.args[0]) && self(self, n.args[1]) &&
-           self(self, n.args[2]);
-  };
-  if (!collect(collect, root))
-    return nullptr;
-  // Each offset as summands: those reading the inner index (the same in
-  // every arm, emitted once) and the rest (the arm's own base offset).
-  struct Split {
-    std::vector<ScalarRef> inner, rest;
-  };
-  auto split = [&](ScalarRef offset) {
-    Split sp;
-    std::vector<ScalarRef> todo{offset};
-    while (!todo.empty()) {
-      ScalarRef r = todo.back();
-      todo.pop_back();
-      const ScalarNode &n = k_.dag.node(r);
-      if (n.op == ScalarOp::Add) {
-        todo.push_back(n.args[1]);
-        todo.push_back(n.args[0]);
-      } else {
-        (readsInnerIndex(r) ? sp.inner : sp.rest).push_back(r);
-      }
-    }
-    auto byId = [](ScalarRef x, ScalarRef y) { return x.id < y.id; };
-    std::sort(sp.inner.begin(), sp.inner.end(), byId);
-    return sp;
-  };
-  std::unordered_map<int32_t, Split> splitOf;
-  for (ScalarRef l : loads) {
-    Split sp = split(k_.dag.node(l).args[0]);
-    if (!splitOf.empty() && sp.inner != splitOf.at(loads[0].id).inner)
-      return nullptr;
-    splitOf.emplace(l.id, std::move(sp));
-  }
-  llvm::Type *mt = memType(sel.type);
-  auto sum = [&](const std::vector<ScalarRef> &terms) -> Value * {
-    Value *total = nullptr;
-    for (ScalarRef t : terms) {
-      Value *v = get(t);
-      if (!v)
-        return nullptr;
-      total = total ? b_.CreateAdd(total, v) : v;
-    }
-    return total ? total : b_.getInt64(0);
-  };
-  std::unordered_map<int32_t, Value *> addressOf; // shared sub-chains once
-  auto address = [&](auto &&self, ScalarRef r) -> Value * {
-    if (auto it = addressOf.find(r.id); it != addressOf.end())
-      return it->second;
-    const ScalarNode &n = k_.dag.node(r);
-    if (n.op == ScalarOp::Load) {
-      Value *x = sum(splitOf.at(r.id).rest);
-      return addressOf[r.id] =
-                 x ? b_.CreateGEP(mt, buffers_[static_cast<size_t>(n.slot)], x) : nullptr;
-    }
-    Value *c = get(n.args[0]);
-    Value *a = c ? self(self, n.args[1]) : nullptr;
-    Value *b = a ? self(self, n.args[2]) : nullptr;
-    return addressOf[r.id] = b ? b_.CreateSelect(c, a, b) : nullptr;
-  };
-  Value *base = address(address, root);
-  Value *t = base ? sum(splitOf.at(loads[0].id).inner) : nullptr;
-  return t ? loadElement(sel.type, b_.CreateGEP(mt, base, t)) : nullptr;
-}
-
-// Note [Values of the inner index alone, in a table]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Some values of a kernel read the inner loop index and nothing else that
-// changes: a resize's source column and its weight (a cast to f64, a
-// division, a floor, two clamps and a cast back, per element), a gather's
-// computed index. They are the same in every outer iteration, but they sit
-// inside the inner loop, so LLVM computes them again for every row: a
-// U-Net's bilinear 2x upsampling spent ~10 cycles an element on them. So
-// before the outer loop the body computes each such value that feeds
-// anything else (a load's address, a product with a loaded value, a store)
-// for every inner index into a table on the stack, and the inner loops
-// read the table, a contiguous load, instead. A value is tabulated when the
-// ops it takes cost at least kMinTableCost adds (ir/ScalarOps.def's cost),
-// so plain index arithmetic (j + 1, 64 i + j) is left to the loop, and
-// only while all tables fit in kMaxTableBytes; the inner extent is at most
-// kMaxTableLength and there are at least two outer points (each thread's
-// range has at least Schedule::grain of them, so a table is filled once
-// for many rows). The table holds the value the inner loop would have
-// computed, bit for bit, so no output changes.
-constexpr int kMinTableCost = 4;
-constexpr int64_t kMaxTableLength = 4096;
-constexpr int64_t kMaxTableBytes = 64 * 1024;
-
-void KernelEmitter::planTables() {
-  const std::vector<ScalarNode> &nodes = k_.dag.nodes();
-  const size_t n = nodes.size();
-  table_.assign(n, nullptr);
-  tabulated_.clear();
-  if (k_.inner < 2 || k_.inner > kMaxTableLength || k_.numOuter() < 2)
-    return;
-  // Per node: constant (no index), reads the inner index and only it, or
-  // reads anything else (an outer index, a load, a stage value).
-  enum : uint8_t { Constant, InnerOnly, Other };
-  std::vector<uint8_t> kind(n, Other);
-  for (size_t i = 0; i < n; ++i) {
-    const ScalarNode &nd = nodes[i];
-    if (nd.op == ScalarOp::Index) {
-      kind[i] = nd.slot == k_.innerSlot() ? InnerOnly : Other;
-    } else if (nd.op == ScalarOp::Load || nd.op == ScalarOp::StageValue) {
-      kind[i] = Other;
-    } else if (scalarClass(nd.op) == ScalarClass::Leaf) {
-      kind[i] = Constant;
-    } else {
-      uint8_t k = Constant;
-      for (unsigned a = 0; a < scalarArity(nd.op); ++a) {
-        const int32_t id = nd.args[a].id;
-        k = std::max(k, id >= 0 && static_cast<size_t>(id) < i ? kind[static_cast<size_t>(id)]
-                                                               : uint8_t(Other));
-      }
-      kind[i] = k;
-    }
-  }
-  // The nodes the stages use, and which inner-only ones feed something else.
-  std::vector<bool> used(n, false), frontier(n, false);
-  std::vector<int32_t> todo;
-  auto root = [&](ScalarRef r) {
-    if (r.valid() && static_cast<size_t>(r.id) < n) {
-      todo.push_back(r.id);
-      frontier[static_cast<size_t>(r.id)] = true;
-    }
-  };
-  for (const Stage &st : k_.stages) {
-    root(st.value);
-    for (const Store &store : st.stores) {
-      root(store.offset);
-      root(store.value);
-    }
-  }
-  while (!todo.empty()) {
-    const size_t i = static_cast<size_t>(todo.back());
-    todo.pop_back();
-    if (used[i])
-      continue;
-    used[i] = true;
-    const ScalarNode &nd = nodes[i];
-    for (unsigned a = 0; a < scalarArity(nd.op); ++a) {
-      const int32_t id = nd.args[a].id;
-      if (id < 0 || static_cast<size_t>(id) >= n)
-        continue;
-      if (kind[i] == Other)
-        frontier[static_cast<size_t>(id)] = true;
-      todo.push_back(id);
-    }
-  }
-  int64_t bytes = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!used[i] || !frontier[i] || kind[i] != InnerOnly)
-      continue;
-    // The cost of computing node i from the inner index.
-    int cost = 0;
-    std::vector<bool> seen(n, false);
-    std::vector<size_t> cone{i};
-    while (!cone.empty()) {
-      const size_t c = cone.back();
-      cone.pop_back();
-      if (seen[c] || kind[c] != InnerOnly)
-        continue;
-      seen[c] = true;
-      const ScalarNode &nd = nodes[c];
-      if (scalarClass(nd.op) == ScalarClass::Leaf)
-        continue;
-      cost += scalarOpInfo(nd.op).cost;
-      for (unsigned a = 0; a < scalarArity(nd.op); ++a)
-        cone.push_back(static_cast<size_t>(nd.args[a].id));
-    }
-    const DType t = nodes[i].type;
-    const int64_t size =
-        k_.inner * (t == DType::Bool ? 1 : regType(t)->getPrimitiveSizeInBits() / 8);
-    if (cost < kMinTableCost || bytes + size > kMaxTableBytes)
-      continue;
-    bytes += size;
-    tabulated_.push_back(static_cast<int32_t>(i));
-  }
-}
-
-// In the body's entry block: one table per tabulated node, filled for
-// every inner index.
-void KernelEmitter::fillTables() {
-  if (tabulated_.empty())
-    return;
-  for (int32_t id : tabulated_) {
-    const DType t = k_.dag.node(ScalarRef{id}).type;
-    llvm::Type *elem = t == DType::Bool ? b_.getInt8Ty() : regType(t);
-    auto *table = b_.CreateAlloca(llvm::ArrayType::get(elem, static_cast<uint64_t>(k_.inner)),
-                                  nullptr, "table" + std::to_string(id));
-    table->setAlignment(llvm::Align(64));
-    table_[static_cast<size_t>(id)] = table;
-  }
-  fillingTables_ = true;
-  clearMemo();
-  emitLoop(
-      b_.getInt64(0), b_.getInt64(k_.inner), "table", {},
-      [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
-        innerIndex_ = j;
-        for (int32_t id : tabulated_) {
-          Value *v = get(ScalarRef{id});
-          if (!v)
-            return {};
-          if (k_.dag.node(ScalarRef{id}).type == DType::Bool)
-            v = b_.CreateZExt(v, b_.getInt8Ty());
-          llvm::AllocaInst *table = table_[static_cast<size_t>(id)];
-          b_.CreateStore(
-              v, b_.CreateInBoundsGEP(table->getAllocatedType(), table, {b_.getInt64(0), j}));
-        }
-        return {};
-      },
-      true);
-  innerIndex_ = nullptr;
-  fillingTables_ = false;
-  clearMemo();
-}
-
-Value *KernelEmitter::loadFromTable(ScalarRef r) {
-  llvm::AllocaInst *table = table_[static_cast<size_t>(r.id)];
-  llvm::Type *elem = table->getAllocatedType()->getArrayElementType();
-  Value *v = b_.CreateLoad(
-      elem, b_.CreateInBoundsGEP(table->getAllocatedType(), table, {b_.getInt64(0), innerIndex_}));
-  return k_.dag.node(r).type == DType::Bool ? b_.CreateTrunc(v, b_.getInt1Ty()) : v;
 }
 
 Value *KernelEmitter::emitStageValue(const ScalarNode &n) {
@@ -797,18 +534,31 @@ void KernelEmitter::emitMapStage(const Stage &st) {
   if (st.outerOnly) {
     // Once per outer point; the inner index is not available.
     emitStores(st);
-  } else {
+    clearMemo();
+    return;
+  }
+  // One loop over [0, inner), or one per range where no condition on the
+  // inner index changes (Note [Inner loops split where a condition
+  // changes] in InnerIndex.cpp).
+  std::vector<int64_t> ranges = innerBreaks(st);
+  const bool split = !ranges.empty();
+  ranges.insert(ranges.begin(), 0);
+  ranges.push_back(k_.inner);
+  for (size_t r = 0; r + 1 < ranges.size() && error_.empty(); ++r) {
+    if (split)
+      resolveFor(ranges[r], ranges[r + 1]);
     emitLoop(
-        b_.getInt64(0), b_.getInt64(k_.inner), "map", {},
+        b_.getInt64(ranges[r]), b_.getInt64(ranges[r + 1]), "map", {},
         [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
           innerIndex_ = j;
           emitStores(st);
           return {};
         },
         true);
+    innerIndex_ = nullptr;
+    clearMemo();
   }
-  innerIndex_ = nullptr;
-  clearMemo();
+  resolved_.clear();
 }
 
 bool KernelEmitter::emit(const std::string &symbol) {

@@ -1,7 +1,8 @@
 //===- KernelEmitter.h - The kernel-to-LLVM-IR emitter ----------*- C++ -*-===//
 //
 // Private to codegen/cpu/: the class that EmitLLVM.cpp (loops, stages,
-// memory) and EmitScalar.cpp (one hook per scalar primitive of
+// memory), InnerIndex.cpp (rewrites that use how a value depends on the
+// inner loop index) and EmitScalar.cpp (one hook per scalar primitive of
 // ir/ScalarOps.def) implement together. Includes LLVM headers.
 //
 //===----------------------------------------------------------------------===//
@@ -66,15 +67,20 @@ public:
 private:
   Value *emitNode(const ScalarNode &n);
   /// A select chain between loads as one load of a selected address, or
-  /// null (Note [Concat as a chosen address] in EmitLLVM.cpp).
+  /// null (Note [Concat as a chosen address] in InnerIndex.cpp).
   Value *emitSelectedLoad(ScalarRef root);
   bool readsInnerIndex(ScalarRef r);
   /// Chooses the values kept in tables, fills the tables before the outer
   /// loop and reads them in inner loops (Note [Values of the inner index
-  /// alone, in a table] in EmitLLVM.cpp).
+  /// alone, in a table] in InnerIndex.cpp).
   void planTables();
   void fillTables();
   Value *loadFromTable(ScalarRef r);
+  /// The inner indices where a condition or clamp of `st` changes (Note
+  /// [Inner loops split where a condition changes] in InnerIndex.cpp).
+  std::vector<int64_t> innerBreaks(const Stage &st);
+  /// Resolves the nodes whose value is known for inner indices [b, e).
+  void resolveFor(int64_t b, int64_t e);
   /// Forgets the values emitted so far (a new loop).
   void clearMemo() {
     std::fill(memo_.begin(), memo_.end(), nullptr);
@@ -119,6 +125,10 @@ private:
   std::vector<int32_t> tabulated_;        // the nodes kept in tables, by id
   std::vector<llvm::AllocaInst *> table_; // per node: its table, or null
   bool fillingTables_ = false;
+  // Per node while a split inner loop is emitted: kUnresolved, kFalse,
+  // kTrue, or the id of a node with the same value.
+  static constexpr int32_t kUnresolved = -1, kFalse = -2, kTrue = -3;
+  std::vector<int32_t> resolved_;
 };
 
 /// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the
