@@ -23,15 +23,17 @@
 // (mobilenet_v2: 104 reorders, half the run time). So a value produced by
 // a conv or pool library call whose every use is as the src of another
 // conv/pool call, as the residual added in such a call's epilogue, as an
-// operand of a channel concat, or as an input of a pointwise kernel whose
-// result has its shape up to the channel count (DenseNet's concat + batch
-// norm + ReLU before each 1x1 conv) is stored channels-last; those calls
-// read and write it without reorders, and such a kernel iterates
-// channels-last and writes a channels-last result. The choice is a prediction made when the
-// producer is built; any consumer that turns out to need row-major data (a kernel, a reference
-// fallback, a graph output, an epilogue node that did not map to a post-op) reads a row-major twin
-// that a to-row-major step fills on first need. So a misprediction costs one conversion, never a
-// wrong answer.
+// operand of a channel concat, or as an input of a pointwise kernel of its
+// shape or of a kernel of pointwise ops, resizes and channel concats whose
+// result differs from it only in channels (DenseNet's concat + batch norm
+// + ReLU before each 1x1 conv) is stored channels-last; those calls read
+// and write it without reorders, and such a kernel iterates channels-last
+// and writes channels-last. The choice is a prediction made when the
+// producer is built; a consumer that turns out to need row-major data (a
+// kernel, a reference fallback, a graph output, a library call that reads
+// it row-major, see OneDnnCall::channelsLastOperands) reads a row-major twin
+// that a to-row-major step fills on first need. So a misprediction costs
+// one conversion, never a wrong answer.
 //
 // Note [Fallback steps]
 // A node no backend handles runs on its reference kernel (evaluateNode) as
@@ -101,7 +103,7 @@ public:
       if (plan.groups[i].kind == FusionGroup::Kind::Library)
         for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
           libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
-      if (isChannelConcatGroup(plan.groups[i]))
+      if (detail::isChannelConcatGroup(plan.groups[i]))
         channelConcats_.insert(plan.groups[i].nodes.front());
       if (plan.groups[i].kind == FusionGroup::Kind::Kernel)
         for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
@@ -355,7 +357,7 @@ public:
     // [Channels-last buffers].
     const bool iterateCL =
         std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
-          return channelsLast_.count(v) && readsChannelsLast(group, v);
+          return channelsLast_.count(v) && detail::readsChannelsLast(group, v);
         });
     KernelLayouts layouts;
     layouts.iterateChannelsLast = iterateCL;
@@ -493,9 +495,15 @@ public:
   /// The step of `call` for the first call->numNodes nodes of `group`.
   void addLibraryCall(const FusionGroup &group, const cpu::OneDnnCall &call,
                       const cpu::OneDnnOptions &dnnl) {
-    std::vector<const Value *> args = call.operands;
-    args.insert(args.end(), call.results.begin(), call.results.end());
-    exe_->addExternStep(call.step, buffersOf(args), static_cast<int32_t>(call.operands.size()));
+    // An operand stored channels-last that the call reads row-major (a
+    // matmul's, a broadcast post-op's) is given as its row-major twin.
+    std::vector<int32_t> ids;
+    const auto &cl = call.channelsLastOperands;
+    for (const Value *v : call.operands)
+      ids.push_back(std::count(cl.begin(), cl.end(), v) ? bufferOf(v) : rowMajorBufferOf(v));
+    for (const Value *v : call.results)
+      ids.push_back(bufferOf(v));
+    exe_->addExternStep(call.step, ids, static_cast<int32_t>(call.operands.size()));
     for (const Value *v : call.results)
       if (dnnl.channelsLast(v))
         channelsLast_.insert(v);
@@ -591,83 +599,6 @@ private:
     return nullptr;
   }
 
-  /// A pointwise kernel group (no reduction or other row stage) whose
-  /// outputs all have one shape of rank 3 to 5: it can iterate in
-  /// channels-last order.
-  static bool isChannelsLastKernel(const FusionGroup &group) {
-    if (group.kind != FusionGroup::Kind::Kernel || group.outputs.empty())
-      return false;
-    const Shape &shape = group.outputs.front()->type().shape;
-    if (shape.size() < 3 || shape.size() > 5)
-      return false;
-    for (const Value *v : group.outputs)
-      if (v->type().shape != shape)
-        return false;
-    for (const auto *list : {&group.nodes, &group.recomputed})
-      for (const Node *n : *list)
-        if (detail::isStageNode(*n))
-          return false;
-    return true;
-  }
-
-  /// Whether two shapes differ at most in their channels (dim 1): a kernel
-  /// iterating channels-last reads such an input along its inner loop too
-  /// (a concat's operand, Note [Inner loops split where a condition
-  /// changes] in codegen/cpu/InnerIndex.cpp).
-  static bool sameExceptChannels(const Shape &a, const Shape &b) {
-    if (a.size() != b.size() || a.size() < 3)
-      return false;
-    for (size_t d = 0; d < a.size(); ++d)
-      if (d != 1 && a[d] != b[d])
-        return false;
-    return true;
-  }
-
-  /// Whether kernel group `kg` can iterate channels-last with `v`, one of
-  /// its inputs, stored channels-last: a pointwise group of v's shape, or
-  /// pointwise ops, resizes and channel concats whose result differs from
-  /// v only in its channels (DenseNet's concat + batch norm + ReLU, U-Net's
-  /// upsampling + concat). Its concats then run along the inner loop,
-  /// split at each operand (Note [Inner loops split where a condition
-  /// changes] in codegen/cpu/InnerIndex.cpp), so they may have at most
-  /// kMaxInnerLoops operands.
-  static bool readsChannelsLast(const FusionGroup &kg, const Value *v) {
-    if (!isChannelsLastKernel(kg))
-      return false;
-    const Shape &shape = kg.outputs.front()->type().shape;
-    if (shape == v->type().shape)
-      return true;
-    if (!sameExceptChannels(shape, v->type().shape))
-      return false;
-    bool concat = false;
-    for (const auto *list : {&kg.nodes, &kg.recomputed})
-      for (const Node *n : *list) {
-        if (n->kind() == OpKind::Concat) {
-          const int64_t rank = n->result()->type().rank();
-          const int64_t axis = ConcatOp(*n).axis();
-          if ((axis != 1 && axis != 1 - rank) || n->numOperands() > cpu::kMaxInnerLoops)
-            return false;
-          concat = true;
-        } else if (!detail::isPointwiseNode(*n) && n->kind() != OpKind::Resize) {
-          return false;
-        }
-      }
-    return concat;
-  }
-
-  /// A kernel group that is one concat along the channels (dim 1) of f32
-  /// tensors of rank 3 to 5: it can run on channels-last buffers.
-  static bool isChannelConcatGroup(const FusionGroup &group) {
-    if (group.kind != FusionGroup::Kind::Kernel || group.nodes.size() != 1 ||
-        !group.recomputed.empty() || group.nodes.front()->kind() != OpKind::Concat)
-      return false;
-    const Node *n = group.nodes.front();
-    const TensorType &t = n->result()->type();
-    const int64_t rank = t.rank();
-    const int64_t axis = ConcatOp(*n).axis();
-    return t.dtype == DType::F32 && rank >= 3 && rank <= 5 && (axis == 1 || axis == 1 - rank);
-  }
-
   /// A channel concat whose operands are all stored channels-last, as one
   /// oneDNN concat writing a channels-last result. See Note [Channels-last
   /// buffers].
@@ -737,7 +668,7 @@ private:
       if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
         // Kernels iterating channels-last read it contiguously.
         for (const FusionGroup *kg : k->second)
-          if (!isChannelConcatGroup(*kg) && !readsChannelsLast(*kg, v))
+          if (!detail::isChannelConcatGroup(*kg) && !detail::readsChannelsLast(*kg, v))
             return false;
         continue;
       }

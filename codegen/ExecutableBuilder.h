@@ -29,6 +29,20 @@ FailureOr<std::unique_ptr<runtime::Executable>>
 buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &plan, const cpu::CpuTarget &target,
                 const CompileOptions &options, DiagnosticEngine &diag, CompileReport &report);
 
+namespace detail {
+// Layout facts about fusion groups (ChannelsLastGroups.cpp).
+/// A pointwise kernel group (no reduction or other row stage) whose
+/// outputs all have one shape of rank 3 to 5.
+bool isChannelsLastKernel(const FusionGroup &group);
+/// Whether two shapes of rank >= 3 differ at most in dim 1.
+bool sameExceptChannels(const Shape &a, const Shape &b);
+/// Whether kernel group `kg` can iterate channels-last with its input `v`
+/// stored channels-last.
+bool readsChannelsLast(const FusionGroup &kg, const Value *v);
+/// A kernel group that is one channel concat of f32 tensors of rank 3 to 5.
+bool isChannelConcatGroup(const FusionGroup &group);
+} // namespace detail
+
 } // namespace kiln::codegen
 
 #endif // KILN_CODEGEN_EXECUTABLEBUILDER_H

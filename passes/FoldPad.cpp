@@ -19,11 +19,14 @@
 //     or, for max_pool, -inf;
 //   - it pads only the spatial dims (not batch or channels), by amounts
 //     >= 0 (a negative pad crops);
-//   - an avg_pool has ceil_mode off (its divisor near the end then counts
-//     the same elements either way) and either no pads of its own or
-//     count_include_pad (its own padded zeros counted like the pad's);
+//   - a pool has ceil_mode off (with it, a last window starting in the end
+//     padding is dropped, so moving the pad's end into the pool's pads
+//     could drop a window the padded input had) and no dilation (a dilated
+//     window could then skip every input element);
+//   - an avg_pool has either no pads of its own or count_include_pad (its
+//     own padded zeros counted like the pad's);
 //   - a pool's new pads stay below its kernel extent in each dim (ONNX's
-//     rule: no window lies entirely in the padding);
+//     rule: no undilated window lies entirely in the padding);
 //   - the pad's result is the conv's or pool's data operand (operand 0);
 //   - it pads something (a pad of zeros everywhere is canonicalize's).
 // The window's result shape is unchanged: the same padded extent, read
@@ -113,7 +116,7 @@ private:
       kernel = op.kernel();
       padsIndex = AvgPoolOp::pads_index;
       const bool ownPads = std::any_of(own.begin(), own.end(), [](int64_t x) { return x != 0; });
-      if (op.ceil_mode() || (ownPads && !op.count_include_pad()))
+      if (op.ceil_mode() || !undilated(op.dilations()) || (ownPads && !op.count_include_pad()))
         return false;
       break;
     }
@@ -122,6 +125,8 @@ private:
       own = op.pads();
       kernel = op.kernel();
       padsIndex = MaxPoolOp::pads_index;
+      if (op.ceil_mode() || !undilated(op.dilations()))
+        return false;
       break;
     }
     }
@@ -143,6 +148,10 @@ private:
     if (kind == OpKind::AvgPool)
       window.setAttr(AvgPoolOp::count_include_pad_index, true);
     return true;
+  }
+
+  static bool undilated(const std::vector<int64_t> &dilations) {
+    return std::all_of(dilations.begin(), dilations.end(), [](int64_t d) { return d == 1; });
   }
 
   Statistic numFolded{this, "num-folded", "Pads folded into the conv or pool reading them"};

@@ -52,7 +52,8 @@ FILE_RULES = {"api/Executable.cpp": RUNTIME_API, "api/ExecutableImpl.h": RUNTIME
               "include/kiln/Executable.h": ["ir", "include/kiln"]}
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
           "codegen/CompileCache.cpp", "codegen/CompileCache.h",
-          "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h"}
+          "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h",
+          "codegen/ChannelsLastGroups.cpp"}
 DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 

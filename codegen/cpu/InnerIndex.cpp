@@ -141,8 +141,8 @@ Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Some values of a kernel read the inner loop index and nothing else that
 // changes: a resize's source column and its weight (a cast to f64, a
-// division, a floor, two clamps and a cast back, per element), a gather's
-// computed index. They are the same in every outer iteration, but they sit
+// division, a floor, two clamps and a cast back, per element), a pad's
+// bounds test. They are the same in every outer iteration, but they sit
 // inside the inner loop, so LLVM computes them again for every row: a
 // U-Net's bilinear 2x upsampling spent ~10 cycles an element on them. So
 // before the outer loop the body computes each such value that feeds
@@ -155,7 +155,11 @@ Value *KernelEmitter::emitSelectedLoad(ScalarRef root) {
 // kMaxTableLength and there are at least two outer points (each thread's
 // range has at least Schedule::grain of them, so a table is filled once
 // for many rows). The table holds the value the inner loop would have
-// computed, bit for bit, so no output changes.
+// computed by the same instructions; only a multiply-add across the
+// table's edge (a tabulated product added to a loaded value) can no
+// longer be contracted into one FMA, a difference within every op's bound
+// (a resize's tabulated weights multiply a loaded value, so its results
+// are unchanged: tests/lit/codegen/cpu/inner-tables.kir).
 constexpr int kMinTableCost = 4;
 constexpr int64_t kMaxTableLength = 4096;
 constexpr int64_t kMaxTableBytes = 64 * 1024;
@@ -344,6 +348,8 @@ std::vector<int64_t> KernelEmitter::innerBreaks(const Stage &st) {
     const bool lInner = l.op == ScalarOp::Index && l.slot == k_.innerSlot();
     const bool rInner = r.op == ScalarOp::Index && r.slot == k_.innerSlot();
     if (lInner && r.op == ScalarOp::ConstInt) {
+      if (nd.op == ScalarOp::Sub && r.ivalue == INT64_MIN)
+        return false;
       a = nd.op == ScalarOp::Add ? r.ivalue : -r.ivalue;
       return true;
     }
@@ -364,7 +370,8 @@ std::vector<int64_t> KernelEmitter::innerBreaks(const Stage &st) {
     if (k_.dag.type(nd.args[0]) != DType::I64)
       continue;
     // x OP c or c OP x, x = j + a: the test flips between j = c - a - 1
-    // and c - a (x <= c, c < x and min(x, c): between c - a and c - a + 1).
+    // and c - a (x <= c, x > c, c < x, c >= x and min(x, c): between
+    // c - a and c - a + 1).
     for (int side = 0; side < 2; ++side) {
       int64_t a = 0;
       const ScalarNode &c = k_.dag.node(nd.args[1 - side]);
@@ -375,7 +382,10 @@ std::vector<int64_t> KernelEmitter::innerBreaks(const Stage &st) {
                                (nd.op == ScalarOp::Gt && side == 0) ||
                                (nd.op == ScalarOp::Lt && side == 1) ||
                                (nd.op == ScalarOp::Ge && side == 1);
-      const int64_t t = c.ivalue - a + (strictUpper ? 1 : 0);
+      int64_t t = 0;
+      if (__builtin_sub_overflow(c.ivalue, a, &t) ||
+          __builtin_add_overflow(t, strictUpper ? 1 : 0, &t))
+        continue;
       if (t > 0 && t < k_.inner)
         breaks.push_back(t);
     }

@@ -78,6 +78,7 @@ private:
 struct Candidate {
   std::shared_ptr<DnnlStep> step;
   std::vector<const Value *> operands;
+  std::vector<const Value *> channelsLastOperands;
   std::string detail;
   bool blocked = false;
 };
@@ -236,6 +237,14 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
   Candidate c;
   c.operands = operands.values();
   c.operands.pop_back(); // the result goes last, by contract
+  for (const AnchorInput &in : a.inputs)
+    if (!in.constant && in.owned.isNull() && in.arg == DNNL_ARG_SRC && isCL(in.value))
+      c.channelsLastOperands.push_back(in.value);
+  for (const BinaryUse &b : binaries)
+    if (b.channelsLast)
+      c.channelsLastOperands.push_back(b.op->other);
+  if (sumValue && isCL(sumValue))
+    c.channelsLastOperands.push_back(sumValue);
   c.blocked = blocked;
   c.detail = std::string(pd.impl_info_str()) + " " + layouts;
   if (!opsText.empty())
@@ -394,6 +403,7 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
       OneDnnCall call;
       call.step = c.step;
       call.operands = c.operands;
+      call.channelsLastOperands = c.channelsLastOperands;
       call.results = {result};
       call.numNodes = k + 1;
       call.detail = c.detail;

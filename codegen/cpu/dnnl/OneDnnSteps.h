@@ -80,6 +80,10 @@ struct OneDnnCall {
   /// except for a recurrent layer's outputs).
   std::vector<const Value *> operands;
   std::vector<const Value *> results;
+  /// The operands the step reads channels-last; it reads every other
+  /// operand row-major (one stored channels-last is then given to it as
+  /// its row-major twin, Note [Channels-last buffers]).
+  std::vector<const Value *> channelsLastOperands;
   /// How many of the given nodes (anchor first) the step computes; the rest
   /// of the epilogue did not map to post-ops and must run separately.
   size_t numNodes = 0;
