@@ -161,8 +161,28 @@ Value *emitScalarExp(KernelEmitter &e, const ScalarNode &n, Value *const *args, 
   Value *r = e.mathCall(MathFn::Exp, n.type, b.CreateSelect(under, zero, x));
   return b.CreateSelect(under, zero, r);
 }
+// Note [Log of zero and negative numbers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// libmvec's logf computes a lane whose input is zero (result -inf) or
+// negative (NaN) by calling scalar logf for it: f32[4,512,512] of random
+// normal inputs took 9.8 ms, of their ReLU (half zeros) 10.0 ms, of their
+// absolute values 0.33 ms (`kiln bench F --threads 1`). Such lanes take
+// the log of 1 and their result is replaced by -inf or NaN: the same values
+// (NaNs of any payload are equal), in vector code: 0.36 ms for the normal
+// inputs. NaN compares false and still goes to libmvec.
 Value *emitScalarLog(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
-  return e.mathCall(MathFn::Log, n.type, args[0]);
+  if (!isFloat(n.type))
+    return e.mathCall(MathFn::Log, n.type, args[0]);
+  Builder &b = e.builder();
+  Value *x = args[0];
+  llvm::Type *t = x->getType();
+  Value *zero = llvm::ConstantFP::get(t, 0.0);
+  Value *special = b.CreateFCmpOLE(x, zero);
+  Value *r =
+      e.mathCall(MathFn::Log, n.type, b.CreateSelect(special, llvm::ConstantFP::get(t, 1.0), x));
+  Value *limit = b.CreateSelect(b.CreateFCmpOLT(x, zero), llvm::ConstantFP::getNaN(t),
+                                llvm::ConstantFP::getInfinity(t, true));
+  return b.CreateSelect(special, limit, r);
 }
 Value *emitScalarSqrt(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
   return sqrtOrRsqrt(e, args[0], n.type, false);

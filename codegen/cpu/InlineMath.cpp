@@ -45,6 +45,30 @@
 // vs 1.21 ms); with SSE2 they were level (1.13 vs 1.12, 2.85 both), as
 // libmvec's SSE variant runs SSE4.1 code where the CPU has it.
 //
+// Note [Inline tanh and erf, tried]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// tanh and erf stay libmvec calls, on a measurement (2026-12-05, AVX-512,
+// 1 thread, `kiln bench F --threads 1 --runs 100 --no-cache`, each pair
+// alternated in one run; f32[4,512,512] alone, and the pointwise zoo
+// model, whose one kernel holds 2 erf, 2 tanh and 3 sigmoids):
+//
+//  - Accurate forms (tanh: x + x^3 P(x^2) below 0.625, else 1 - 2 /
+//    (exp(2a) + 1) with the inline exp; erf: x + x P(x^2) below 1, else
+//    1 - exp(-a^2) Q(1 / (1 + a/2)); minimax fits): 1.19 and 1.06 ulp,
+//    but slower than libmvec: tanh 0.65 vs 0.58 ms, erf 0.85 vs 0.69 ms,
+//    the pointwise model 9.2-9.4 vs 7.4 ms (both ranges and an exp per
+//    lane, and a dependency chain per iteration too long for the
+//    out-of-order window: the kernel's body is ~400 instructions).
+//  - Clamped odd rationals x P(x^2) / Q(x^2) (degrees 4/4 and 5/5, fit to
+//    2e-8 relative): tanh 0.34 vs 0.39 ms, erf 0.34 vs 0.69 ms, the
+//    pointwise model 5.2 vs 7.35 ms, but 4.75 and 4.39 ulp in f32 (the
+//    rounding of P and Q, each near 1-60, not the fit), above tanh's 4-ulp
+//    bound; re-rounding the coefficients to f32 did not lower it (5.0).
+//
+// A form with both the rational's short chain and <= 2 ulp (P and Q
+// arranged so their values round finely, or two-float evaluation of the
+// leading terms) is the open lead.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cpu/Internal.h"

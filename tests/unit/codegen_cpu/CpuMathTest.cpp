@@ -232,8 +232,17 @@ double maxUlpError(ScalarOp op, int64_t n, const std::function<float(int64_t)> &
   runKernel(*fn, {&x, &p, &y}, 0, outer);
   const auto *ys = static_cast<const float *>(y.data());
   double worst = 0;
-  for (int64_t i = 0; i < outer * inner; ++i)
-    worst = std::max(worst, ulpDistance(ys[i], exact(xs[i], ps[i])));
+  int64_t at = 0;
+  for (int64_t i = 0; i < outer * inner; ++i) {
+    double u = ulpDistance(ys[i], exact(xs[i], ps[i]));
+    if (u > worst) {
+      worst = u;
+      at = i;
+    }
+  }
+  std::printf("[ accuracy ] %s: worst at x = %.9g (y = %.9g): %.9g, want %.9g\n",
+              scalarOpName(op), static_cast<double>(xs[at]), static_cast<double>(ps[at]),
+              static_cast<double>(ys[at]), exact(xs[at], ps[at]));
   return worst;
 }
 
