@@ -58,7 +58,10 @@
 //    but slower than libmvec: tanh 0.65 vs 0.58 ms, erf 0.85 vs 0.69 ms,
 //    the pointwise model 9.2-9.4 vs 7.4 ms (both ranges and an exp per
 //    lane, and a dependency chain per iteration too long for the
-//    out-of-order window: the kernel's body is ~400 instructions).
+//    out-of-order window: the kernel's body is ~400 instructions). erf
+//    without the division (1 - exp(L(a) - a^2) above 1, L a degree-8
+//    fit of log(erfc(a)) + a^2 in a - 2.5, 1.2e-8 absolute): 1.06 ulp,
+//    0.84 vs 0.67 ms alone, the pointwise model 7.6-7.8 vs 6.8-7.5 ms.
 //  - Clamped odd rationals x P(x^2) / Q(x^2) (degrees 4/4 and 5/5, fit to
 //    2e-8 relative): tanh 0.34 vs 0.39 ms, erf 0.34 vs 0.69 ms, the
 //    pointwise model 5.2 vs 7.35 ms, but 4.75 and 4.39 ulp in f32 (the
