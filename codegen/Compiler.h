@@ -39,7 +39,7 @@ namespace kiln::codegen {
 /// The pipeline compile() runs before fusion.
 inline constexpr const char *kDefaultPipeline =
     "infer-shapes,canonicalize,constant-fold,inline-regions,cse,hoist-loop-invariants,dce,"
-    "fold-batch-norm,fold-pad,canonicalize,constant-fold,dce";
+    "fold-batch-norm,lower-batch-norm,fold-pad,canonicalize,constant-fold,dce";
 
 struct CompileOptions {
   /// Threads a run uses by default (0: OpenMP's default). Also the thread

@@ -1,0 +1,122 @@
+//===- LowerBatchNorm.cpp - batch_norm of constants as sub, mul, add -*- C++ -*-===//
+//
+// An inference batch_norm that fold-batch-norm could not fold into a
+// producer's weights (DenseNet's after a concat, one of a graph input or
+// of an activation) computes, per element,
+//   y = (x - mean[c]) * (scale[c] / sqrt(var[c] + epsilon)) + bias[c]
+// where the multiplier is a constant when scale and var are. Kernels
+// computed it per call (a sqrt and a division per channel, in a table:
+// Note [Values of the inner index alone, in a table], whose filling loop
+// LLVM unrolls over every channel) and oneDNN cannot take a batch_norm as
+// a post-op. So the pass computes the multiplier at compile time, in double
+// rounded once to x's dtype (the kernel rounded the sqrt, the sum and the
+// quotient in f32), and writes the batch_norm as three elementwise ops on
+// per-channel constants of shape [C, 1, ...] (broadcast over the dims
+// after the channel dim 1):
+//
+//   %y = batch_norm(%x, %scale, %bias, %mean, %var) : f32[1,8,6,6]   // before
+//
+//   %d = sub(%x, %mean')  : f32[1,8,6,6]                              // after
+//   %p = mul(%d, %s')     : f32[1,8,6,6]        s' = scale / sqrt(var + eps)
+//   %y = add(%p, %bias')  : f32[1,8,6,6]
+//
+// x - mean stays a subtraction, as in the reference kernel (a shift
+// bias - mean * s' would cancel where x is close to mean). Conditions:
+// the four parameters are float constants and x is f32 or f64 (f16 and
+// bf16 kernels round after every elementwise op, where batch_norm rounds
+// once), of rank >= 2.
+//
+// Requires: a verified graph; fold-batch-norm first (it folds into conv,
+// gemm and matmul weights, which is cheaper still). Establishes: no
+// batch_norm with constant parameters on f32 or f64 is left.
+//
+//===----------------------------------------------------------------------===//
+#define DEBUG_TYPE "lower-batch-norm"
+
+#include "ir/Builder.h"
+#include "passes/Internal.h"
+#include "passes/PassManager.h"
+#include "passes/Passes.h"
+
+#include <cmath>
+
+namespace kiln {
+namespace {
+
+using passes::constantValue;
+
+class LowerBatchNormPass : public Pass {
+public:
+  LowerBatchNormPass() : Pass(kLowerBatchNormSpec.name, kLowerBatchNormSpec.description) {}
+
+  PassResult run(Graph &g, PassContext &ctx) override {
+    bool changed = false;
+    for (Node *bn : g.nodeList())
+      if (bn->kind() == OpKind::BatchNorm && succeeded(lower(g, *bn, ctx.diag()))) {
+        ++numLowered;
+        changed = true;
+      }
+    return PassResult::success(changed);
+  }
+
+private:
+  /// Rewrites `bn` when its conditions hold; failure (no diagnostic) means
+  /// "leave it".
+  LogicalResult lower(Graph &g, Node &bn, DiagnosticEngine &diag) {
+    Value *x = bn.operand(0);
+    const DType dt = x->type().dtype;
+    if ((dt != DType::F32 && dt != DType::F64) || x->type().rank() < 2)
+      return failure();
+    const Tensor *p[4];
+    for (unsigned i = 1; i < 5; ++i) {
+      p[i - 1] = constantValue(bn.operand(i));
+      if (!p[i - 1] || !isFloat(p[i - 1]->dtype()))
+        return failure();
+    }
+    const Tensor &scale = *p[0], &bias = *p[1], &mean = *p[2], &var = *p[3];
+    const int64_t channels = scale.numel();
+    // [C, 1, ...]: broadcast against x's dims 1.. (dim 0 is the batch).
+    std::vector<int64_t> shape(static_cast<size_t>(x->type().rank() - 1), 1);
+    shape[0] = channels;
+    Tensor m = Tensor::zeros(dt, shape), s = Tensor::zeros(dt, shape), b = Tensor::zeros(dt, shape);
+    const double epsilon = BatchNormOp(bn).epsilon();
+    for (int64_t c = 0; c < channels; ++c) {
+      m.setDouble(c, mean.getDouble(c));
+      s.setDouble(c, scale.getDouble(c) / std::sqrt(var.getDouble(c) + epsilon));
+      b.setDouble(c, bias.getDouble(c));
+    }
+    Builder builder(g, diag);
+    builder.setInsertionPoint(&bn);
+    builder.setLoc(bn.loc());
+    Value *mv = builder.constant(std::move(m), paramName(bn.operand(3), "lowered"));
+    Value *sv = builder.constant(std::move(s), paramName(bn.operand(1), "multiplier"));
+    Value *bv = builder.constant(std::move(b), paramName(bn.operand(2), "lowered"));
+    Value *d = builder.createValue(OpKind::Sub, {x, mv});
+    Value *prod = d ? builder.createValue(OpKind::Mul, {d, sv}) : nullptr;
+    Value *y = prod ? builder.createValue(OpKind::Add, {prod, bv}) : nullptr;
+    if (!y || y->type() != bn.result()->type())
+      return failure(); // the nodes made are dead; dce erases them
+    Value *out = bn.result();
+    passes::transferName(out, y);
+    out->replaceAllUsesWith(y);
+    passes::eraseDeadProducers({out});
+    return success();
+  }
+
+  /// The parameter's constant name with a suffix (unnamed stays unnamed).
+  static std::string paramName(const Value *param, const char *suffix) {
+    const Node *def = param->definingNode();
+    const std::string &base = std::get<std::string>(def->attr(ConstantOp::name_index));
+    return base.empty() ? std::string() : base + "." + suffix;
+  }
+
+  Statistic numLowered{this, "num-lowered", "Batch norms written as sub, mul and add"};
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createLowerBatchNormPass() {
+  return std::make_unique<LowerBatchNormPass>();
+}
+
+} // namespace kiln
