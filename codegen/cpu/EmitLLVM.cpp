@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/KernelEmitter.h"
 #include "ir/DTypeCodec.h"
 
@@ -391,6 +392,15 @@ std::vector<Value *> KernelEmitter::emitLoop(Value *lo, Value *hi, const std::st
   if (innerLoop && s_.vectorWidth > 0) {
     hint("llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(s_.vectorWidth)));
     hint("llvm.loop.vectorize.enable", b_.getTrue());
+  }
+  // A short range of a split inner loop (Note [Inner loops split where a
+  // condition changes]) is one vector loop, not interleaved or unrolled.
+  auto *loC = llvm::dyn_cast<llvm::ConstantInt>(lo);
+  auto *hiC = llvm::dyn_cast<llvm::ConstantInt>(hi);
+  if (innerLoop && !resolved_.empty() && loC && hiC &&
+      hiC->getSExtValue() - loC->getSExtValue() <= kShortInnerRange) {
+    hint("llvm.loop.interleave.count", b_.getInt32(1));
+    ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
   }
   if (!innerLoop && reassociatesReductions()) {
     // Note [Rows computed by one code path].
