@@ -244,13 +244,8 @@ private:
     return success();
   }
 
-  /// A name for a folded constant: the old weight's parameter name (its
-  /// constant `name`) with a suffix, so dumps still say where it came from;
-  /// unnamed weights give unnamed (inline-printed when small) constants.
   static std::string weightName(const Value *weight, const char *suffix = "folded") {
-    const Node *def = weight->definingNode();
-    const std::string &base = std::get<std::string>(def->attr(ConstantOp::name_index));
-    return base.empty() ? std::string() : base + "." + suffix;
+    return passes::derivedConstantName(weight, suffix);
   }
 
   Statistic numFolded{this, "num-folded", "Batch norms folded into weights"};

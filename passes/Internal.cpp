@@ -55,6 +55,12 @@ void transferName(Value *from, Value *to) {
   from->setName("");
 }
 
+std::string derivedConstantName(const Value *v, const char *suffix) {
+  const Node *def = v->definingNode();
+  const std::string &base = std::get<std::string>(def->attr(ConstantOp::name_index));
+  return base.empty() ? std::string() : base + "." + suffix;
+}
+
 FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag) {
   unsigned changed = 0;
   for (Node *n : g.nodes()) {

@@ -9,6 +9,7 @@
 #include "ir/Graph.h"
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace kiln::passes {
@@ -44,5 +45,11 @@ FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag);
 /// Moves `from`'s name hint to `to` when `to` has none, so that a value
 /// replaced by a new node keeps printing under its old name.
 void transferName(Value *from, Value *to);
+
+/// A name for a constant derived from the constant `v` (a folded weight):
+/// v's parameter name (its constant `name`) with "." and `suffix`, so
+/// dumps still say where it came from; an unnamed constant gives an empty
+/// name (printed inline when small).
+std::string derivedConstantName(const Value *v, const char *suffix);
 
 } // namespace kiln::passes

@@ -88,9 +88,12 @@ private:
     Builder builder(g, diag);
     builder.setInsertionPoint(&bn);
     builder.setLoc(bn.loc());
-    Value *mv = builder.constant(std::move(m), paramName(bn.operand(3), "lowered"));
-    Value *sv = builder.constant(std::move(s), paramName(bn.operand(1), "multiplier"));
-    Value *bv = builder.constant(std::move(b), paramName(bn.operand(2), "lowered"));
+    Value *mv =
+        builder.constant(std::move(m), passes::derivedConstantName(bn.operand(3), "lowered"));
+    Value *sv =
+        builder.constant(std::move(s), passes::derivedConstantName(bn.operand(1), "multiplier"));
+    Value *bv =
+        builder.constant(std::move(b), passes::derivedConstantName(bn.operand(2), "lowered"));
     Value *d = builder.createValue(OpKind::Sub, {x, mv});
     Value *prod = d ? builder.createValue(OpKind::Mul, {d, sv}) : nullptr;
     Value *y = prod ? builder.createValue(OpKind::Add, {prod, bv}) : nullptr;
@@ -101,13 +104,6 @@ private:
     out->replaceAllUsesWith(y);
     passes::eraseDeadProducers({out});
     return success();
-  }
-
-  /// The parameter's constant name with a suffix (unnamed stays unnamed).
-  static std::string paramName(const Value *param, const char *suffix) {
-    const Node *def = param->definingNode();
-    const std::string &base = std::get<std::string>(def->attr(ConstantOp::name_index));
-    return base.empty() ? std::string() : base + "." + suffix;
   }
 
   Statistic numLowered{this, "num-lowered", "Batch norms written as sub, mul and add"};
