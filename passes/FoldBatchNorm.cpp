@@ -83,14 +83,12 @@ public:
 private:
   /// Per-channel multiplier s and shift t of the batch_norm: y = x * s + t.
   static void affine(const Node &bn, std::vector<double> &s, std::vector<double> &t) {
-    const double epsilon = BatchNormOp(bn).epsilon();
-    const Tensor &scale = *constantValue(bn.operand(1)), &bias = *constantValue(bn.operand(2));
-    const Tensor &mean = *constantValue(bn.operand(3)), &var = *constantValue(bn.operand(4));
-    const int64_t channels = scale.numel();
+    const Tensor &bias = *constantValue(bn.operand(2)), &mean = *constantValue(bn.operand(3));
+    const int64_t channels = constantValue(bn.operand(1))->numel();
     s.resize(static_cast<size_t>(channels));
     t.resize(static_cast<size_t>(channels));
     for (int64_t c = 0; c < channels; ++c) {
-      const double mul = scale.getDouble(c) / std::sqrt(var.getDouble(c) + epsilon);
+      const double mul = passes::batchNormMultiplier(bn, c);
       s[static_cast<size_t>(c)] = mul;
       t[static_cast<size_t>(c)] = bias.getDouble(c) - mean.getDouble(c) * mul;
     }
@@ -167,8 +165,10 @@ private:
     Builder builder(g, diag);
     builder.setInsertionPoint(&conv);
     builder.setLoc(conv.loc());
-    Value *wv = builder.constant(std::move(nw), weightName(conv.operand(1)));
-    Value *bv = builder.constant(std::move(nb), weightName(conv.operand(1), "bias"));
+    Value *wv =
+        builder.constant(std::move(nw), passes::derivedConstantName(conv.operand(1), "folded"));
+    Value *bv =
+        builder.constant(std::move(nb), passes::derivedConstantName(conv.operand(1), "bias"));
     std::vector<Attribute> attrs(conv.attrs().begin(), conv.attrs().end());
     Node *n = cloneWithOperands(g, conv, {conv.operand(0), wv, bv}, std::move(attrs));
     finish(bn, conv, n->result());
@@ -207,8 +207,10 @@ private:
     Builder builder(g, diag);
     builder.setInsertionPoint(&gemm);
     builder.setLoc(gemm.loc());
-    Value *bv = builder.constant(std::move(nb), weightName(gemm.operand(1)));
-    Value *cv = builder.constant(std::move(nc), weightName(gemm.operand(1), "bias"));
+    Value *bv =
+        builder.constant(std::move(nb), passes::derivedConstantName(gemm.operand(1), "folded"));
+    Value *cv =
+        builder.constant(std::move(nc), passes::derivedConstantName(gemm.operand(1), "bias"));
     std::vector<Attribute> attrs(gemm.attrs().begin(), gemm.attrs().end());
     attrs[GemmOp::beta_index] = 1.0;
     Node *n = cloneWithOperands(g, gemm, {gemm.operand(0), bv, cv}, std::move(attrs));
@@ -232,8 +234,10 @@ private:
     Builder builder(g, diag);
     builder.setInsertionPoint(&mm);
     builder.setLoc(mm.loc());
-    Value *bv = builder.constant(std::move(nb), weightName(mm.operand(1)));
-    Value *sv = builder.constant(std::move(shift), weightName(mm.operand(1), "bias"));
+    Value *bv =
+        builder.constant(std::move(nb), passes::derivedConstantName(mm.operand(1), "folded"));
+    Value *sv =
+        builder.constant(std::move(shift), passes::derivedConstantName(mm.operand(1), "bias"));
     Node *n = cloneWithOperands(g, mm, {mm.operand(0), bv}, {});
     // The add goes right after the new matmul (before the old one).
     builder.setInsertionPoint(&mm);
@@ -242,10 +246,6 @@ private:
       return failure();
     finish(bn, mm, sum);
     return success();
-  }
-
-  static std::string weightName(const Value *weight, const char *suffix = "folded") {
-    return passes::derivedConstantName(weight, suffix);
   }
 
   Statistic numFolded{this, "num-folded", "Batch norms folded into weights"};

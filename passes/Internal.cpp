@@ -1,6 +1,8 @@
 //===- Internal.cpp - Helpers shared by the passes --------------*- C++ -*-===//
 #include "passes/Internal.h"
 
+#include <cmath>
+
 #include "ir/Builder.h"
 
 #include <algorithm>
@@ -53,6 +55,11 @@ void transferName(Value *from, Value *to) {
     return;
   to->setName(from->name());
   from->setName("");
+}
+
+double batchNormMultiplier(const Node &bn, int64_t c) {
+  const Tensor &scale = *constantValue(bn.operand(1)), &var = *constantValue(bn.operand(4));
+  return scale.getDouble(c) / std::sqrt(var.getDouble(c) + BatchNormOp(bn).epsilon());
 }
 
 std::string derivedConstantName(const Value *v, const char *suffix) {

@@ -46,6 +46,11 @@ FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag);
 /// replaced by a new node keeps printing under its old name.
 void transferName(Value *from, Value *to);
 
+/// An inference batch_norm's per-channel multiplier scale[c] / sqrt(var[c]
+/// + epsilon), in double, for a batch_norm whose scale and var are
+/// constants (fold-batch-norm and lower-batch-norm).
+double batchNormMultiplier(const Node &bn, int64_t c);
+
 /// A name for a constant derived from the constant `v` (a folded weight):
 /// v's parameter name (its constant `name`) with "." and `suffix`, so
 /// dumps still say where it came from; an unnamed constant gives an empty

@@ -22,9 +22,9 @@
 //
 // x - mean stays a subtraction, as in the reference kernel (a shift
 // bias - mean * s' would cancel where x is close to mean). Conditions:
-// the four parameters are float constants and x is f32 or f64 (f16 and
-// bf16 kernels round after every elementwise op, where batch_norm rounds
-// once), of rank >= 2.
+// the four parameters are constants, x is f32 or f64 (f16 and bf16 kernels
+// round after every elementwise op, where batch_norm rounds once), of rank
+// >= 2 with a static channel dim.
 //
 // Requires: a verified graph; fold-batch-norm first (it folds into conv,
 // gemm and matmul weights, which is cheaper still). Establishes: no
@@ -37,8 +37,6 @@
 #include "passes/Internal.h"
 #include "passes/PassManager.h"
 #include "passes/Passes.h"
-
-#include <cmath>
 
 namespace kiln {
 namespace {
@@ -67,22 +65,25 @@ private:
     const DType dt = x->type().dtype;
     if ((dt != DType::F32 && dt != DType::F64) || x->type().rank() < 2)
       return failure();
-    const Tensor *p[4];
+    // Every parameter has x's channel count, and it is static (a symbolic
+    // channel dim lets the verifier accept parameters of any one length).
+    const Dim &channelDim = x->type().shape[1];
+    if (!channelDim.isStatic())
+      return failure();
+    const int64_t channels = channelDim.size();
     for (unsigned i = 1; i < 5; ++i) {
-      p[i - 1] = constantValue(bn.operand(i));
-      if (!p[i - 1] || !isFloat(p[i - 1]->dtype()))
+      const Tensor *t = constantValue(bn.operand(i));
+      if (!t || t->numel() != channels)
         return failure();
     }
-    const Tensor &scale = *p[0], &bias = *p[1], &mean = *p[2], &var = *p[3];
-    const int64_t channels = scale.numel();
+    const Tensor &bias = *constantValue(bn.operand(2)), &mean = *constantValue(bn.operand(3));
     // [C, 1, ...]: broadcast against x's dims 1.. (dim 0 is the batch).
     std::vector<int64_t> shape(static_cast<size_t>(x->type().rank() - 1), 1);
     shape[0] = channels;
     Tensor m = Tensor::zeros(dt, shape), s = Tensor::zeros(dt, shape), b = Tensor::zeros(dt, shape);
-    const double epsilon = BatchNormOp(bn).epsilon();
     for (int64_t c = 0; c < channels; ++c) {
       m.setDouble(c, mean.getDouble(c));
-      s.setDouble(c, scale.getDouble(c) / std::sqrt(var.getDouble(c) + epsilon));
+      s.setDouble(c, passes::batchNormMultiplier(bn, c));
       b.setDouble(c, bias.getDouble(c));
     }
     Builder builder(g, diag);
@@ -97,8 +98,8 @@ private:
     Value *d = builder.createValue(OpKind::Sub, {x, mv});
     Value *prod = d ? builder.createValue(OpKind::Mul, {d, sv}) : nullptr;
     Value *y = prod ? builder.createValue(OpKind::Add, {prod, bv}) : nullptr;
-    if (!y || y->type() != bn.result()->type())
-      return failure(); // the nodes made are dead; dce erases them
+    if (!y) // not expected: the checks above make the types agree
+      return failure();
     Value *out = bn.result();
     passes::transferName(out, y);
     out->replaceAllUsesWith(y);

@@ -32,10 +32,8 @@ namespace kiln::codegen::cpu {
 /// changes] in InnerIndex.cpp); a stage needing more keeps one loop.
 inline constexpr size_t kMaxInnerLoops = 65;
 /// A range of a split inner loop at most this long is vectorized without
-/// interleaving or unrolling: DenseNet's 32-channel concat ranges, 24 to a
-/// kernel, cost 10% more LLVM time otherwise (densenet121 kernels 1.92 ->
-/// 1.73 s at 1 thread, run time unchanged; Note [Inner loops split where a
-/// condition changes]).
+/// interleaving or unrolling (Note [Inner loops split where a condition
+/// changes]).
 inline constexpr int64_t kShortInnerRange = 64;
 
 struct CpuJitOptions {

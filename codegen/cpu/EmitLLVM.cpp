@@ -393,11 +393,12 @@ std::vector<Value *> KernelEmitter::emitLoop(Value *lo, Value *hi, const std::st
     hint("llvm.loop.vectorize.width", b_.getInt32(static_cast<uint32_t>(s_.vectorWidth)));
     hint("llvm.loop.vectorize.enable", b_.getTrue());
   }
-  // A short range of a split inner loop (Note [Inner loops split where a
-  // condition changes]) is one vector loop, not interleaved or unrolled.
+  // A short range of a split inner loop is one vector loop, not
+  // interleaved or unrolled (Note [Inner loops split where a condition
+  // changes]).
   auto *loC = llvm::dyn_cast<llvm::ConstantInt>(lo);
   auto *hiC = llvm::dyn_cast<llvm::ConstantInt>(hi);
-  if (innerLoop && !resolved_.empty() && loC && hiC &&
+  if (innerLoop && splitRange_ && loC && hiC &&
       hiC->getSExtValue() - loC->getSExtValue() <= kShortInnerRange) {
     hint("llvm.loop.interleave.count", b_.getInt32(1));
     ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")}));
@@ -557,6 +558,7 @@ void KernelEmitter::emitMapStage(const Stage &st) {
   for (size_t r = 0; r + 1 < ranges.size() && error_.empty(); ++r) {
     if (split)
       resolveFor(ranges[r], ranges[r + 1]);
+    splitRange_ = split;
     emitLoop(
         b_.getInt64(ranges[r]), b_.getInt64(ranges[r + 1]), "map", {},
         [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
@@ -565,6 +567,7 @@ void KernelEmitter::emitMapStage(const Stage &st) {
           return {};
         },
         true);
+    splitRange_ = false;
     innerIndex_ = nullptr;
     clearMemo();
   }

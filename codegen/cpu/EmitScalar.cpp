@@ -182,7 +182,9 @@ Value *emitScalarLog(KernelEmitter &e, const ScalarNode &n, Value *const *args, 
       e.mathCall(MathFn::Log, n.type, b.CreateSelect(special, llvm::ConstantFP::get(t, 1.0), x));
   Value *limit = b.CreateSelect(b.CreateFCmpOLT(x, zero), llvm::ConstantFP::getNaN(t),
                                 llvm::ConstantFP::getInfinity(t, true));
-  return b.CreateSelect(special, limit, r);
+  // Rounded like mathCall's result: a mini float without infinities holds
+  // -inf as its most negative finite value.
+  return e.roundTo(n.type, b.CreateSelect(special, limit, r));
 }
 Value *emitScalarSqrt(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {
   return sqrtOrRsqrt(e, args[0], n.type, false);

@@ -129,6 +129,9 @@ private:
   // kTrue, or the id of a node with the same value.
   static constexpr int32_t kUnresolved = -1, kFalse = -2, kTrue = -3;
   std::vector<int32_t> resolved_;
+  /// Whether the loop emitMapStage is emitting is one range of a split
+  /// inner loop (emitLoop's hints for short ranges).
+  bool splitRange_ = false;
 };
 
 /// One hook per row of ir/ScalarOps.def, defined in EmitScalar.cpp: the
