@@ -28,7 +28,8 @@
 //
 // Requires: a verified graph; fold-batch-norm first (it folds into conv,
 // gemm and matmul weights, which is cheaper still). Establishes: no
-// batch_norm with constant parameters on f32 or f64 is left.
+// batch_norm with constant parameters on f32 or f64 with a static channel
+// dim is left.
 //
 //===----------------------------------------------------------------------===//
 #define DEBUG_TYPE "lower-batch-norm"

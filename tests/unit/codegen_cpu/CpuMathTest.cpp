@@ -240,9 +240,9 @@ double maxUlpError(ScalarOp op, int64_t n, const std::function<float(int64_t)> &
       at = i;
     }
   }
-  std::printf("[ accuracy ] %s: worst at x = %.9g (y = %.9g): %.9g, want %.9g\n",
-              scalarOpName(op), static_cast<double>(xs[at]), static_cast<double>(ps[at]),
-              static_cast<double>(ys[at]), exact(xs[at], ps[at]));
+  std::printf("[ accuracy ] %s: worst at x = %.9g (y = %.9g): %.9g, want %.9g\n", scalarOpName(op),
+              static_cast<double>(xs[at]), static_cast<double>(ps[at]), static_cast<double>(ys[at]),
+              exact(xs[at], ps[at]));
   return worst;
 }
 
