@@ -58,6 +58,36 @@ FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
   return types;
 }
 
+// Note [Unknown dims in recorded types]: a `?` in a node's recorded
+// result type takes the size inference gives (a writer that does not know
+// it, kiln.from_torch for a dim of a dynamic input, leaves it to the
+// parser), so the verifier's [V5] then compares equal types. Anything else
+// that differs is left for [V5] to report; inference's own errors too,
+// which is why they go to a scratch engine here. A value-dependent result
+// keeps its `?` (inference has nothing better).
+void fillUnknownDims(const OpInfo &info, const std::vector<Value *> &operands,
+                     std::span<const Attribute> attrs, std::vector<TensorType> &types,
+                     const Location &loc) {
+  bool unknown = false;
+  for (const TensorType &t : types)
+    for (const Dim &d : t.shape)
+      unknown |= d.isDynamic();
+  if (!unknown || info.hasTrait(ValueDependentShape))
+    return;
+  std::vector<TensorType> operandTypes;
+  for (Value *v : operands)
+    operandTypes.push_back(v->type());
+  DiagnosticEngine scratch;
+  scratch.pushHandler([](const Diagnostic &) { return true; });
+  auto inferred =
+      inferTypes(info, operandTypes, attrs, static_cast<unsigned>(types.size()), loc, scratch);
+  if (failed(inferred))
+    return;
+  for (size_t i = 0; i < types.size(); ++i)
+    if (refines((*inferred)[i], types[i]))
+      types[i] = (*inferred)[i];
+}
+
 FailureOr<std::vector<TensorType>> inferNodeTypes(const Node &n, DiagnosticEngine &diag,
                                                   std::vector<DimEquality> *assumed) {
   std::vector<TensorType> operandTypes;

@@ -39,6 +39,12 @@ FailureOr<std::vector<TensorType>> inferTypes(const OpInfo &info,
                                               const Location &loc, DiagnosticEngine &diag,
                                               std::vector<DimEquality> *assumed = nullptr);
 
+/// Replaces each type in `types` that has a `?` dim by the inferred one
+/// when that refines it (Note [Unknown dims in recorded types]).
+void fillUnknownDims(const OpInfo &info, const std::vector<Value *> &operands,
+                     std::span<const Attribute> attrs, std::vector<TensorType> &types,
+                     const Location &loc);
+
 /// Builds the full attribute list of `info` from named attributes: defaults
 /// filled in, unknown names, wrong kinds and missing required ones reported.
 FailureOr<std::vector<Attribute>> buildAttrs(const OpInfo &info, std::vector<NamedAttr> named,

@@ -706,7 +706,7 @@ private:
              << "graph '@" << g->name() << "' returns " << outs.size()
              << " value(s) but its signature declares " << resultTypes.size();
     for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i]->type() != resultTypes[i].first)
+      if (!refines(outs[i]->type(), resultTypes[i].first))
         return emitError(locOf(outToks[i]))
                << "returned value '%" << outToks[i].text << "' has type " << outs[i]->type().str()
                << " but result " << i << " is declared " << resultTypes[i].first.str();
@@ -843,6 +843,8 @@ private:
     auto attrs = buildAttrs(*info, std::move(named), *loc, diag_);
     if (failed(attrs))
       return failure();
+    if (!isConstant)
+      fillUnknownDims(*info, operands, *attrs, types, *loc);
     Node *n = g.createNode(*info, operands, types, attrs.take(), *loc);
     for (size_t i = 0; i < resultToks.size(); ++i)
       if (failed(defineValue(resultToks[i], n->result(static_cast<unsigned>(i)))))
