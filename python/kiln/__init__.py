@@ -52,15 +52,19 @@ def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=Tr
                           max_specializations=max_specializations)
 
 
-def from_torch(module, example_inputs):
+def from_torch(module, example_inputs, dynamic_shapes=None):
     """A torch.nn.Module as a Model, captured with torch.fx (no ONNX): the
-    module runs once in eval mode on `example_inputs` (a tensor or a tuple)
-    and its parameters become constants; sizes are those of the examples.
-    Every call Kiln cannot take is listed in one kiln.Error with its Python
-    location (docs/PYTHON.md)."""
+    module runs in eval mode on `example_inputs` (a tensor or a tuple) and
+    its parameters become constants. Sizes are those of the examples except
+    the dims named in `dynamic_shapes`, given as torch.export takes them
+    (`({0: torch.export.Dim("batch")},)`, or a name such as "batch" for
+    the Dim): they become symbols of the Model, and kiln.compile's
+    Executable compiles each new size on first use. Every call Kiln cannot
+    take is listed in one kiln.Error with its Python location
+    (docs/PYTHON.md)."""
     from ._fx import from_torch as capture
 
-    return capture(module, example_inputs, lambda path: Model.load(path, {}))
+    return capture(module, example_inputs, lambda path: Model.load(path, {}), dynamic_shapes)
 
 
 def _call(self, *inputs):

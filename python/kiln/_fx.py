@@ -9,8 +9,8 @@ Kiln's op table through the rows of _tables() below, written as `.kir` text (doc
 as blobs and each node's location the innermost frame of its Python stack
 (loc("model.py":12:0)), and loaded with kiln.Model.load. Every call target
 Kiln cannot take is listed at once, by name and location, in one
-kiln.Error. Sizes are those of the example inputs: symbolic dims are not
-captured here (export to ONNX with dynamic axes for that).
+kiln.Error. Sizes are those of the example inputs, except the dynamic dims
+that kiln._dynamic makes symbolic.
 """
 
 import base64
@@ -43,7 +43,16 @@ def _kir_float(x):
     return repr(float(x))
 
 
+_END = 2**63 - 1  # a slice's open end, as ONNX writes it
+
+
+class _Expr(str):
+    """An integer attribute written as a symbolic expression (`2*S+1`)."""
+
+
 def _attr(v):
+    if isinstance(v, _Expr):
+        return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -62,12 +71,15 @@ def _pair(v, n):
 
 
 class _Writer:
-    """The .kir text of one graph, built node by node."""
+    """One graph's nodes, recorded node by node as (results, op, operands,
+    attrs, types, loc) with types as (dtype, [dims]) and a constant's blob
+    name in attrs["@"]; render() writes the .kir text. kiln._dynamic
+    compares the records of several sizes to make dims symbolic."""
 
     def __init__(self, torch):
         self.torch = torch
-        self.lines = []
-        self.blobs = []
+        self.nodes = []
+        self.blobs = {}  # blob name -> bytes
         self.count = 0
         self.loc = ""
         self.named = {}  # blob name -> value
@@ -76,7 +88,7 @@ class _Writer:
         name = str(t.dtype).replace("torch.", "")
         if name not in _DTYPES:
             raise _Unsupported(f"dtype {t.dtype}")
-        return f"{_DTYPES[name]}[{','.join(str(int(d)) for d in t.shape)}]"
+        return (_DTYPES[name], [int(d) for d in t.shape])
 
     def fresh(self):
         self.count += 1
@@ -84,19 +96,13 @@ class _Writer:
 
     def op(self, name, operands, result, attrs=None):
         """Emits `name(operands) {attrs}` typed like the tensor `result`."""
-        v = self.fresh()
-        text = ", ".join(attrs and [f"{k} = {_attr(x)}" for k, x in attrs.items()] or [])
-        self.lines.append(f"  {v} = {name}({', '.join(operands)})" +
-                          (f" {{{text}}}" if text else "") + f" : {self.type_of(result)}" +
-                          self.loc)
-        return v
+        return self.op_multi(name, operands, [result], attrs or {})[0]
 
     def op_multi(self, name, operands, results, attrs):
         """Emits an op of several results, typed like the tensors `results`."""
+        types = [self.type_of(r) for r in results]
         vs = [self.fresh() for _ in results]
-        text = ", ".join(f"{k} = {_attr(x)}" for k, x in attrs.items())
-        self.lines.append(f"  {', '.join(vs)} = {name}({', '.join(operands)}) {{{text}}} : " +
-                          ", ".join(self.type_of(r) for r in results) + self.loc)
+        self.nodes.append((vs, name, list(operands), dict(attrs), types, self.loc))
         return vs
 
     def const(self, t, name=None):
@@ -114,9 +120,32 @@ class _Writer:
             data = t.view(self.torch.int16).numpy().tobytes()
         else:
             data = t.numpy().tobytes()
-        self.blobs.append(f"  @{blob} = \"{base64.b64encode(data).decode()}\"")
-        self.lines.append(f"  {v} = constant @{blob} : {self.type_of(t)}{self.loc}")
+        self.blobs[blob] = data
+        self.nodes.append(([v], "constant", [], {"@": blob}, [self.type_of(t)], self.loc))
         return v
+
+    def render(self, name, inputs, outputs, output_types):
+        """The module's .kir text: `inputs` are (value, type) pairs."""
+        lines = []
+        for vs, op, operands, attrs, types, loc in self.nodes:
+            ty = ", ".join(_type_text(t) for t in types)
+            if op == "constant":
+                lines.append(f"  {vs[0]} = constant @{attrs['@']} : {ty}{loc}")
+                continue
+            text = ", ".join(f"{k} = {_attr(x)}" for k, x in attrs.items())
+            lines.append(f"  {', '.join(vs)} = {op}({', '.join(operands)})" +
+                         (f" {{{text}}}" if text else "") + f" : {ty}{loc}")
+        text = (f"graph @{name}(" + ", ".join(f"{v}: {_type_text(t)}" for v, t in inputs) +
+                ") -> (" + ", ".join(_type_text(t) for t in output_types) + ") {\n" +
+                "\n".join(lines) + "\n  return " + ", ".join(outputs) + "\n}\n")
+        if self.blobs:
+            text += "blobs {\n" + "\n".join(
+                f'  @{k} = "{base64.b64encode(d).decode()}"' for k, d in self.blobs.items()) + "\n}\n"
+        return text
+
+
+def _type_text(t):
+    return f"{t[0]}[{','.join(str(d) for d in t[1])}]"
 
 
 def _location(node, skip, innermost_first):
@@ -132,7 +161,7 @@ def _location(node, skip, innermost_first):
     return f' loc("{node.name}")'
 
 
-def from_torch(module, example_inputs, load):
+def from_torch(module, example_inputs, load, dynamic_shapes=None):
     import torch
     import torch.fx as fx
 
@@ -141,12 +170,43 @@ def from_torch(module, example_inputs, load):
     example_inputs = tuple(example_inputs)
     tracer = fx.Tracer()
     tracer.record_stack_traces = True
+    tracer.proxy_buffer_attributes = True  # a buffer sliced by a size (self.pos[:, :n])
     try:
         graph = tracer.trace(module)
     except Exception as e:  # control flow on values, iteration of a proxy, ...
         raise _error(f"from_torch: torch.fx cannot trace {type(module).__name__}: "
                      f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     gm = fx.GraphModule(module, graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(example_inputs) != len(placeholders):
+        raise _error(f"from_torch: {type(module).__name__} takes {len(placeholders)} input(s), "
+                     f"the example gives {len(example_inputs)}")
+
+    def capture(inputs):
+        """The module's records at these inputs: the writer, its inputs as
+        (value, type) and its outputs as (value, type)."""
+        values = _record(torch, fx, module, gm, inputs)
+        return _convert(torch, fx, module, gm, graph, values)
+
+    if dynamic_shapes is None:
+        w, ins, outs = capture(example_inputs)
+        text = w.render(type(module).__name__, ins, [v for v, _ in outs], [t for _, t in outs])
+    else:
+        from ._dynamic import capture_symbolic
+        text = capture_symbolic(torch, module, placeholders, example_inputs, dynamic_shapes,
+                                capture, _error)
+    if os.environ.get("KILN_FROM_TORCH_DUMP"):
+        with open(os.environ["KILN_FROM_TORCH_DUMP"], "w") as f:
+            f.write(text)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, type(module).__name__ + ".kir")
+        with open(path, "w") as f:
+            f.write(text)
+        return load(path)
+
+
+def _record(torch, fx, module, gm, inputs):
+    """Runs the traced module on `inputs` in eval mode; every node's value."""
     values = {}
 
     class Recorder(fx.Interpreter):
@@ -159,14 +219,23 @@ def from_torch(module, example_inputs, load):
     module.eval()
     try:
         with torch.no_grad():
-            Recorder(gm).run(*example_inputs)
+            Recorder(gm).run(*inputs)
     except Exception as e:  # wrong inputs for the module
         raise _error(f"from_torch: {type(module).__name__} does not run on the example "
-                     f"inputs: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                     ) from e
+                     f"inputs{_sizes(inputs)}: "
+                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     finally:
         module.train(was_training)
+    return values
 
+
+def _sizes(inputs):
+    return " (sizes " + ", ".join(str(list(t.shape)) for t in inputs) + ")"
+
+
+def _convert(torch, fx, module, gm, graph, values):
+    """Maps the recorded graph onto Kiln's ops; raises one error listing
+    every call Kiln cannot take."""
     w = _Writer(torch)
     names = {}      # fx node -> kir value
     missing = []    # (target, location)
@@ -221,7 +290,7 @@ def from_torch(module, example_inputs, load):
                     break
                 if not (isinstance(o, fx.Node) and o in names):
                     raise _error("from_torch: the module returns something other than tensors")
-                outputs.append((names[o], values[o]))
+                outputs.append((names[o], w.type_of(values[o])))
             continue
         result = values[n]
         if n.op == "get_attr":
@@ -265,20 +334,8 @@ def from_torch(module, example_inputs, load):
                      (len(missing), "" if len(missing) == 1 else "s") +
                      "\n".join(f"  {t} at {loc}" + (f" ({k} calls)" if k > 1 else "")
                                for (t, loc), k in counts.items()))
-    inputs = ", ".join(f"{p}: {w.type_of(values[n])}" for n, p in zip(placeholders, params))
-    results = ", ".join(w.type_of(t) for _, t in outputs)
-    text = (f"graph @{type(module).__name__}({inputs}) -> ({results}) {{\n" +
-            "\n".join(w.lines) + "\n  return " + ", ".join(v for v, _ in outputs) + "\n}\n")
-    if w.blobs:
-        text += "blobs {\n" + "\n".join(w.blobs) + "\n}\n"
-    if os.environ.get("KILN_FROM_TORCH_DUMP"):
-        with open(os.environ["KILN_FROM_TORCH_DUMP"], "w") as f:
-            f.write(text)
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, type(module).__name__ + ".kir")
-        with open(path, "w") as f:
-            f.write(text)
-        return load(path)
+    inputs = [(p, w.type_of(values[n])) for n, p in zip(placeholders, params)]
+    return w, inputs, outputs
 
 
 def _error(message):
@@ -562,32 +619,39 @@ def _getitem(c, n, m, result):
         e = index.index(Ellipsis)
         fill = x.dim() - sum(1 for i in index if i is not None and i is not Ellipsis)
         index[e:e + 1] = [slice(None)] * fill
-    starts, ends, axes, steps = [], [], [], []
+    # Bounds as written (ONNX's rule: negative from the end, clamped), so
+    # that one a size computes (x[:, :n]) stays that expression when the
+    # size is dynamic (kiln._dynamic); the static sizes come from indices().
+    starts, ends, axes, steps, sliced = [], [], [], [], list(x.shape)
     d = 0
     for i in index:
         if i is None:
             continue
+        i = c.value(i)
         if isinstance(i, int):
-            size = x.shape[d]
-            i = i + size if i < 0 else i
-            starts.append(i), ends.append(i + 1), axes.append(d), steps.append(1)
+            starts.append(i), ends.append(i + 1 if i != -1 else _END), axes.append(d)
+            steps.append(1)
+            sliced[d] = 1
         elif isinstance(i, slice):
+            i = slice(c.value(i.start), c.value(i.stop), c.value(i.step))
             if not all(isinstance(b, (int, type(None))) for b in (i.start, i.stop, i.step)):
-                raise _Unsupported("a slice bound that is not a constant")
+                raise _Unsupported("a slice bound that is not an int")
             lo, hi, step = i.indices(int(x.shape[d]))
             if step <= 0:
                 raise _Unsupported("a negative step")
-            if (lo, hi, step) != (0, int(x.shape[d]), 1):
-                starts.append(lo), ends.append(hi), axes.append(d), steps.append(step)
+            if (i.start in (None, 0)) and i.stop is None and step == 1:
+                d += 1
+                continue
+            starts.append(0 if i.start is None else i.start)
+            ends.append(_END if i.stop is None else i.stop)
+            axes.append(d), steps.append(step)
+            sliced[d] = max(0, (hi - lo + step - 1) // step)
         else:
             raise _Unsupported(f"an index of type {type(i).__name__}")
         d += 1
     y = c.arg(seq)
     have = list(x.shape)
     if axes:
-        sliced = list(x.shape)
-        for lo, hi, a, st in zip(starts, ends, axes, steps):
-            sliced[a] = max(0, (hi - lo + st - 1) // st)
         import torch
         y = c.w.op("slice", [y], torch.empty(sliced, dtype=x.dtype),
                    {"starts": starts, "ends": ends, "axes": axes, "steps": steps})

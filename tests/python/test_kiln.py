@@ -293,6 +293,68 @@ def test_from_torch():
                                rtol=1e-4, atol=1e-4)
 
 
+def test_from_torch_dynamic():
+    """kiln.from_torch with dynamic_shapes: the named dims become symbols of
+    the Model (reshape shapes and slice bounds computed from sizes become
+    expressions of them) and one Executable runs every size, against eager;
+    torch.export.Dim under torch 2.x, names under torch 1.13."""
+    import torch
+    import torch.nn as nn
+
+    try:
+        from torch.export import Dim
+    except ImportError:  # torch 1.13: names stand for Dims
+        Dim = str
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            self.norm = nn.LayerNorm(16)
+            self.register_buffer("pos", torch.randn(1, 32, 16))
+
+        def forward(self, x):
+            x = x + self.pos[:, :x.shape[1]]
+            h = self.norm(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x.reshape(x.shape[0], -1)[:, 1:x.shape[1] * 2 + 1], x[:, -1]
+
+    torch.manual_seed(0)
+    block = Block().eval()
+    model = kiln.from_torch(block, torch.randn(2, 5, 16),
+                            dynamic_shapes={"x": {0: Dim("B"), 1: Dim("S")}})
+    assert list(model.inputs[0][2]) == [-1, -1, 16], model.inputs  # -1: symbolic
+    exe = kiln.compile(model, threads=1)
+    for b, s in [(1, 1), (3, 7), (2, 32)]:
+        x = torch.randn(b, s, 16)
+        with torch.no_grad():
+            want = block(x)
+        got = exe(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert len(exe.specializations) == 3, exe.specializations
+
+    class Square(nn.Module):
+        def forward(self, x):
+            return x.reshape(x.shape[0] * x.shape[0])
+
+    line = Square.forward.__code__.co_firstlineno
+    here = os.path.basename(__file__)
+    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
+                                         dynamic_shapes=({0: "n", 1: "n"},)),
+                 f'{here}":{line + 1}:0): attribute \'shape\' is 9 at n=3, 36 at n=6',
+                 "not a sum of products of the dynamic dims")
+    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
+                                         dynamic_shapes={"y": {0: "n"}}),
+                 "no input named 'y' (the inputs: x)")
+    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
+                                         dynamic_shapes=({0: 4},)),
+                 "input 0 dim 0: 4 is not a named dim")
+    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 4),
+                                         dynamic_shapes=({0: "n", 1: "n"},)),
+                 "'n' is 3 in one example input and 4 in input 0 dim 1")
+
+
 if __name__ == "__main__":
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")
              and (len(sys.argv) < 5 or n == sys.argv[4])]
