@@ -2,8 +2,9 @@
 # Creates or checks the Python virtual environment build/venv with the pinned
 # PyPI wheels that Debian 12 does not package: PyTorch 2.x and torchvision
 # (the dynamo exporter's model zoo, the benchmark peers), onnxscript (the
-# dynamo exporter's translator), ONNX Runtime and OpenVINO (benchmark peers)
-# and onnx 1.23 (the newest backend node tests). Prints the venv's python.
+# dynamo exporter's translator), ONNX Runtime and OpenVINO (benchmark peers),
+# onnx 1.23 (the newest backend node tests) and Ray Serve (examples/serve).
+# Prints the venv's python.
 #
 #   scripts/venv.sh              # build/venv under the source tree
 #   KILN_VENV=DIR scripts/venv.sh
@@ -18,7 +19,7 @@ venv="${KILN_VENV:-$root/build/venv}"
 # Pinned: the versions the dynamo zoo, the conformance expectations and the
 # benchmark harness were written and checked against.
 pins=(torch==2.15.0 torchvision==0.29.2 onnxruntime==1.32.0 openvino==2026.4.1 onnx==1.23.2 numpy==2.4.6
-      onnxscript==0.7.2)
+      onnxscript==0.7.2 'ray[serve]==2.60.0')
 
 if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$(dirname "$venv")"
@@ -29,6 +30,7 @@ import sys
 from importlib.metadata import version, PackageNotFoundError
 for pin in sys.argv[1:]:
     name, want = pin.split("==")
+    name = name.split("[")[0]  # ray[serve]: the extra is not part of the name
     try:
         have = version(name)
     except PackageNotFoundError:
