@@ -188,6 +188,22 @@ def test_torch_compile_backend():
                                    Det()(m))
     assert "torch.compile graph runs eagerly" in log.getvalue(), log.getvalue()
 
+    # Symbolic sizes (dynamic=True: Dynamo passes sizes as inputs too): one
+    # compile per set of sizes, each checked, none eager.
+    class Flat(torch.nn.Module):
+        def forward(self, x):
+            return net.l1(x.reshape(x.shape[0], -1)) * x.shape[1]
+
+    log = io.StringIO()
+    with torch.no_grad(), contextlib.redirect_stderr(log):
+        torch._dynamo.reset()
+        flat = torch.compile(Flat(), backend="kiln", dynamic=True)
+        for n, c in [(2, 4), (5, 2), (2, 4), (7, 8)]:
+            x = torch.randn(n, c, 16 // c)
+            torch.testing.assert_close(flat(x), Flat()(x), rtol=1e-5, atol=1e-5)
+    assert "runs eagerly" not in log.getvalue(), log.getvalue()
+    assert log.getvalue().count("torch.compile graph compiles for sizes") == 2, log.getvalue()
+
 
 def test_onnx_model():
     zoo = os.path.join(BUILD, "tests", "models", "zoo", "mlp-op17")
