@@ -1,14 +1,21 @@
 """torch.compile with backend="kiln" against Inductor and eager, side by side.
 
     PYTHONPATH=build/python build/venv/bin/python bench/torch_compile.py [--threads 1]
-        [--runs 30] [--models resnet18,mobilenet_v2,transformer]
+        [--runs 30] [--models resnet18,mobilenet_v2,...]
 
-Each model is built with fixed seeds, run under torch.inference_mode() at
-batch 1 (the transformer: 1 x 64 tokens of width 128), warmed up (the
-first call compiles; its time is the compile column), then timed: median
-of --runs calls. Kiln's outputs are checked against eager's (max abs
-error); a model with a graph the backend ran eagerly says so. One process, one engine after another, torch.set_num_threads(T)
-for all of them (Kiln's runs get threads=T too). Prints a Markdown table.
+The models are the zoo's (scripts/make_models.py's MODELS, built as the zoo
+builds them: seeded random weights, its example inputs) that are not
+TorchScript-scripted and have no dynamic axes, plus `transformer` (two
+pre-norm blocks written out, 1 x 64 tokens of width 128); --models picks
+some. Each runs under torch.inference_mode(); the first call of each
+engine compiles (its time is the compile column, Inductor's with its
+on-disk cache as the machine has it); then the median of --runs rounds,
+each round calling eager, Inductor and Kiln once in turn, so that the
+machine's slow spells hit all three alike (a recompile while timed is an
+error). Kiln's outputs are checked against eager's (max abs error over all
+outputs); a model with a graph the backend ran eagerly says how many.
+torch.set_num_threads(T) for all three (Kiln's runs get threads=T too).
+Prints a Markdown table and the geomean of Kiln / Inductor.
 """
 
 import argparse
@@ -45,30 +52,62 @@ class Block(torch.nn.Module):
 
 
 def models(names):
-    import torchvision
+    """name -> (module, example inputs) for the names asked for, in order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "scripts"))
+    import make_models
+
     out = {}
-    torch.manual_seed(0)
-    if "resnet18" in names:
-        out["resnet18"] = (torchvision.models.resnet18(), torch.randn(1, 3, 224, 224))
-    if "mobilenet_v2" in names:
-        out["mobilenet_v2"] = (torchvision.models.mobilenet_v2(), torch.randn(1, 3, 224, 224))
-    if "transformer" in names:
-        out["transformer"] = (torch.nn.Sequential(Block(128, 4), Block(128, 4)),
-                              torch.randn(1, 64, 128))
-    return {k: (m.eval(), x) for k, (m, x) in out.items()}
+    for name in names:
+        if name == "transformer":
+            torch.manual_seed(0)
+            out[name] = (torch.nn.Sequential(Block(128, 4), Block(128, 4)).eval(),
+                         [torch.randn(1, 64, 128)])
+        elif name in make_models.MODELS and not make_models.MODELS[name].get("script"):
+            model, inputs, _ = make_models.build_model(name, make_models.MODELS[name])
+            out[name] = (model, inputs)
+        else:
+            raise SystemExit(f"torch_compile.py: no model '{name}' (the zoo's unscripted "
+                             "models and transformer)")
+    return out
 
 
-def timed(fn, x, runs):
+def zoo_names():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "scripts"))
+    import make_models
+    return [n for n, spec in make_models.MODELS.items()
+            if not spec.get("script") and "dynamic" not in n] + ["transformer"]
+
+
+def flat(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    return [t for o in out for t in flat(o)]
+
+
+def first_call(fn, xs):
+    """fn's first output and how long the first call took (the compile)."""
     start = time.perf_counter()
-    first = fn(x)
-    compile_s = time.perf_counter() - start
-    fn(x)
-    times = []
+    out = fn(*xs)
+    return out, time.perf_counter() - start
+
+
+def interleaved(fns, xs, runs):
+    """Median ms of each of `fns` over `runs` rounds, each round calling
+    every fn once in turn, so that the machine's slow spells hit all of
+    them alike."""
+    for fn in fns:
+        fn(*xs)
+    times = [[] for _ in fns]
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - t0)
-    return first, compile_s, statistics.median(times) * 1e3
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn(*xs)
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 def main():
@@ -76,7 +115,7 @@ def main():
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--models", default="resnet18,mobilenet_v2,transformer")
+    ap.add_argument("--models", default="", help="comma-separated (default: all)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -90,22 +129,32 @@ def main():
     print("| model | eager ms | Inductor ms | Kiln ms | Kiln / Inductor | Kiln / eager | "
           "Inductor compile s | Kiln compile s | Kiln max abs error |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, (model, x) in models(args.models.split(",")).items():
+    ratios = []
+    names = args.models.split(",") if args.models else zoo_names()
+    for name, (model, xs) in models(names).items():
         with torch.inference_mode():
-            want, _, eager_ms = timed(model, x, args.runs)
+            want, _ = first_call(model, xs)
             torch._dynamo.reset()
-            _, ind_s, ind_ms = timed(torch.compile(model), x, args.runs)
-            torch._dynamo.reset()
+            inductor = torch.compile(model)
+            _, ind_s = first_call(inductor, xs)
             log = io.StringIO()
             with contextlib.redirect_stderr(log):
-                got, kiln_s, kiln_ms = timed(torch.compile(model, backend=kiln_backend), x,
-                                             args.runs)
-            err = (got - want).abs().max().item()
+                fast = torch.compile(model, backend=kiln_backend)
+                got, kiln_s = first_call(fast, xs)
+                graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+                eager_ms, ind_ms, kiln_ms = interleaved([model, inductor, fast], xs, args.runs)
+                if torch._dynamo.utils.counters["stats"]["unique_graphs"] != graphs:
+                    raise SystemExit(f"torch_compile.py: {name} compiled again while timed")
+            err = max((g - w).abs().max().item() for g, w in zip(flat(got), flat(want)))
         eager_graphs = log.getvalue().count("graph runs eagerly")
         note = f" ({eager_graphs} graph(s) ran eagerly)" if eager_graphs else ""
+        ratios.append(kiln_ms / ind_ms)
         print(f"| {name}{note} | {eager_ms:.2f} | {ind_ms:.2f} | {kiln_ms:.2f} | "
               f"{kiln_ms / ind_ms:.2f} | {kiln_ms / eager_ms:.2f} | {ind_s:.1f} | {kiln_s:.1f} | "
               f"{err:.1e} |", flush=True)
+    geo = statistics.geometric_mean(ratios)
+    print(f"\nGeomean of Kiln / Inductor over {len(ratios)} models: {geo:.2f}; "
+          f"Kiln faster on {sum(r < 1 for r in ratios)} of {len(ratios)}.")
 
 
 if __name__ == "__main__":
