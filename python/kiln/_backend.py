@@ -89,7 +89,9 @@ def torch_backend(gm, example_inputs, threads=0, max_sizes=8):
                                   opset_version=17, dynamo=False,
                                   input_names=[f"input{i}" for i in range(len(fed))])
                 exe = compile(path, threads=threads)
-        return exe, spec, len(flat)
+        # The exporter drops inputs the graph does not read: the rest by name.
+        used = [fed[int(name[len("input"):])] for name, _, _ in exe.inputs]
+        return exe, spec, len(flat), used
 
     def key(args):
         return (tuple(tuple(int(d) for d in args[i].shape) for i in fed),
@@ -138,8 +140,8 @@ def torch_backend(gm, example_inputs, threads=0, max_sizes=8):
         built.move_to_end(k)
         if built[k] is None:
             return gm(*args)
-        exe, spec, count = built[k]
-        outs = exe.run(*(args[i] for i in fed))
+        exe, spec, count, used = built[k]
+        outs = exe.run(*(args[i] for i in used))
         if len(outs) != count:
             raise Error(f"the compiled graph returned {len(outs)} outputs, the FX graph {count}")
         return pytree.tree_unflatten(list(outs), spec)

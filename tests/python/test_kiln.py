@@ -204,6 +204,36 @@ def test_torch_compile_backend():
     assert "runs eagerly" not in log.getvalue(), log.getvalue()
     assert log.getvalue().count("torch.compile graph compiles for sizes") == 2, log.getvalue()
 
+    # nn.TransformerEncoderLayer's fused inference fast path (inference_mode,
+    # eval, batch first) reaches the backend as _transformer_encoder_layer_fwd:
+    # exported as ordinary calls, not eager. An input the exported graph
+    # does not read (x, used only for new_zeros' dtype) is dropped by the
+    # exporter: the rest still line up.
+    class Attend(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+
+        def forward(self, x, q):
+            return self.attn(q, q, q, need_weights=False)[0] + x.new_zeros(16)
+
+    log = io.StringIO()
+    with torch.inference_mode(), contextlib.redirect_stderr(log):
+        for norm_first, act in [(False, "relu"), (True, "gelu")]:
+            layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation=act,
+                                                     batch_first=True,
+                                                     norm_first=norm_first).eval()
+            x = torch.randn(2, 5, 16)
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(layer, backend="kiln")(x), layer(x),
+                                       rtol=1e-4, atol=1e-5)
+        attend = Attend().eval()
+        x, q = torch.randn(3), torch.randn(2, 5, 16)
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(attend, backend="kiln")(x, q), attend(x, q),
+                                   rtol=1e-4, atol=1e-5)
+    assert "runs eagerly" not in log.getvalue(), log.getvalue()
+
 
 def test_onnx_model():
     zoo = os.path.join(BUILD, "tests", "models", "zoo", "mlp-op17")
