@@ -53,19 +53,34 @@ def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=Tr
                           max_specializations=max_specializations)
 
 
-def from_torch(module, example_inputs, dynamic_shapes=None):
-    """A torch.nn.Module as a Model, captured with torch.fx (no ONNX): the
-    module runs in eval mode on `example_inputs` (a tensor or a tuple) and
-    its parameters become constants. Sizes are those of the examples except
-    the dims named in `dynamic_shapes`, given as torch.export takes them
-    (`({0: torch.export.Dim("batch")},)`, or a name such as "batch" for
-    the Dim): they become symbols of the Model, and kiln.compile's
-    Executable compiles each new size on first use. Every call Kiln cannot
-    take is listed in one kiln.Error with its Python location
-    (docs/PYTHON.md)."""
-    from ._fx import from_torch as capture
+def from_torch(module, example_inputs, dynamic_shapes=None, capture="auto"):
+    """A torch.nn.Module as a Model, without ONNX: its parameters and
+    buffers become constants, in eval mode. `capture` is "export"
+    (torch.export to core ATen, torch 2.x), "fx" (torch.fx's symbolic
+    tracer, torch 1.13 and 2.x) or "auto" (export where torch has it).
+    Sizes are the examples' except the dims named in `dynamic_shapes`,
+    given as torch.export takes them (`({0: torch.export.Dim("batch")},)`,
+    or a name such as "batch" for the Dim): they become symbols of the
+    Model, and kiln.compile's Executable compiles each new size on first
+    use. Every call Kiln cannot take is listed in one kiln.Error with its
+    Python location (docs/PYTHON.md)."""
+    import torch
 
-    return capture(module, example_inputs, lambda path: Model.load(path, {}), dynamic_shapes)
+    if capture not in ("auto", "export", "fx"):
+        raise Error(f"from_torch: capture must be 'auto', 'export' or 'fx', not {capture!r}")
+    if capture == "auto":
+        capture = "export" if hasattr(torch, "export") else "fx"
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    load = lambda path: Model.load(path, {})  # noqa: E731
+    if capture == "export":
+        if not hasattr(torch, "export"):
+            raise Error(f"from_torch: torch {torch.__version__} has no torch.export; "
+                        "use capture='fx'")
+        from ._export import capture as by_export
+        return by_export(torch, module, tuple(example_inputs), dynamic_shapes, load)
+    from ._fx import from_torch as by_fx
+    return by_fx(module, example_inputs, load, dynamic_shapes)
 
 
 def _call(self, *inputs):

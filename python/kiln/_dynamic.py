@@ -37,9 +37,6 @@ def capture_symbolic(torch, module, placeholders, examples, spec, capture, error
     symbols = {}  # name -> [example size, lo, hi]
     for i, d, name, lo, hi in dyn:
         size = int(examples[i].shape[d])
-        if name in symbols and symbols[name][0] != size:
-            raise error(f"{where}: '{name}' is {symbols[name][0]} in one example input and "
-                        f"{size} in input {i} dim {d}; a symbol is one size")
         old = symbols.setdefault(name, [size, lo, hi])
         old[1], old[2] = max(old[1], lo), min(old[2], hi)
     if len(symbols) > _MAX_SYMBOLS:
@@ -144,6 +141,12 @@ def _dims(torch, placeholders, examples, spec, where, error):
             dyn.append((i, d, name, lo, hi))
     if not dyn:
         raise error(f"{where}: no dim is dynamic")
+    sizes = {}
+    for i, d, name, _, _ in dyn:
+        size = int(examples[i].shape[d])
+        if sizes.setdefault(name, size) != size:
+            raise error(f"{where}: '{name}' is {sizes[name]} in one example input and "
+                        f"{size} in input {i} dim {d}; a symbol is one size")
     return dyn
 
 

@@ -88,7 +88,8 @@ class _Writer:
         name = str(t.dtype).replace("torch.", "")
         if name not in _DTYPES:
             raise _Unsupported(f"dtype {t.dtype}")
-        return (_DTYPES[name], [int(d) for d in t.shape])
+        # A symbolic size (torch.export's SymInt) is left to Kiln's inference.
+        return (_DTYPES[name], [int(d) if isinstance(d, int) else "?" for d in t.shape])
 
     def fresh(self):
         self.count += 1
@@ -195,11 +196,16 @@ def from_torch(module, example_inputs, load, dynamic_shapes=None):
         from ._dynamic import capture_symbolic
         text = capture_symbolic(torch, module, placeholders, example_inputs, dynamic_shapes,
                                 capture, _error)
+    return _load_text(text, type(module).__name__, load)
+
+
+def _load_text(text, name, load):
+    """The Model of .kir `text` (also written to $KILN_FROM_TORCH_DUMP)."""
     if os.environ.get("KILN_FROM_TORCH_DUMP"):
         with open(os.environ["KILN_FROM_TORCH_DUMP"], "w") as f:
             f.write(text)
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, type(module).__name__ + ".kir")
+        path = os.path.join(d, name + ".kir")
         with open(path, "w") as f:
             f.write(text)
         return load(path)

@@ -251,10 +251,16 @@ def test_onnx_model():
     np.testing.assert_allclose(got, tensor("output_0.pb"), rtol=1e-4, atol=1e-5)
 
 
+def captures(torch):
+    """kiln.from_torch's capture paths under this torch."""
+    return ["fx"] + (["export"] if hasattr(torch, "export") else [])
+
+
 def test_from_torch():
-    """kiln.from_torch captures a module through torch.fx (no ONNX): modules,
-    functions and methods of a CNN and a transformer block, against eager;
-    every call Kiln cannot take is listed in one error with this file's line."""
+    """kiln.from_torch captures a module without ONNX, through torch.fx and
+    (torch 2.x) torch.export: modules, functions and methods of a CNN and a
+    transformer block, against eager; every call Kiln cannot take is listed
+    in one error with this file's line."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -298,14 +304,15 @@ def test_from_torch():
                 if buf.is_floating_point():  # running stats away from 0 and 1
                     buf.copy_(torch.rand_like(buf) + 0.5)
             want = module(x)
-        model = kiln.from_torch(module, x)
-        assert isinstance(model, kiln.Model)
-        got = kiln.compile(model, threads=1)(x)
         want = want if isinstance(want, tuple) else (want,)
-        got = got if isinstance(got, tuple) else (got,)
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+        for capture in captures(torch):
+            model = kiln.from_torch(module, x, capture=capture)
+            assert isinstance(model, kiln.Model)
+            got = kiln.compile(model, threads=1)(x)
+            got = got if isinstance(got, tuple) else (got,)
+            assert len(got) == len(want), capture
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
     class Odd(nn.Module):
         def forward(self, x):
@@ -315,18 +322,27 @@ def test_from_torch():
 
     line = Odd.forward.__code__.co_firstlineno
     here = os.path.basename(__file__)
-    expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4)),
+    expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4), capture="fx"),
                  "Kiln cannot take 3 calls", f'torch.roll at loc("', f'{here}":{line + 2}:0) (2 calls)',
                  f'fliplr at loc("', f'{here}":{line + 3}:0)')
-    expect_error(lambda: kiln.from_torch(Net(), torch.randn(2, 2, 8, 8)),
+    expect_error(lambda: kiln.from_torch(Net(), torch.randn(2, 2, 8, 8), capture="fx"),
                  "from_torch: Net does not run on the example inputs")
 
     class Branchy(nn.Module):
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    expect_error(lambda: kiln.from_torch(Branchy(), torch.randn(3)),
+    expect_error(lambda: kiln.from_torch(Branchy(), torch.randn(3), capture="fx"),
                  "from_torch: torch.fx cannot trace Branchy")
+    expect_error(lambda: kiln.from_torch(Net(), torch.randn(3), capture="other"),
+                 "capture must be 'auto', 'export' or 'fx'")
+    if "export" in captures(torch):  # core ATen: roll decomposes, flip does not
+        expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4), capture="export"),
+                     "(torch.export, core ATen)", f'aten::flip at loc("', f'{here}":{line + 3}:0)')
+        expect_error(lambda: kiln.from_torch(Net(), torch.randn(2, 2, 8, 8), capture="export"),
+                     "from_torch: torch.export cannot capture Net")
+        expect_error(lambda: kiln.from_torch(Branchy(), torch.randn(3), capture="export"),
+                     "from_torch: torch.export cannot capture Branchy")
     try:
         import torchvision
     except ImportError:
@@ -335,15 +351,17 @@ def test_from_torch():
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         want = m(x)
-    torch.testing.assert_close(kiln.compile(kiln.from_torch(m, x), threads=1)(x), want,
-                               rtol=1e-4, atol=1e-4)
+    for capture in captures(torch):
+        torch.testing.assert_close(kiln.compile(kiln.from_torch(m, x, capture=capture),
+                                                threads=1)(x), want, rtol=1e-4, atol=1e-4)
 
 
 def test_from_torch_dynamic():
     """kiln.from_torch with dynamic_shapes: the named dims become symbols of
     the Model (reshape shapes and slice bounds computed from sizes become
-    expressions of them) and one Executable runs every size, against eager;
-    torch.export.Dim under torch 2.x, names under torch 1.13."""
+    expressions of them) and one Executable runs every size, against eager,
+    through torch.fx and torch.export; torch.export.Dim under torch 2.x,
+    names under torch 1.13."""
     import torch
     import torch.nn as nn
 
@@ -367,18 +385,21 @@ def test_from_torch_dynamic():
 
     torch.manual_seed(0)
     block = Block().eval()
-    model = kiln.from_torch(block, torch.randn(2, 5, 16),
-                            dynamic_shapes={"x": {0: Dim("B"), 1: Dim("S")}})
-    assert list(model.inputs[0][2]) == [-1, -1, 16], model.inputs  # -1: symbolic
-    exe = kiln.compile(model, threads=1)
-    for b, s in [(1, 1), (3, 7), (2, 32)]:
-        x = torch.randn(b, s, 16)
-        with torch.no_grad():
-            want = block(x)
-        got = exe(x)
-        for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
-    assert len(exe.specializations) == 3, exe.specializations
+    # S <= 32: the position table has 32 rows (torch.export proves it needs that).
+    seq = Dim("S", max=32) if Dim is not str else "S"
+    for capture in captures(torch):
+        model = kiln.from_torch(block, torch.randn(2, 5, 16), capture=capture,
+                                dynamic_shapes={"x": {0: Dim("B"), 1: seq}})
+        assert list(model.inputs[0][2]) == [-1, -1, 16], model.inputs  # -1: symbolic
+        exe = kiln.compile(model, threads=1)
+        for b, s in [(1, 1), (3, 7), (2, 32)]:
+            x = torch.randn(b, s, 16)
+            with torch.no_grad():
+                want = block(x)
+            got = exe(x)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+        assert len(exe.specializations) == 3, exe.specializations
 
     class Square(nn.Module):
         def forward(self, x):
@@ -386,19 +407,26 @@ def test_from_torch_dynamic():
 
     line = Square.forward.__code__.co_firstlineno
     here = os.path.basename(__file__)
-    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
+    # Sampling (fx) solves sums of products only; torch.export knows n*n.
+    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3), capture="fx",
                                          dynamic_shapes=({0: "n", 1: "n"},)),
                  f'{here}":{line + 1}:0): attribute \'shape\' is 9 at n=3, 36 at n=6',
                  "not a sum of products of the dynamic dims")
-    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
-                                         dynamic_shapes={"y": {0: "n"}}),
-                 "no input named 'y' (the inputs: x)")
-    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3),
-                                         dynamic_shapes=({0: 4},)),
-                 "input 0 dim 0: 4 is not a named dim")
-    expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 4),
-                                         dynamic_shapes=({0: "n", 1: "n"},)),
-                 "'n' is 3 in one example input and 4 in input 0 dim 1")
+    if "export" in captures(torch):
+        square = kiln.compile(kiln.from_torch(Square(), torch.randn(3, 3),
+                                              dynamic_shapes=({0: Dim("n"), 1: Dim("n")},)))
+        x = torch.randn(5, 5)
+        torch.testing.assert_close(square(x), Square()(x))
+    for capture in captures(torch):
+        expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3), capture=capture,
+                                             dynamic_shapes={"y": {0: "n"}}),
+                     "no input named 'y' (the inputs: x)")
+        expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3), capture=capture,
+                                             dynamic_shapes=({0: 4},)),
+                     "input 0 dim 0: 4 is not a named dim")
+        expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 4), capture=capture,
+                                             dynamic_shapes=({0: "n", 1: "n"},)),
+                     "'n' is 3 in one example input and 4 in input 0 dim 1")
 
 
 if __name__ == "__main__":
