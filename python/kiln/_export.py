@@ -46,6 +46,13 @@ def capture(torch, module, examples, spec, load):
             dim = given.get((i, d)) or made.setdefault(s, Dim(s))
             export_spec[i] = {**(export_spec[i] or {}), d: dim}
         export_spec = tuple(export_spec)
+        # torch.export specializes a size of 0 or 1: such an example dim is
+        # repeated to 2 (the Model is the same; the example only traces it).
+        from ._dynamic import _resize
+        examples = list(examples)
+        for i, d, _ in dims:
+            if examples[i].shape[d] < 2:
+                examples[i] = _resize(torch, examples[i], d, 2)
     was_training = module.training
     module.eval()
     try:
@@ -53,11 +60,11 @@ def capture(torch, module, examples, spec, load):
             ep = torch.export.export(module, tuple(examples), dynamic_shapes=export_spec)
             ep = ep.run_decompositions()
     except Exception as e:
-        lines = [x for x in str(e).strip().splitlines() if x.strip()]
-        hint = [x.strip() for x in lines if "Dim(" in x or "Suggested" in x][:4]
+        lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
+        at = next((k for k, x in enumerate(lines) if x.startswith("Suggested fixes")), None)
+        hint = lines[at:at + 4] if at is not None else []
         raise _error(f"from_torch: torch.export cannot capture {name}: {type(e).__name__}: "
-                     + "\n  ".join((lines[:1] or [""]) + [h for h in hint if h != lines[0]])
-                     ) from e
+                     + "\n  ".join((lines[:1] or [""]) + hint)) from e
     finally:
         module.train(was_training)
     return _load_text(_convert(torch, ep, name, examples, dims), name, load)
