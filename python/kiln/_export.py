@@ -260,6 +260,8 @@ def _binary(kind):
     def rule(c, n):
         if _opt(n, 2, "alpha", 1) != 1:
             raise _Unsupported("alpha")
+        if n.kwargs.get("rounding_mode") is not None:
+            raise _Unsupported(f"rounding_mode {n.kwargs['rounding_mode']!r}")
         res = c.val(n)
         return c.w.op(kind, [c.tensor(n.args[0], res), c.tensor(n.args[1], res)], res)
     return rule
@@ -332,15 +334,20 @@ def _layer_norm(c, n):
     return [y, None, None]
 
 
+def _per_dim(v, rank):
+    """A pool's int or int list argument as one value per spatial dim."""
+    v = [v] if isinstance(v, int) else list(v)
+    return v * rank if len(v) == 1 else v
+
+
 def _max_pool(c, n):
     x = c.arg(n.args[0])
-    k = list(n.args[1])
-    s = list(_opt(n, 2, "stride", []) or k)
-    p = list(_opt(n, 3, "padding", [0] * len(k)))
-    dil = list(_opt(n, 4, "dilation", [1] * len(k)))
+    rank = len(c.val(n.args[0]).shape) - 2
+    k = _per_dim(n.args[1], rank)
+    s = _per_dim(_opt(n, 2, "stride", []) or k, rank)
+    p = _per_dim(_opt(n, 3, "padding", 0), rank)
+    dil = _per_dim(_opt(n, 4, "dilation", 1), rank)
     ceil = bool(_opt(n, 5, "ceil_mode", False))
-    if len(p) == 1:
-        p = p * len(k)
     y = c.w.op("max_pool", [x], c.val(n)[0], {"kernel": k, "strides": s, "pads": p * 2,
                                                "dilations": dil, "ceil_mode": ceil})
     return [y, None]
@@ -348,11 +355,10 @@ def _max_pool(c, n):
 
 def _avg_pool(c, n):
     x = c.arg(n.args[0])
-    k = list(n.args[1])
-    s = list(_opt(n, 2, "stride", []) or k)
-    p = list(_opt(n, 3, "padding", [0] * len(k)))
-    if len(p) == 1:
-        p = p * len(k)
+    rank = len(c.val(n.args[0]).shape) - 2
+    k = _per_dim(n.args[1], rank)
+    s = _per_dim(_opt(n, 2, "stride", []) or k, rank)
+    p = _per_dim(_opt(n, 3, "padding", 0), rank)
     if _opt(n, 6, "divisor_override", None):
         raise _Unsupported("divisor_override")
     return c.w.op("avg_pool", [x], c.val(n), {
@@ -375,7 +381,8 @@ def _reduce(kind):
     def rule(c, n):
         rank = len(c.val(n.args[0]).shape)
         dims = _opt(n, 1, "dim", None)
-        dims = list(range(rank)) if dims is None else [d % rank for d in dims]
+        dims = [dims] if isinstance(dims, int) else dims
+        dims = list(range(rank)) if not dims else [d % rank for d in dims]  # []: all
         return c.w.op(kind, [c.arg(n.args[0])], c.val(n),
                       {"axes": dims, "keepdims": bool(_opt(n, 2, "keepdim", False))})
     return rule
@@ -432,6 +439,8 @@ def _split(c, n):
 
 def _clamp(c, n):
     lo, hi = _opt(n, 1, "min", None), _opt(n, 2, "max", None)
+    if not all(isinstance(b, (int, float, type(None))) for b in (lo, hi)):
+        raise _Unsupported("tensor bounds")
     return c.w.op("clip", [c.arg(n.args[0])], c.val(n),
                   {"min": float("-inf") if lo is None else float(lo),
                    "max": float("inf") if hi is None else float(hi)})
@@ -519,6 +528,19 @@ def _as_strided(c, n):
     return _reshape(c, n)
 
 
+def _constant_pad(c, n):
+    """constant_pad_nd's pad lists (begin, end) pairs from the last dim."""
+    rank = len(c.val(n.args[0]).shape)
+    pad = list(n.args[1])
+    begins, ends = [0] * rank, [0] * rank
+    for k in range(len(pad) // 2):
+        begins[rank - 1 - k], ends[rank - 1 - k] = pad[2 * k], pad[2 * k + 1]
+    if any(not isinstance(p, int) or p < 0 for p in begins + ends):
+        raise _Unsupported("a negative or symbolic pad")
+    return c.w.op("pad", [c.arg(n.args[0])], c.val(n),
+                  {"pads": begins + ends, "value": float(_opt(n, 2, "value", 0.0))})
+
+
 def _rows(torch):
     """ATen op (overload packet) -> row."""
     aten = torch.ops.aten
@@ -546,5 +568,5 @@ def _rows(torch):
         aten.split_with_sizes: _split, aten.split: _split, aten.embedding: _embedding,
         aten.where: _where, aten.pow: _pow, aten.eq: _compare("equal"),
         aten.gt: _compare("greater"), aten.lt: _compare("less"),
-        aten.as_strided: _as_strided, aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
+        aten.as_strided: _as_strided, aten.constant_pad_nd: _constant_pad, aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
     }

@@ -336,6 +336,21 @@ def test_from_torch():
                  "from_torch: torch.fx cannot trace Branchy")
     expect_error(lambda: kiln.from_torch(Net(), torch.randn(3), capture="other"),
                  "capture must be 'auto', 'export' or 'fx'")
+    class Padded(nn.Module):  # core ATen's constant_pad_nd, amax, clamp, max_pool 1-d lists
+        def forward(self, x):
+            y = F.pad(x, (1, 2, 0, 1), value=0.5).clamp(-1.0, 1.0)
+            return F.max_pool2d(y, 2, padding=1) + y.amax(dim=(2, 3), keepdim=True)[..., :1, :1]
+
+    class Floor(nn.Module):
+        def forward(self, x):
+            return torch.div(x, 2, rounding_mode="floor")
+
+    if "export" in captures(torch):
+        x = torch.randn(2, 3, 5, 6)
+        got = kiln.compile(kiln.from_torch(Padded(), x, capture="export"), threads=1)(x)
+        torch.testing.assert_close(got, Padded()(x))
+        expect_error(lambda: kiln.from_torch(Floor(), x, capture="export"),
+                     "rounding_mode 'floor'")
     if "export" in captures(torch):  # core ATen: roll decomposes, flip does not
         expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4), capture="export"),
                      "(torch.export, core ATen)", f'aten::flip at loc("', f'{here}":{line + 3}:0)')
