@@ -2,7 +2,8 @@
 eager PyTorch and timed (docs/PYTHON.md):
 
 1. an ONNX file (torch.onnx.export, dynamic batch, then kiln.compile),
-2. kiln.from_torch (torch.fx, no ONNX), with a dynamic batch dim,
+2. kiln.from_torch (torch.export under torch 2.x, torch.fx under 1.13; no
+   ONNX), with a dynamic batch dim,
 3. torch.compile(module, backend="kiln") (torch 2.x).
 
     python three_ways.py [--model resnet18] [--size 224] [--threads 1] [--runs 20]

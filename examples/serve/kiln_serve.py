@@ -3,15 +3,17 @@
 Each replica loads the `.kiln` size set once (no compile, no LLVM work) and
 serves HTTP requests: the body is one input's raw bytes (C order), the
 `X-Shape` header its shape (`1,3,224,224`) and `X-Dtype` its NumPy dtype
-(default float32); the answer is the first output the same way, and `X-Batch-Rows` the rows of the run that
-computed it. Requests
-that arrive together are batched by `@serve.batch` along dim 0 and padded
-up to the smallest batch size the artifact holds.
+(default float32); the answer is the first output the same way, and
+`X-Batch-Rows` the rows of the run that computed it. Requests that arrive
+together are batched by `@serve.batch` along dim 0 and padded up to the
+smallest batch size the artifact holds.
 
     serve run kiln_serve:app_builder artifact=/path/model.kiln replicas=2
 
 or from Python: serve.run(KilnModel.options(num_replicas=2).bind(path)).
 """
+
+import asyncio
 
 import numpy as np
 from ray import serve
@@ -40,10 +42,12 @@ class KilnModel:
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=0.005)
     async def infer(self, xs: list) -> list:
         # Requests in order, in runs of at most the largest batch size.
+        # The runs go to a worker thread (Kiln releases the GIL), so that the
+        # replica's event loop keeps taking requests meanwhile.
         out, run = [], []
         for x in xs + [None]:
             if run and (x is None or sum(len(r) for r in run) + len(x) > self.batches[-1]):
-                out += self._run(run)
+                out += await asyncio.to_thread(self._run, run)
                 run = []
             if x is not None:
                 run.append(x)
@@ -53,7 +57,7 @@ class KilnModel:
         n = sum(len(x) for x in xs)
         b = next(b for b in self.batches if b >= n)
         pad = np.zeros((b - n,) + xs[0].shape[1:], xs[0].dtype)
-        y = self.exe(np.concatenate(xs + [pad]))
+        y = self.exe(np.concatenate(xs + [pad]))  # in a worker thread: see infer
         y = y[0] if isinstance(y, tuple) else y
         out, at = [], 0
         for x in xs:

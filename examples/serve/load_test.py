@@ -15,6 +15,7 @@ import os
 import socket
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -72,12 +73,14 @@ def main():
                            name="kiln", route_prefix="/")
         ready = time.perf_counter() - started
         url = f"http://127.0.0.1:{port}/"
-        session = requests.Session()
+        local = threading.local()  # a Session per client thread
 
         def send(i):
+            if not hasattr(local, "session"):
+                local.session = requests.Session()
             x = inputs[i:i + 1]
             t = time.perf_counter()
-            r = session.post(url, data=x.tobytes(),
+            r = local.session.post(url, data=x.tobytes(),
                              headers={"x-shape": ",".join(map(str, x.shape))})
             took = time.perf_counter() - t
             if r.status_code != 200:
@@ -100,7 +103,7 @@ def main():
         wall = time.perf_counter() - t
         bad = [(i, why) for i, _, _, why in results if why]
         # A wrong request gets one located answer, not a crash.
-        r = session.post(url, data=b"\0" * 12, headers={"x-shape": "1,3"})
+        r = requests.post(url, data=b"\0" * 12, headers={"x-shape": "1,3"})
         rejected = r.status_code == 422 and "this model takes float32" in r.text
         lat = sorted(took for _, took, _, _ in results)
         figures = {

@@ -34,6 +34,7 @@ def torch_backend(gm, example_inputs, threads=0, max_sizes=8):
     `threads` is kiln.compile's (0: OpenMP's default)."""
     import collections
     import tempfile
+    import threading
 
     import torch
     from torch.utils import _pytree as pytree
@@ -44,7 +45,12 @@ def torch_backend(gm, example_inputs, threads=0, max_sizes=8):
         _log(f"torch.compile graph runs eagerly: {why}")
         return gm.forward
 
-    kgm = _decompose_fast_paths(gm, torch)  # what is exported; eager runs gm
+    if max_sizes < 1:
+        raise Error(f"torch_backend: max_sizes must be at least 1, not {max_sizes}")
+    try:
+        kgm = _decompose_fast_paths(gm, torch)  # what is exported; eager runs gm
+    except Exception as e:
+        return eager(f"{type(e).__name__}: {e}")
     sizes = [i for i, t in enumerate(example_inputs) if isinstance(t, (int, torch.SymInt))]
     if not all(isinstance(t, torch.Tensor) for i, t in enumerate(example_inputs)
                if i not in sizes):
@@ -116,39 +122,47 @@ def torch_backend(gm, example_inputs, threads=0, max_sizes=8):
             return (None, t.data_ptr())
 
     versions = [version(example_inputs[i]) for i in params]
+    lock = threading.Lock()  # over built and versions: threads may share the graph
 
-    def run(*args):
-        if torch.is_grad_enabled() and any(t.requires_grad for t in args if isinstance(t, torch.Tensor)):
-            return gm(*args)
+    def entry(args):
+        """The compiled graph for these sizes (None: they run eagerly)."""
         now = [version(args[i]) for i in params]
-        if now != versions:  # a parameter changed in place: compile it again
-            built.clear()
-            versions[:] = now
         k = key(args)
-        if k not in built:
+        with lock:
+            if now != versions:  # a parameter changed in place: compile it again
+                built.clear()
+                versions[:] = now
+            if k in built:
+                built.move_to_end(k)
+                return built[k]
             if dynamic:
                 _log(f"torch.compile graph compiles for sizes {k[0]}" +
                      (f", size inputs {k[1]}" if sizes else "") +
-                     f" ({len(built) + 1} of at most {max_sizes} kept)")
+                     f" ({min(len(built) + 1, max_sizes)} of at most {max_sizes} kept)")
             try:
-                built[k] = build(args)
+                found = build(args)
             except Exception as e:
                 _log(f"torch.compile graph runs eagerly at sizes {k[0]}: {why(e)}")
-                built[k] = None
+                found = None
+            built[k] = found
             while len(built) > max_sizes:
                 built.popitem(last=False)
-        built.move_to_end(k)
-        if built[k] is None:
+            return found
+
+    def run(*args):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in args
+                                           if isinstance(t, torch.Tensor)):
             return gm(*args)
-        exe, spec, count, used = built[k]
+        found = entry(args)
+        if found is None:
+            return gm(*args)
+        exe, spec, count, used = found
         outs = exe.run(*(args[i] for i in used))
         if len(outs) != count:
             raise Error(f"the compiled graph returned {len(outs)} outputs, the FX graph {count}")
         return pytree.tree_unflatten(list(outs), spec)
 
     return run
-
-
 
 
 def _attention(query, key, value, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,

@@ -6,9 +6,10 @@ of one run, so one trace cannot say which of them follow a dynamic dim.
 Note [Dynamic dims by sampling]: the module is captured at several sizes
 of its dynamic dims and the records compared:
 
-- every symbol S gets three sample sizes, the example's first when it is at
-  least 2 (a size of 1 broadcasts, and torch.export specializes it too),
-  within the symbol's torch.export.Dim range;
+- every symbol S gets three sample sizes within the symbol's
+  torch.export.Dim range, each at least 2 (a size of 1 broadcasts, and
+  torch.export specializes it too): the example's and a multiple of it
+  for the corners, and a neighbour that is not a multiple to check;
 - the module is captured at each corner of the first two sizes of every
   symbol (2**k runs for k symbols) and once at the third sizes of all;
 - the graphs must match node for node; an integer attribute that differs is
@@ -151,17 +152,21 @@ def _dims(torch, placeholders, examples, spec, where, error):
 
 
 def _levels(name, size, lo, hi, where, error):
-    """Three sample sizes of a symbol: at least 2, within [lo, hi], the
-    example's first, then its multiples (so a model that needs a multiple
-    of the example's size runs), then its neighbours."""
-    out = []
-    for v in [size, 2 * size, 3 * size] + [size + k for k in (1, 2, 3, -1, -2, -3)]:
-        if max(lo, 2) <= v <= hi and v not in out:
-            out.append(v)
-    if len(out) < 3:
+    """Three sample sizes of a symbol, at least 2 and within [lo, hi]: two
+    for the corners (the example's, then its multiples, so that a model
+    that needs a multiple of the example's size runs there), and a check
+    size that is not a multiple of the first (a neighbour), so that
+    `S//16*16` or `S % 4` does not pass for `S`."""
+    base = max(size, lo, 2)
+    ok = [v for v in [base, 2 * base, 3 * base] + [base + k for k in (1, -1, 2, -2, 3, -3)]
+          if max(lo, 2) <= v <= hi]
+    corners = list(dict.fromkeys(ok))[:2]
+    check = [v for v in ok if v not in corners and v % corners[0] and corners[0] % v] \
+        if corners else []
+    if len(corners) < 2 or not check:
         raise error(f"{where}: '{name}' can take fewer than three sizes of at least 2 near the "
                     f"example's {size} within [{lo}, {hi}]: it cannot be sampled")
-    return out[:3]
+    return corners + check[:1]
 
 
 def _resize(torch, t, d, n):

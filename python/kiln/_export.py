@@ -15,9 +15,11 @@ its stack trace in the model's source. Every ATen op without a row is
 listed at once, with its location, in one kiln.Error.
 """
 
+import operator
 import os
 
-from ._fx import _END, _Downstream, _Expr, _Unsupported, _Writer, _blob_name, _error, _load_text, _location
+from ._fx import (_END, _Downstream, _Expr, _Unsupported, _Writer, _blob_name, _error,
+                  _load_text, _location)
 
 
 def capture(torch, module, examples, spec, load):
@@ -67,7 +69,7 @@ def capture(torch, module, examples, spec, load):
                      + "\n  ".join((lines[:1] or [""]) + hint)) from e
     finally:
         module.train(was_training)
-    return _load_text(_convert(torch, ep, name, examples, dims), name, load)
+    return _load_text(_convert(torch, ep, name, dims), name, load)
 
 
 def _arg_names(module, examples):
@@ -79,7 +81,7 @@ def _arg_names(module, examples):
     return (params + [f"arg{i}" for i in range(len(params), len(examples))])[:len(examples)]
 
 
-def _convert(torch, ep, name, examples, dims):
+def _convert(torch, ep, name, dims):
     sig = ep.graph_signature
     graph = ep.graph_module.graph
     consts = {}
@@ -97,15 +99,15 @@ def _convert(torch, ep, name, examples, dims):
         if isinstance(size, torch.SymInt):
             symbols[str(size.node.expr)] = s
     names, missing, inputs = {}, [], []
-    for i, n in enumerate(user):
-        v = f"%{n.name}"
-        names[n] = v
+    for n in user:
+        names[n] = f"%{n.name}"
         val = n.meta["val"]
-        dtype, shape = w.type_of(val)
-        inputs.append((v, (dtype, [_dim_text(torch, d, symbols) for d in val.shape])))
+        inputs.append((names[n], (w.type_of(val)[0],
+                                  [_dim_text(torch, d, symbols) for d in val.shape])))
     skip = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
     rows = _rows(torch)
     c = _Context(torch, w, names, symbols, consts, state)
+    by_name = {x.name: x for x in graph.nodes}
     outputs = []
     for n in graph.nodes:
         w.loc = _location(n, skip, innermost_first=False)
@@ -113,15 +115,17 @@ def _convert(torch, ep, name, examples, dims):
             continue
         if n.op == "output":
             for o in sig.user_outputs:
-                node = next(x for x in graph.nodes if x.name == o)
                 if missing:
                     break
-                outputs.append((c.arg(node), w.type_of(node.meta["val"])))
+                if o not in by_name or by_name[o] not in names:
+                    raise _error(f"from_torch: {name} returns something other than a "
+                                 f"computed tensor ({o})")
+                outputs.append((names[by_name[o]], w.type_of(by_name[o].meta["val"])))
             continue
         target = n.target
-        label = str(getattr(target, "name", lambda: target)()) if callable(
-            getattr(target, "name", None)) else str(target)
-        if target is getattr(__import__("operator"), "getitem"):
+        label = target.name() if callable(getattr(target, "name", None)) else str(target)
+        val = n.meta.get("val")
+        if target is operator.getitem:
             parts = names.get(n.args[0])
             if isinstance(parts, list):
                 if parts[n.args[1]] is None:
@@ -129,9 +133,11 @@ def _convert(torch, ep, name, examples, dims):
                 else:
                     names[n] = parts[n.args[1]]
             continue
+        if isinstance(val, (torch.SymInt, int, torch.SymBool, bool)):
+            continue  # a size or a size check: its users read it through c.arg
+        if val is None and not n.users:
+            continue  # torch's run-time assertions (_assert_scalar, ...): not checked here
         rule = rows.get(target) or rows.get(getattr(target, "overloadpacket", None))
-        if isinstance(n.meta.get("val"), (torch.SymInt, int)):
-            continue  # a size: its users read it through c.arg
         if rule is None:
             missing.append((label, w.loc.strip()))
             continue
@@ -140,8 +146,9 @@ def _convert(torch, ep, name, examples, dims):
         except _Downstream:
             if not missing:  # an operand no row made: a bug of a row
                 missing.append((f"{label} (an operand has no value)", w.loc.strip()))
-        except (_Unsupported, KeyError) as e:
-            missing.append((f"{label} ({e})", w.loc.strip()))
+        except Exception as e:  # _Unsupported, or a row meeting arguments it cannot read
+            why = str(e) if isinstance(e, _Unsupported) else f"{type(e).__name__}: {e}"
+            missing.append((f"{label} ({why})", w.loc.strip()))
     if missing:
         counts = {}
         for m in missing:
@@ -150,9 +157,12 @@ def _convert(torch, ep, name, examples, dims):
                      ("" if len(missing) == 1 else "s") + " (torch.export, core ATen):\n" +
                      "\n".join(f"  {t} at {loc}" + (f" ({k} calls)" if k > 1 else "")
                                for (t, loc), k in counts.items()))
+    if symbols:  # torch may prove a size Kiln writes as min(S,4): inference decides
+        w.nodes = [node if node[1] == "constant" else
+                   node[:4] + ([(t[0], ["?"] * len(t[1])) for t in node[4]],) + node[5:]
+                   for node in w.nodes]
     return w.render(name, inputs, [v for v, _ in outputs],
-                    [(t[0], ["?" if not isinstance(d, int) else d for d in t[1]])
-                     for _, t in outputs])
+                    [(t[0], ["?"] * len(t[1]) if symbols else t[1]) for _, t in outputs])
 
 
 def _dim_text(torch, d, symbols):
@@ -163,9 +173,12 @@ def _dim_text(torch, d, symbols):
 
 def _sym_text(expr, symbols):
     """A sympy expression of torch's shape environment in Kiln's dim
-    grammar (docs/IR.md), its symbols renamed to the Dims' names."""
+    grammar (docs/IR.md), its symbols renamed to the Dims' names. Every
+    compound is bracketed whole: Kiln reads a term left to right, so
+    16*((W)/16) must not become 16*(W)/16."""
     import sympy
-    kind = type(expr).__name__
+    from torch.utils._sympy import functions as fns
+
     if expr.is_Integer:
         return str(int(expr))
     if expr.is_Symbol:
@@ -173,20 +186,31 @@ def _sym_text(expr, symbols):
             raise _Unsupported(f"a size from the data ({expr})")
         return symbols[str(expr)]
     args = [_sym_text(a, symbols) for a in expr.args]
+    const = [a.is_Integer and int(a) > 0 for a in expr.args]
+
+    def of(*names):
+        return any(isinstance(expr, getattr(fns, n)) for n in names if hasattr(fns, n))
+
     if isinstance(expr, sympy.Add):
         return "(" + "+".join(args) + ")"
     if isinstance(expr, sympy.Mul):
         return "(" + "*".join(args) + ")"
     if isinstance(expr, sympy.Pow) and expr.args[1].is_Integer and 0 < int(expr.args[1]) <= 8:
         return "(" + "*".join([args[0]] * int(expr.args[1])) + ")"
-    if kind == "FloorDiv" and expr.args[1].is_Integer and int(expr.args[1]) > 0:
-        return f"({args[0]})/{args[1]}"
-    if kind == "CeilDiv" and expr.args[1].is_Integer and int(expr.args[1]) > 0:
-        return f"({args[0]}+{int(expr.args[1]) - 1})/{args[1]}"
-    if kind in ("Mod", "PythonMod") and expr.args[1].is_Integer:
+    if of("Identity") and len(args) == 1:
+        return args[0]
+    if of("FloorDiv") and const[1]:  # CleanDiv is a FloorDiv
+        return f"(({args[0]})/{args[1]})"
+    if of("CeilDiv") and const[1]:
+        return f"(({args[0]}+{int(expr.args[1]) - 1})/{args[1]})"
+    if (isinstance(expr, sympy.Mod) or of("Mod", "PythonMod")) and const[1]:
         return f"mod({args[0]},{args[1]})"
-    if kind in ("Max", "Min") and len(args) == 2:
-        return f"{kind.lower()}({args[0]},{args[1]})"
+    if isinstance(expr, (sympy.Max, sympy.Min)) or of("Max", "Min"):
+        name = "max" if "Max" in type(expr).__name__ else "min"
+        text = args[0]
+        for a in args[1:]:
+            text = f"{name}({text},{a})"
+        return text
     raise _Unsupported(f"the size expression {expr}")
 
 
@@ -208,7 +232,7 @@ class _Context:
         if a in self.names:
             return self.names[a]
         if a.name in self.consts:
-            kind, fqn = self.consts[a.name]
+            _, fqn = self.consts[a.name]
             self.names[a] = self.w.const(self.state[fqn], _blob_name(fqn))
             return self.names[a]
         val = a.meta.get("val")
@@ -479,14 +503,20 @@ def _pow(c, n):
 
 def _compare(kind):
     def rule(c, n):
-        a = c.val(n.args[0])
-        return c.w.op(kind, [c.arg(n.args[0]), c.tensor(n.args[1], a)], c.val(n))
+        a, b = c.val(n.args[0]), n.args[1]
+        if not hasattr(b, "op") and c.torch.result_type(a, b) != a.dtype:
+            raise _Unsupported(f"a {type(b).__name__} scalar against a {a.dtype} tensor")
+        if hasattr(b, "op") and c.val(b).dtype != a.dtype:
+            raise _Unsupported("operands of two dtypes")
+        return c.w.op(kind, [c.arg(n.args[0]), c.tensor(b, a)], c.val(n))
     return rule
 
 
 def _any(c, n):
-    """any over dims: the max of the operand as 0/1 floats, then > 0."""
+    """any of a bool tensor over dims: the max of it as 0/1 floats, > 0."""
     src = c.val(n.args[0])
+    if src.dtype != c.torch.bool:  # any(-1.0) is True: max > 0 only holds for bool
+        raise _Unsupported(f"any of a {src.dtype} tensor")
     rank = len(src.shape)
     dims = _opt(n, 1, "dim", None)
     dims = list(range(rank)) if dims is None else [
@@ -568,5 +598,6 @@ def _rows(torch):
         aten.split_with_sizes: _split, aten.split: _split, aten.embedding: _embedding,
         aten.where: _where, aten.pow: _pow, aten.eq: _compare("equal"),
         aten.gt: _compare("greater"), aten.lt: _compare("less"),
-        aten.as_strided: _as_strided, aten.constant_pad_nd: _constant_pad, aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
+        aten.as_strided: _as_strided, aten.constant_pad_nd: _constant_pad,
+        aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
     }

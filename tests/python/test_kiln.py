@@ -323,7 +323,8 @@ def test_from_torch():
     line = Odd.forward.__code__.co_firstlineno
     here = os.path.basename(__file__)
     expect_error(lambda: kiln.from_torch(Odd(), torch.randn(3, 4), capture="fx"),
-                 "Kiln cannot take 3 calls", f'torch.roll at loc("', f'{here}":{line + 2}:0) (2 calls)',
+                 "Kiln cannot take 3 calls", f'torch.roll at loc("',
+                 f'{here}":{line + 2}:0) (2 calls)',
                  f'fliplr at loc("', f'{here}":{line + 3}:0)')
     expect_error(lambda: kiln.from_torch(Net(), torch.randn(2, 2, 8, 8), capture="fx"),
                  "from_torch: Net does not run on the example inputs")
@@ -422,6 +423,22 @@ def test_from_torch_dynamic():
 
     line = Square.forward.__code__.co_firstlineno
     here = os.path.basename(__file__)
+    class Halve(nn.Module):  # a shape that is a product with a floor division
+        def forward(self, x):
+            y = torch.nn.functional.avg_pool1d(x.unsqueeze(1), 2)
+            return y.reshape(x.shape[0] * (x.shape[1] // 2))
+
+    if "export" in captures(torch):
+        halve = kiln.compile(kiln.from_torch(Halve(), torch.randn(3, 8),
+                                             dynamic_shapes=({1: Dim("W", min=4)},)))
+        for w in (10, 7, 8):
+            x = torch.randn(3, w)
+            torch.testing.assert_close(halve(x), Halve()(x))
+    # The fx check size is not a multiple of the example's: 3*(W//2) is no
+    # sum of products, which sizes 8 and 16 alone would not show.
+    expect_error(lambda: kiln.from_torch(Halve(), torch.randn(3, 8), capture="fx",
+                                         dynamic_shapes=({1: "W"},)),
+                 "not a sum of products of the dynamic dims")
     # Sampling (fx) solves sums of products only; torch.export knows n*n.
     expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3), capture="fx",
                                          dynamic_shapes=({0: "n", 1: "n"},)),
