@@ -571,6 +571,90 @@ def _constant_pad(c, n):
                   {"pads": begins + ends, "value": float(_opt(n, 2, "value", 0.0))})
 
 
+def _logic(kind):
+    def rule(c, n):
+        return c.w.op(kind, [c.arg(n.args[0]), c.arg(n.args[1])], c.val(n))
+    return rule
+
+
+def _bitwise(logical, bitwise):
+    """&, |, ^: logical on bool tensors, bitwise on integers."""
+    def rule(c, n):
+        res = c.val(n)
+        kind = logical if res.dtype == c.torch.bool else bitwise
+        return c.w.op(kind, [c.tensor(n.args[0], res), c.tensor(n.args[1], res)], res)
+    return rule
+
+
+def _not_equal(c, n):
+    """a != b as not(a == b): NaN != x holds, as torch has it."""
+    eq = _compare("equal")(c, n)
+    return c.w.op("not", [eq], c.val(n))
+
+
+def _or_equal(kind):
+    """a <= b as (a < b) or (a == b): false for NaN, as torch has it."""
+    def rule(c, n):
+        strict = _compare(kind)(c, n)
+        return c.w.op("or", [strict, _compare("equal")(c, n)], c.val(n))
+    return rule
+
+
+def _full(c, n):
+    res = c.val(n)
+    value = c.w.const(c.torch.tensor(n.args[1], dtype=res.dtype))
+    return c.w.op("expand", [value], res, {"shape": [c.size(d) for d in res.shape]})
+
+
+def _scalar_tensor(c, n):
+    return c.w.const(c.torch.tensor(n.args[0], dtype=c.val(n).dtype))
+
+
+def _arange(c, n):
+    """arange(start, end, step) as iota, its length torch's (may be symbolic)."""
+    res = c.val(n)
+    start = n.args[0] if len(n.args) > 1 else 0
+    step = _opt(n, 2, "step", 1)
+    if not all(isinstance(v, (int, float)) for v in (start, step)):
+        raise _Unsupported("a start or step computed from a size")
+    return c.w.op("iota", [], res, {"shape": [c.size(res.shape[0])], "start": float(start),
+                                    "delta": float(step), "dtype": _Expr(c.w.type_of(res)[0])})
+
+
+def _upsample(mode):
+    """upsample_{nearest,bilinear}2d.vec: torch's nearest is ONNX's
+    asymmetric / floor; bilinear is pytorch_half_pixel, or align_corners."""
+    def rule(c, n):
+        res, src = c.val(n), c.val(n.args[0])
+        scales = n.args[-1]
+        attrs = {"mode": mode}
+        if mode == "nearest":
+            attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        else:
+            attrs["coordinate_transformation_mode"] = (
+                "align_corners" if n.args[2] else "pytorch_half_pixel")
+        if scales:
+            attrs["scales"] = [1.0, 1.0] + [float(x) for x in scales]
+        elif all(isinstance(d, int) for d in res.shape):
+            attrs["sizes"] = list(res.shape)
+        else:
+            raise _Unsupported("an output size of a symbolic dim")
+        del src
+        return c.w.op("resize", [c.arg(n.args[0])], res, attrs)
+    return rule
+
+
+def _flip(c, n):
+    src = c.val(n.args[0])
+    rank = len(src.shape)
+    dims = [d % rank for d in n.args[1]]
+    if not all(isinstance(src.shape[d], int) for d in dims):
+        raise _Unsupported("a flip of a symbolic dim")
+    return c.w.op("slice", [c.arg(n.args[0])], c.val(n), {
+        "starts": [-1] * len(dims), "ends": [-_END] * len(dims), "axes": dims,
+        "steps": [-1] * len(dims)})
+
+
 def _rows(torch):
     """ATen op (overload packet) -> row."""
     aten = torch.ops.aten
@@ -600,4 +684,11 @@ def _rows(torch):
         aten.gt: _compare("greater"), aten.lt: _compare("less"),
         aten.as_strided: _as_strided, aten.constant_pad_nd: _constant_pad,
         aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
+        aten.ne: _not_equal, aten.le: _or_equal("less"), aten.ge: _or_equal("greater"),
+        aten.logical_and: _logic("and"), aten.logical_or: _logic("or"), aten.full: _full,
+        aten.bitwise_and: _bitwise("and", "bitwise_and"),
+        aten.bitwise_or: _bitwise("or", "bitwise_or"),
+        aten.scalar_tensor: _scalar_tensor, aten.arange: _arange, aten.flip: _flip,
+        aten.upsample_nearest2d: _upsample("nearest"),
+        aten.upsample_bilinear2d: _upsample("linear"),
     }
