@@ -625,21 +625,21 @@ def _upsample(mode):
     """upsample_{nearest,bilinear}2d.vec: torch's nearest is ONNX's
     asymmetric / floor; bilinear is pytorch_half_pixel, or align_corners."""
     def rule(c, n):
-        res, src = c.val(n), c.val(n.args[0])
-        scales = n.args[-1]
+        res = c.val(n)
         attrs = {"mode": mode}
-        if mode == "nearest":
+        if mode == "nearest":  # (input, output_size, scale_factors)
+            scales = _opt(n, 2, "scale_factors", None)
             attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-        else:
+        else:  # (input, output_size, align_corners, scale_factors)
+            scales = _opt(n, 3, "scale_factors", None)
             attrs["coordinate_transformation_mode"] = (
-                "align_corners" if n.args[2] else "pytorch_half_pixel")
+                "align_corners" if _opt(n, 2, "align_corners", False) else "pytorch_half_pixel")
         if scales:
             attrs["scales"] = [1.0, 1.0] + [float(x) for x in scales]
         elif all(isinstance(d, int) for d in res.shape):
             attrs["sizes"] = list(res.shape)
         else:
             raise _Unsupported("an output size of a symbolic dim")
-        del src
         return c.w.op("resize", [c.arg(n.args[0])], res, attrs)
     return rule
 

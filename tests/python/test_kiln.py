@@ -346,7 +346,9 @@ def test_from_torch():
         def forward(self, x):
             y = torch.flip(x, [3])
             y = F.interpolate(y, scale_factor=2, mode="nearest") + \
-                F.interpolate(y, scale_factor=2, mode="bilinear")
+                F.interpolate(y, scale_factor=2, mode="bilinear") + \
+                F.interpolate(y, size=(10, 12), mode="bilinear", align_corners=True) + \
+                F.interpolate(y, size=(10, 12), mode="nearest")
             keep = (y != 0.5) & ((y <= 1.0) | (y >= 2.0))
             pos = torch.arange(y.shape[3]).to(y.dtype) + torch.full((1,), 0.25)
             return torch.where(keep, y, pos)
