@@ -62,9 +62,11 @@ def capture(torch, module, examples, spec, load):
             ep = torch.export.export(module, tuple(examples), dynamic_shapes=export_spec)
             ep = ep.run_decompositions()
     except Exception as e:
+        # torch's first line, then why (its guards) and its suggested fixes.
         lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
         at = next((k for k, x in enumerate(lines) if x.startswith("Suggested fixes")), None)
-        hint = lines[at:at + 4] if at is not None else []
+        hint = [x for x in lines if x.startswith("- Not all values")][:3] + (
+            lines[at:at + 4] if at is not None else [])
         raise _error(f"from_torch: torch.export cannot capture {name}: {type(e).__name__}: "
                      + "\n  ".join((lines[:1] or [""]) + hint)) from e
     finally:

@@ -452,6 +452,11 @@ def test_from_torch_dynamic():
     expect_error(lambda: kiln.from_torch(Halve(), torch.randn(3, 8), capture="fx",
                                          dynamic_shapes=({1: "W"},)),
                  "not a sum of products of the dynamic dims")
+    if "export" in captures(torch):  # torch's own checks, with its reasons and fixes
+        expect_error(lambda: kiln.from_torch(block, torch.randn(2, 5, 16),
+                                             dynamic_shapes={"x": {1: Dim("S")}}),
+                     "torch.export cannot capture Block", "Constraints violated (S)",
+                     "Suggested fixes:", "S = Dim('S', max=32)")
     # Sampling (fx) solves sums of products only; torch.export knows n*n.
     expect_error(lambda: kiln.from_torch(Square(), torch.randn(3, 3), capture="fx",
                                          dynamic_shapes=({0: "n", 1: "n"},)),
