@@ -52,23 +52,28 @@ class Block(torch.nn.Module):
         return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
 
 
-def models(names):
-    """name -> (module, example inputs) for the names asked for, in order."""
+def make_models():
+    """scripts/make_models.py, the zoo's builder."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.join(root, "scripts"))
-    import make_models
+    import make_models as module
+    return module
 
+
+def models(names):
+    """name -> (module, example inputs) for the names asked for, in order."""
+    zoo = make_models()
     out = {}
     for name in names:
         if name == "transformer":
             torch.manual_seed(0)
             out[name] = (torch.nn.Sequential(Block(128, 4), Block(128, 4)).eval(),
                          [torch.randn(1, 64, 128)])
-        elif name in make_models.MODELS and not make_models.MODELS[name].get("script"):
+        elif name in zoo.MODELS and not zoo.MODELS[name].get("script"):
             # The dynamo zoo's variant where there is one (seq2seq declares its
             # mask causal: Dynamo breaks the graph at nn.Transformer's check).
-            spec = make_models.DYNAMO_MODELS.get(name, make_models.MODELS[name])
-            model, inputs, _ = make_models.build_model(name, spec)
+            spec = zoo.DYNAMO_MODELS.get(name, zoo.MODELS[name])
+            model, inputs, _ = zoo.build_model(name, spec)
             out[name] = (model, inputs)
         else:
             raise SystemExit(f"torch_compile.py: no model '{name}' (the zoo's unscripted "
@@ -77,10 +82,7 @@ def models(names):
 
 
 def zoo_names():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(root, "scripts"))
-    import make_models
-    return [n for n, spec in make_models.MODELS.items()
+    return [n for n, spec in make_models().MODELS.items()
             if not spec.get("script") and "dynamic" not in n] + ["transformer"]
 
 

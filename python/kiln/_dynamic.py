@@ -34,9 +34,9 @@ _MAX_SYMBOLS = 4
 def capture_symbolic(torch, module, placeholders, examples, spec, capture, error):
     """The .kir text of `module` with the dims of `spec` symbolic."""
     where = f"from_torch: dynamic_shapes of {type(module).__name__}"
-    dyn = _dims(torch, placeholders, examples, spec, where, error)
+    dyn = _dims([n.target for n in placeholders], examples, spec, where, error)
     symbols = {}  # name -> [example size, lo, hi]
-    for i, d, name, lo, hi in dyn:
+    for i, d, name, lo, hi, _ in dyn:
         size = int(examples[i].shape[d])
         old = symbols.setdefault(name, [size, lo, hi])
         old[1], old[2] = max(old[1], lo), min(old[2], hi)
@@ -51,7 +51,7 @@ def capture_symbolic(torch, module, placeholders, examples, spec, capture, error
     runs = []
     for p in points:
         inputs = list(examples)
-        for i, d, name, _, _ in dyn:
+        for i, d, name, *_ in dyn:
             inputs[i] = _resize(torch, inputs[i], d, p[name])
         runs.append(capture(tuple(inputs)))
 
@@ -93,20 +93,19 @@ def capture_symbolic(torch, module, placeholders, examples, spec, capture, error
                                       f"{place}: attribute '{key}'", error)
         nodes.append((vs, op, operands, solved, [(t[0], ["?"] * len(t[1])) for t in types], loc))
     w.nodes = nodes
-    symbol_of = {(i, d): name for i, d, name, _, _ in dyn}
+    symbol_of = {(i, d): name for i, d, name, *_ in dyn}
     inputs = [(v, (t[0], [symbol_of.get((i, d), n) for d, n in enumerate(t[1])]))
               for i, (v, t) in enumerate(ins)]
     return w.render(type(module).__name__, inputs, [v for v, _ in outs],
                     [(t[0], ["?"] * len(t[1])) for _, t in outs])
 
 
-def _dims(torch, placeholders, examples, spec, where, error):
-    """(input index, dim, symbol, lo, hi) for each dynamic dim of `spec`,
-    given as torch.export takes it: per input (a sequence in input order,
-    or a dict by the forward's parameter names) None, or a dict {dim: Dim}
-    or a sequence of Dim/None per dim, a Dim being a torch.export.Dim or a
-    symbol's name."""
-    argnames = [n.target for n in placeholders]
+def _dims(argnames, examples, spec, where, error):
+    """(input index, dim, symbol, lo, hi, the Dim as given) for each dynamic
+    dim of `spec`, given as torch.export takes it: per input (a sequence in
+    input order, or a dict by the forward's parameter names `argnames`)
+    None, or a dict {dim: Dim} or a sequence of Dim/None per dim, a Dim
+    being a torch.export.Dim or a symbol's name."""
     if isinstance(spec, dict):
         unknown = [k for k in spec if k not in argnames]
         if unknown:
@@ -139,11 +138,11 @@ def _dims(torch, placeholders, examples, spec, where, error):
             if not lo <= size <= hi:
                 raise error(f"{where}: input {i} dim {d} is {size} in the example, outside "
                             f"{name}'s range [{lo}, {hi}]")
-            dyn.append((i, d, name, lo, hi))
+            dyn.append((i, d, name, lo, hi, dim))
     if not dyn:
         raise error(f"{where}: no dim is dynamic")
     sizes = {}
-    for i, d, name, _, _ in dyn:
+    for i, d, name, *_ in dyn:
         size = int(examples[i].shape[d])
         if sizes.setdefault(name, size) != size:
             raise error(f"{where}: '{name}' is {sizes[name]} in one example input and "

@@ -32,22 +32,14 @@ def capture(torch, module, examples, spec, load):
     export_spec = None
     if spec is not None:
         from ._dynamic import _dims
-        placeholders = [type("P", (), {"target": p})() for p in _arg_names(module, examples)]
-        dims = [(i, d, s) for i, d, s, _, _ in
-                _dims(torch, placeholders, examples, spec, f"from_torch: dynamic_shapes of {name}",
-                      _error)]
-        made = {}
-        export_spec = [None] * len(examples)
-        given = {}
-        for i, per in enumerate(spec if isinstance(spec, (list, tuple)) else
-                                [spec.get(p.target) for p in placeholders]):
-            for d, dim in (per.items() if isinstance(per, dict) else enumerate(per or [])):
-                if dim is not None and not isinstance(dim, str):
-                    given[(i, d % examples[i].dim())] = dim
-        for i, d, s in dims:
-            dim = given.get((i, d)) or made.setdefault(s, Dim(s))
-            export_spec[i] = {**(export_spec[i] or {}), d: dim}
-        export_spec = tuple(export_spec)
+        found = _dims(_arg_names(module, examples), examples, spec,
+                      f"from_torch: dynamic_shapes of {name}", _error)
+        dims = [(i, d, s) for i, d, s, *_ in found]
+        made = {}  # a name given as a string: one Dim per name
+        export_spec = [{} for _ in examples]
+        for i, d, s, _, _, dim in found:
+            export_spec[i][d] = made.setdefault(s, Dim(s)) if isinstance(dim, str) else dim
+        export_spec = tuple(per or None for per in export_spec)
         # torch.export specializes a size of 0 or 1: such an example dim is
         # repeated to 2 (the Model is the same; the example only traces it).
         from ._dynamic import _resize
@@ -86,11 +78,8 @@ def _arg_names(module, examples):
 def _convert(torch, ep, name, dims):
     sig = ep.graph_signature
     graph = ep.graph_module.graph
-    consts = {}
-    consts.update({k: ("param", v) for k, v in sig.inputs_to_parameters.items()})
-    consts.update({k: ("buffer", v) for k, v in sig.inputs_to_buffers.items()})
-    consts.update({k: ("constant", v) for k, v in
-                   getattr(sig, "inputs_to_lifted_tensor_constants", {}).items()})
+    consts = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,  # placeholder -> its path
+              **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
     w = _Writer(torch)
@@ -234,7 +223,7 @@ class _Context:
         if a in self.names:
             return self.names[a]
         if a.name in self.consts:
-            _, fqn = self.consts[a.name]
+            fqn = self.consts[a.name]
             self.names[a] = self.w.const(self.state[fqn], _blob_name(fqn))
             return self.names[a]
         val = a.meta.get("val")
@@ -253,6 +242,10 @@ class _Context:
         if isinstance(d, self.torch.SymInt):
             return _Expr(_sym_text(d.node.expr, self.symbols))
         return self.arg(d)
+
+    def shape(self, t):
+        """A shape attribute for tensor type `t`: its sizes or expressions."""
+        return [self.size(d) for d in t.shape]
 
     def val(self, a):
         return a.meta["val"]
@@ -327,12 +320,12 @@ def _permute(c, n):
 
 def _reshape(c, n):
     return c.w.op("reshape", [c.arg(n.args[0])], c.val(n),
-                  {"shape": [c.size(d) for d in c.val(n).shape]})
+                  {"shape": c.shape(c.val(n))})
 
 
 def _expand(c, n):
     return c.w.op("expand", [c.arg(n.args[0])], c.val(n),
-                  {"shape": [c.size(d) for d in c.val(n).shape]})
+                  {"shape": c.shape(c.val(n))})
 
 
 def _to_copy(c, n):
@@ -366,30 +359,29 @@ def _per_dim(v, rank):
     return v * rank if len(v) == 1 else v
 
 
-def _max_pool(c, n):
-    x = c.arg(n.args[0])
+def _window(c, n):
+    """A pool's (input, kernel, stride, padding) as the kernel, strides and
+    pads of Kiln's pools (stride [] means the kernel)."""
     rank = len(c.val(n.args[0]).shape) - 2
     k = _per_dim(n.args[1], rank)
-    s = _per_dim(_opt(n, 2, "stride", []) or k, rank)
-    p = _per_dim(_opt(n, 3, "padding", 0), rank)
-    dil = _per_dim(_opt(n, 4, "dilation", 1), rank)
-    ceil = bool(_opt(n, 5, "ceil_mode", False))
-    y = c.w.op("max_pool", [x], c.val(n)[0], {"kernel": k, "strides": s, "pads": p * 2,
-                                               "dilations": dil, "ceil_mode": ceil})
-    return [y, None]
+    return rank, {"kernel": k, "strides": _per_dim(_opt(n, 2, "stride", []) or k, rank),
+                  "pads": _per_dim(_opt(n, 3, "padding", 0), rank) * 2}
+
+
+def _max_pool(c, n):
+    rank, attrs = _window(c, n)
+    attrs.update(dilations=_per_dim(_opt(n, 4, "dilation", 1), rank),
+                 ceil_mode=bool(_opt(n, 5, "ceil_mode", False)))
+    return [c.w.op("max_pool", [c.arg(n.args[0])], c.val(n)[0], attrs), None]
 
 
 def _avg_pool(c, n):
-    x = c.arg(n.args[0])
-    rank = len(c.val(n.args[0]).shape) - 2
-    k = _per_dim(n.args[1], rank)
-    s = _per_dim(_opt(n, 2, "stride", []) or k, rank)
-    p = _per_dim(_opt(n, 3, "padding", 0), rank)
     if _opt(n, 6, "divisor_override", None):
         raise _Unsupported("divisor_override")
-    return c.w.op("avg_pool", [x], c.val(n), {
-        "kernel": k, "strides": s, "pads": p * 2, "ceil_mode": bool(_opt(n, 4, "ceil_mode", 0)),
-        "count_include_pad": bool(_opt(n, 5, "count_include_pad", True))})
+    _, attrs = _window(c, n)
+    attrs.update(ceil_mode=bool(_opt(n, 4, "ceil_mode", False)),
+                 count_include_pad=bool(_opt(n, 5, "count_include_pad", True)))
+    return c.w.op("avg_pool", [c.arg(n.args[0])], c.val(n), attrs)
 
 
 def _adaptive_avg(c, n):
@@ -446,12 +438,12 @@ class _Like:
 def _select(c, n):
     src = c.val(n.args[0])
     dim, i = n.args[1] % len(src.shape), c.size(n.args[2])
-    shape = [s if isinstance(s, int) else "?" for s in src.shape]
+    shape = _shape(src)
     shape[dim] = 1 if shape[dim] != "?" else "?"  # Kiln's min(S,1) over a symbolic dim
     end = _END if i == -1 else (i + 1 if isinstance(i, int) else _Expr(f"{i}+1"))
     part = c.w.op("slice", [c.arg(n.args[0])], _Like(src.dtype, shape),
                   {"starts": [i], "ends": [end], "axes": [dim], "steps": [1]})
-    return c.w.op("reshape", [part], c.val(n), {"shape": [c.size(d) for d in c.val(n).shape]})
+    return c.w.op("reshape", [part], c.val(n), {"shape": c.shape(c.val(n))})
 
 
 def _split(c, n):
@@ -536,10 +528,11 @@ def _shape(t):
     return [s if isinstance(s, int) else "?" for s in t.shape]
 
 
-def _full_like(c, n):
+def _fill(c, n):
+    """full(size, value) and full_like(x, value): the value expanded."""
     res = c.val(n)
     value = c.w.const(c.torch.tensor(n.args[1], dtype=res.dtype))
-    return c.w.op("expand", [value], res, {"shape": [c.size(d) for d in res.shape]})
+    return c.w.op("expand", [value], res, {"shape": c.shape(res)})
 
 
 def _as_strided(c, n):
@@ -600,12 +593,6 @@ def _or_equal(kind):
         strict = _compare(kind)(c, n)
         return c.w.op("or", [strict, _compare("equal")(c, n)], c.val(n))
     return rule
-
-
-def _full(c, n):
-    res = c.val(n)
-    value = c.w.const(c.torch.tensor(n.args[1], dtype=res.dtype))
-    return c.w.op("expand", [value], res, {"shape": [c.size(d) for d in res.shape]})
 
 
 def _scalar_tensor(c, n):
@@ -685,9 +672,9 @@ def _rows(torch):
         aten.where: _where, aten.pow: _pow, aten.eq: _compare("equal"),
         aten.gt: _compare("greater"), aten.lt: _compare("less"),
         aten.as_strided: _as_strided, aten.constant_pad_nd: _constant_pad,
-        aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _full_like,
+        aten.logical_not: _unary("not"), aten.any: _any, aten.full_like: _fill,
         aten.ne: _not_equal, aten.le: _or_equal("less"), aten.ge: _or_equal("greater"),
-        aten.logical_and: _logic("and"), aten.logical_or: _logic("or"), aten.full: _full,
+        aten.logical_and: _logic("and"), aten.logical_or: _logic("or"), aten.full: _fill,
         aten.bitwise_and: _bitwise("and", "bitwise_and"),
         aten.bitwise_or: _bitwise("or", "bitwise_or"),
         aten.scalar_tensor: _scalar_tensor, aten.arange: _arange, aten.flip: _flip,
