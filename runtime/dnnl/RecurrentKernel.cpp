@@ -87,11 +87,17 @@ RecurrentKernel::RecurrentKernel(const RecurrentSpec &spec, const std::vector<fl
   rt_.assign(su(d * h * cols_), 0.f);
   inBias_.assign(su(d * cols_), 0.f);
   recBias_.assign(su(d * cols_), 0.f);
+  // W^T and R^T of each direction in the GEMM's panels: column c of row k
+  // at (c / kBlock) * depth * kBlock + k * kBlock + c % kBlock.
+  auto pack = [&](const std::vector<float> &from, int64_t depth, auto &to, int64_t dir) {
+    for (int64_t k = 0; k < depth; ++k)
+      for (int64_t c = 0; c < gh; ++c)
+        to[su(dir * depth * cols_ + c / base::kBlock * depth * base::kBlock + k * base::kBlock +
+              c % base::kBlock)] = from[su((dir * depth + k) * gh + c)];
+  };
   for (int64_t dir = 0; dir < d; ++dir) {
-    for (int64_t k = 0; k < in; ++k)
-      std::copy_n(&weightsLayer[su((dir * in + k) * gh)], gh, &wt_[su((dir * in + k) * cols_)]);
-    for (int64_t k = 0; k < h; ++k)
-      std::copy_n(&weightsIter[su((dir * h + k) * gh)], gh, &rt_[su((dir * h + k) * cols_)]);
+    pack(weightsLayer, in, wt_, dir);
+    pack(weightsIter, h, rt_, dir);
     const float *b = &bias[su(dir * gb * h)];
     std::copy_n(b, gh, &inBias_[su(dir * cols_)]);
     if (spec.cell == RecurrentSpec::Cell::LbrGru) // its fourth bias gate

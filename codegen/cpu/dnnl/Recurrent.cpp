@@ -20,10 +20,13 @@
 //
 // Kiln's own kernel (runtime/dnnl/RecurrentKernel.h: a register-blocked
 // GEMM that loads each recurrent weight once per step for all batch rows,
-// and the gates with a vectorized exp) is faster still at these sizes, in
-// the compile-time timings of `kiln compile --threads 1` (us per layer,
-// kiln / oneDNN): lstm 52-66 / 58-72 and 85-101 / 104-126, gru 16-22 /
-// 24-28 and 24-25 / 25-31, rnn_tanh 5 / 8-13; oneDNN 2.6 has no AVX2
+// from 64-byte aligned column panels, and the gates with a vectorized exp)
+// is faster still at these sizes, in the compile-time timings of `kiln
+// compile --threads 1` (us per layer, kiln / oneDNN): lstm 46 / 51 and 65
+// / 87, gru 12 / 15 and 12 / 14, rnn_tanh 3 / 7 (2026-12-06; with weights
+// only 16-byte aligned, Kiln's lstm layers took 63 and 89 us, slower than
+// oneDNN's: a 64-byte load straddling two cache lines halved the recurrent
+// GEMM's speed in a micro-benchmark). oneDNN 2.6 has no AVX2
 // brgemm RNN, so under --cpu haswell its reference one is 3-4x slower than
 // on AVX-512 and Kiln's AVX2 code (16 accumulators spill there) slower
 // still. So each layer is built as every candidate that applies (Kiln's
