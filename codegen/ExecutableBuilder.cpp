@@ -15,6 +15,15 @@
 // (codegen::canWriteInPlace). The kernel is then compiled to store through
 // the input's pointer, the step declares the pair, and the memory plan
 // gives both one block; Executable::checkMemory() verifies the result.
+// Unless the model is compiled for one thread, the input must also have no
+// reader but this kernel: another reader on several threads (a library
+// call that splits its work its own way, say) leaves the input's cache
+// lines shared by the cores, and overwriting a line another core holds
+// waits for its invalidation. On this 2-vCPU AVX-512 VM, efficientnet_b0's
+// squeeze-and-excitation multiply in place of its input, which the global
+// average pool had read on two threads, took 157 us at 2 threads (32 us
+// at one); into a buffer of its own, 46 us (`kiln compile --threads 2
+// --profile 300`, 2026-12-06).
 //
 // Note [Channels-last buffers]
 // oneDNN's fast convolutions (brgconv on AVX-512) want channels-last
@@ -92,8 +101,10 @@ public:
       graphOutputs_.insert(v);
     std::unordered_map<Node *, size_t> lastToucher;
     for (size_t i = 0; i < plan.groups.size(); ++i) {
-      for (const Value *v : plan.groups[i].inputs)
+      for (const Value *v : plan.groups[i].inputs) {
         lastReader_[v] = i;
+        ++readerGroups_[v];
+      }
       for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
         for (const Node *n : *list)
           for (const Value *v : n->operands())
@@ -591,8 +602,9 @@ private:
       const Value *v = group.inputs[i];
       const Node *def = v->definingNode();
       auto it = buffers_.find(v);
+      const bool soleReader = readerGroups_[v] == 1;
       if (def && def->kind() != OpKind::Constant && !graphOutputs_.count(v) &&
-          it != buffers_.end() && diesInCurrentGroup(v) &&
+          it != buffers_.end() && diesInCurrentGroup(v) && (soleReader || options_.threads == 1) &&
           canWriteInPlace(kernel, 0, static_cast<int32_t>(i)))
         return v;
     }
@@ -700,6 +712,8 @@ private:
   std::unordered_map<const Value *, int32_t> buffers_;
   std::set<const Value *> graphOutputs_;
   std::unordered_map<const Value *, size_t> lastReader_;
+  /// How many groups read each value.
+  std::unordered_map<const Value *, size_t> readerGroups_;
   /// Constant nodes by the last group touching them, latest first.
   std::vector<std::pair<size_t, Node *>> releaseOrder_;
   /// Library nodes: their group and position in it.
