@@ -407,29 +407,58 @@ public:
       schedule.inPlaceInput = {static_cast<int32_t>(input)};
       inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(input)]);
     }
-    for (Kernel &k : pieces) {
-      // About 16K inner iterations per thread chunk keeps tiny kernels
-      // serial (a parallel region costs 1-2 us, see Note [Threads] in the
-      // runtime).
-      schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k.inner));
-      schedule.parallel = k.numOuter() >= 2 * schedule.grain;
-      if (options_.emitKernels)
-        report_.kernels += k.str() + "\n";
-      if (options_.emitLLVM || options_.emitLLVMOptimized) {
-        auto ir = jit->emitLLVM(k, schedule, options_.emitLLVMOptimized, diag_);
-        if (ir.succeeded())
-          report_.llvm += *ir + "\n";
-      }
-      // Compiled with the others at the end (compileKernels).
-      pending_.push_back({std::move(k), schedule, exe_->steps().size()});
-      const PendingKernel &p = pending_.back();
-      exe_->addKernelStep(p.kernel.name, nullptr, ids, static_cast<int32_t>(group.inputs.size()),
-                          p.kernel.numOuter(), p.schedule.parallel, p.schedule.grain, inPlace,
-                          nullptr);
-    }
+    for (Kernel &k : pieces)
+      addKernelStep(std::move(k), schedule, ids, static_cast<int32_t>(group.inputs.size()), inPlace,
+                    jit);
     if (iterateCL)
       channelsLast_.insert(group.outputs.begin(), group.outputs.end());
     ++report_.numKernels;
+  }
+
+  /// A step running kernel `k` on buffers `ids` (its inputs, then its
+  /// outputs), compiled with the others at the end (compileKernels).
+  void addKernelStep(Kernel k, Schedule schedule, const std::vector<int32_t> &ids,
+                     int32_t numInputs, const std::vector<std::pair<int32_t, int32_t>> &inPlace,
+                     cpu::CpuJit *jit) {
+    // About 16K inner iterations per thread chunk keeps tiny kernels
+    // serial (a parallel region costs 1-2 us, see Note [Threads] in the
+    // runtime).
+    schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k.inner));
+    schedule.parallel = k.numOuter() >= 2 * schedule.grain;
+    if (options_.emitKernels)
+      report_.kernels += k.str() + "\n";
+    if (options_.emitLLVM || options_.emitLLVMOptimized) {
+      auto ir = jit->emitLLVM(k, schedule, options_.emitLLVMOptimized, diag_);
+      if (ir.succeeded())
+        report_.llvm += *ir + "\n";
+    }
+    pending_.push_back({std::move(k), schedule, exe_->steps().size()});
+    const PendingKernel &p = pending_.back();
+    exe_->addKernelStep(p.kernel.name, nullptr, ids, numInputs, p.kernel.numOuter(),
+                        p.schedule.parallel, p.schedule.grain, inPlace, nullptr);
+  }
+
+  /// A max_pool or avg_pool between channels-last buffers as a kernel
+  /// (Note [Pools as kernels] in PoolKernel.cpp), the rest of its group as
+  /// a kernel after it; false when the group is not such a pool.
+  bool addPoolKernel(const FusionGroup &group, const cpu::OneDnnOptions &dnnl, cpu::CpuJit *jit) {
+    const Node *n = group.nodes.front();
+    if (!options_.useKernels || !jit ||
+        (n->kind() != OpKind::MaxPool && n->kind() != OpKind::AvgPool) ||
+        !channelsLast_.count(n->operand(0)) || !dnnl.channelsLast(n->result()))
+      return false;
+    std::string why;
+    auto kernel = detail::channelsLastPoolKernel(*n, why);
+    if (failed(kernel))
+      return false;
+    kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
+    addKernelStep(std::move(*kernel), Schedule(), {bufferOf(n->operand(0)), bufferOf(n->result())},
+                  1, {}, jit);
+    channelsLast_.insert(n->result());
+    ++report_.numKernels;
+    if (group.nodes.size() > 1)
+      addEpilogueKernel(group, 1, jit);
+    return true;
   }
 
   /// Compiles every kernel step added so far, on as many threads as the
@@ -480,6 +509,8 @@ public:
       addAttentionGroup(group, dnnl, jit);
       return;
     }
+    if (addPoolKernel(group, dnnl, jit))
+      return;
     // A value the group exports must be a step's result: the library call
     // ends at the first node whose result leaves the group.
     size_t end = 1;

@@ -140,6 +140,15 @@ bool isSplatConstant(const Value *v);
 /// numbers unnamed ones), without the `%`.
 std::unordered_map<const Value *, std::string> valueNames(const Graph &g);
 
+/// A value's name with every character but letters and digits as `_`: the
+/// part of a kernel's name after `kernel_` (Lower.cpp).
+std::string sanitizedName(const std::string &s);
+
+/// A max_pool or avg_pool node as a kernel on channels-last buffers (its
+/// input and output in memory order: [N, spatial..., C]), or failure with
+/// `why`: Note [Pools as kernels] in PoolKernel.cpp.
+FailureOr<Kernel> channelsLastPoolKernel(const Node &n, std::string &why);
+
 /// A kernel group made only of concats and reshapes, as copies of runs of
 /// elements from its inputs into its output: Note [Concat as copies] in
 /// CopyConcat.cpp.

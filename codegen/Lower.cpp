@@ -60,14 +60,16 @@ std::string indexKey(const Index &idx) {
   return os.str();
 }
 
-std::string sanitize(const std::string &s) {
+} // namespace
+
+namespace detail {
+std::string sanitizedName(const std::string &s) {
   std::string out;
   for (char c : s)
     out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
 }
-
-} // namespace
+} // namespace detail
 
 namespace lowering {
 
@@ -374,7 +376,7 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
   }
   for (const Value *v : g_.outputs)
     k_.outputs.push_back({v->type().dtype, sizesOf(v), names[v]});
-  k_.name = "kernel_" + sanitize(names[g_.outputs.front()]);
+  k_.name = "kernel_" + detail::sanitizedName(names[g_.outputs.front()]);
 
   for (const Node *n : g_.nodes)
     if (detail::isStageNode(*n)) {

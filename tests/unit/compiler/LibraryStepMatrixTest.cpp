@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace kiln;
@@ -399,3 +400,90 @@ TEST(AttentionTest, DamagedSavedStepsAreErrors) {
 }
 
 } // namespace
+
+// A max_pool or avg_pool between convs reads and writes channels-last
+// buffers and runs as a kernel (Note [Pools as kernels] in
+// codegen/PoolKernel.cpp): windows of 1 and 2 spatial dims, kernels 1 to
+// 3, strides 1 and 2, dilation 2, no, even and uneven padding, ceil_mode,
+// count_include_pad, channels around the vector width; inputs with
+// negative, huge, subnormal, infinite and NaN elements. The convs around
+// it are depthwise 1x1 with weight 1 (exact, NaN and inf pass through),
+// so the output is the pool's: max_pool's must equal the interpreter's
+// bits, avg_pool's be within its bound.
+TEST(PoolKernelTest, ChannelsLastPoolsEqualTheInterpreter) {
+  if (std::string why = targetRefusal(); !why.empty())
+    GTEST_SKIP() << why; // reason: $KILN_TEST_CPU cannot run on this host
+  struct Case {
+    int64_t k, stride, dilation, padBegin, padEnd;
+    bool ceil, includePad;
+  };
+  const Case cases[] = {{3, 2, 1, 0, 0, true, false}, {3, 1, 1, 1, 1, false, false},
+                        {3, 1, 1, 1, 1, false, true}, {2, 2, 1, 0, 0, false, false},
+                        {3, 2, 2, 2, 1, true, false}, {1, 1, 1, 0, 0, false, false},
+                        {3, 2, 1, 1, 0, true, true}};
+  const float special[] = {-1e30f,
+                           1e-40f,
+                           -0.0f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 rng(11);
+  int kernels = 0;
+  for (OpKind kind : {OpKind::MaxPool, OpKind::AvgPool})
+    for (int64_t spatial : {1, 2})
+      for (int64_t channels : {3, 16, 17})
+        for (const Case &c : cases) {
+          DiagnosticEngine diag;
+          ScopedDiagnosticCollector collect(diag);
+          auto g = std::make_unique<Graph>("pool");
+          Builder b(*g, diag);
+          std::vector<int64_t> shape{2, channels, 9};
+          if (spatial == 2)
+            shape.push_back(8);
+          Tensor x = Tensor::zeros(DType::F32, shape);
+          for (int64_t e = 0; e < x.numel(); ++e)
+            x.setDouble(e, rng() % 7 == 0 ? special[rng() % 6]
+                                          : std::uniform_real_distribution<double>(-3, 3)(rng));
+          std::vector<int64_t> ws{channels, 1, 1};
+          if (spatial == 2)
+            ws.push_back(1);
+          Tensor one = Tensor::zeros(DType::F32, ws);
+          for (int64_t e = 0; e < one.numel(); ++e)
+            one.setDouble(e, 1.0);
+          auto identity = [&](Value *v) {
+            return b.createValue(OpKind::Conv, {v, b.constant(one)}, {{"group", channels}});
+          };
+          Value *in = identity(g->addInput(TensorType(DType::F32, makeShape(shape)), "x"));
+          const Ints window(static_cast<size_t>(spatial), c.k);
+          Ints pads(static_cast<size_t>(spatial), c.padBegin);
+          pads.insert(pads.end(), static_cast<size_t>(spatial), c.padEnd);
+          std::vector<NamedAttr> attrs{
+              {"kernel", window},
+              {"strides", Ints(static_cast<size_t>(spatial), c.stride)},
+              {"pads", pads},
+              {"dilations", Ints(static_cast<size_t>(spatial), c.dilation)},
+              {"ceil_mode", c.ceil}};
+          if (kind == OpKind::AvgPool)
+            attrs.push_back({"count_include_pad", c.includePad});
+          Value *pooled = b.createValue(kind, {in}, attrs);
+          ASSERT_NE(pooled, nullptr) << collect.str();
+          g->setOutputs({identity(pooled)});
+          SCOPED_TRACE(std::string(kind == OpKind::MaxPool ? "max" : "avg") + " spatial " +
+                       std::to_string(spatial) + " channels " + std::to_string(channels) + " k " +
+                       std::to_string(c.k) + " stride " + std::to_string(c.stride) + " dilation " +
+                       std::to_string(c.dilation) + " pads " + std::to_string(c.padBegin) + "," +
+                       std::to_string(c.padEnd) + (c.ceil ? " ceil" : "") +
+                       (c.includePad ? " include_pad" : "") + " --cpu " + testCpu());
+          const std::vector<Tensor> inputs{x};
+          auto want = interpret(*g, inputs, diag);
+          ASSERT_TRUE(want.succeeded()) << collect.str();
+          CompileReport report;
+          auto got = compileAndRun(*g, inputs, "pool kernel", {}, &report);
+          ASSERT_TRUE(got.has_value());
+          std::string bad = compareStructured(opInfo(kind), (*got)[0], (*want)[0]);
+          EXPECT_TRUE(bad.empty()) << bad;
+          kernels += report.numKernels == 1 && report.numLibraryCalls == 2;
+        }
+  // Every case ran as a kernel (a pool given to oneDNN would not be tested).
+  EXPECT_EQ(kernels, 2 * 2 * 3 * 7);
+}
