@@ -633,7 +633,8 @@ private:
       const Value *v = group.inputs[i];
       const Node *def = v->definingNode();
       auto it = buffers_.find(v);
-      const bool soleReader = readerGroups_[v] == 1;
+      const auto readers = readerGroups_.find(v);
+      const bool soleReader = readers != readerGroups_.end() && readers->second == 1;
       if (def && def->kind() != OpKind::Constant && !graphOutputs_.count(v) &&
           it != buffers_.end() && diesInCurrentGroup(v) && (soleReader || options_.threads == 1) &&
           canWriteInPlace(kernel, 0, static_cast<int32_t>(i)))

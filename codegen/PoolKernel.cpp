@@ -5,10 +5,11 @@
 // A max_pool or avg_pool whose input is stored channels-last and whose
 // result is to be stored so (Note [Channels-last buffers] in
 // ExecutableBuilder.cpp: between convs) runs as a JIT kernel instead of
-// oneDNN 2.6's pooling primitive, which took 3-5x the time of a plain loop
-// here: googlenet's 13 max pools 1.44 ms of its 19 ms at one thread
-// (`kiln compile --threads 1 --profile 50`, 2026-12-06; 149 us for a 3x3
-// stride-1 pool of 192 x 28 x 28). The kernel iterates the output in
+// oneDNN 2.6's pooling primitive: googlenet's 13 max pools took 1.44 ms of
+// its 19 ms at one thread with oneDNN, 0.67 ms as kernels (`kiln compile
+// googlenet.onnx --threads 1 --profile 50`, 2026-12-06; a 3x3 stride-1
+// pool of 192 x 28 x 28 149 -> 54 us, the 3x3 stride-2 pool of 64 x 112
+// x 112 251 -> 152 us). The kernel iterates the output in
 // memory order: outer [N, out spatial...], inner the channels, so every
 // tap is a contiguous vector load. A tap is read at its input position
 // clamped into the input and replaced where it lies outside (in the
@@ -133,10 +134,11 @@ FailureOr<Kernel> channelsLastPoolKernel(const Node &n, std::string &why) {
       perDim[d].push_back(tap);
     }
   }
-  // The taps in the reference's order (the first spatial dim outermost).
-  const DType acc = DType::F32;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  ScalarRef result = g.constFloat(acc, isMax ? -kInf : 0.0);
+  // The taps in the reference's order (the first spatial dim outermost),
+  // folded from the fold's identity, which also stands for a tap outside.
+  const ScalarRef identity =
+      g.constFloat(DType::F32, isMax ? -std::numeric_limits<double>::infinity() : 0.0);
+  ScalarRef result = identity;
   std::vector<int64_t> t(nsp, 0);
   for (int64_t flat = 0; flat < taps; ++flat) {
     ScalarRef offset = g.index(0), inside;
@@ -149,7 +151,7 @@ FailureOr<Kernel> channelsLastPoolKernel(const Node &n, std::string &why) {
     offset = g.add(g.mul(offset, i64(channels)), c);
     ScalarRef v = g.load(DType::F32, 0, offset);
     if (inside.valid())
-      v = g.select(inside, v, g.constFloat(acc, isMax ? -kInf : 0.0));
+      v = g.select(inside, v, identity);
     result = g.binary(isMax ? ScalarOp::Max : ScalarOp::Add, result, v);
     for (size_t d = nsp; d-- > 0;) { // next tap, last dim fastest
       if (++t[d] < dims[d].kernel)
@@ -169,8 +171,8 @@ FailureOr<Kernel> channelsLastPoolKernel(const Node &n, std::string &why) {
       }
       count = g.mul(count, inDim);
     }
-    ScalarRef mean = g.div(result, g.cast(count, acc));
-    result = g.select(g.compare(ScalarOp::Gt, count, i64(0)), mean, g.constFloat(acc, 0.0));
+    ScalarRef mean = g.div(result, g.cast(count, DType::F32));
+    result = g.select(g.compare(ScalarOp::Gt, count, i64(0)), mean, identity);
   }
   ScalarRef store = g.index(0);
   for (size_t d = 0; d < nsp; ++d)

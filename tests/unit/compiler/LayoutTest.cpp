@@ -492,7 +492,7 @@ TEST(ChannelsLastTest, PoolsBetweenConvs) {
   const std::string lgap = callLine(r, "gap");
   EXPECT_FALSE(lgap.empty()) << joinLines(r.libraryCalls);
   if (!brgconv(callLine(r, "c2")))
-    GTEST_SKIP() << "not brgconv on AVX-512";
+    GTEST_SKIP() << "not brgconv on AVX-512"; // reason: the layouts below are brgconv's
   // Between channels-last convs the pools are kernels (Note [Pools as
   // kernels] in codegen/PoolKernel.cpp); the global pool is oneDNN's.
   EXPECT_TRUE(contains(r.steps, "kernel kernel_mp (%r1, %mp)")) << r.steps;
