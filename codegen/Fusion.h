@@ -106,8 +106,11 @@ struct KernelLayouts {
 };
 
 /// Lowers a Kernel group to a Kernel whose inputs are group.inputs and
-/// outputs are group.outputs, in that order.
+/// outputs are group.outputs, in that order. `split`, when given: the
+/// first dim of a pointwise group's inner loop to use (kChooseSplit: choose
+/// one by Note [Inner loop] in Lower.cpp), set to the one used.
+inline constexpr size_t kChooseSplit = ~size_t(0);
 FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
-                             const KernelLayouts &layouts = {});
+                             const KernelLayouts &layouts = {}, size_t *split = nullptr);
 
 } // namespace kiln::codegen

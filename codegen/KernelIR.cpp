@@ -8,8 +8,13 @@
 
 #include "ir/Tensor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -31,10 +36,26 @@ const char *reduceKindName(ReduceKind k) {
 
 namespace {
 
-std::string bufferStr(const char *prefix, size_t i, const KernelBuffer &b) {
+std::string dimsStr(const std::vector<DimExpr> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + dims[i].str();
+  return s + "]";
+}
+
+std::string bufferStr(const char *prefix, size_t i, const KernelBuffer &b,
+                      const std::vector<DimExpr> *dims) {
   std::ostringstream os;
-  os << prefix << i << ": " << dtypeName(b.dtype) << sizesStr(b.shape);
+  os << prefix << i << ": " << dtypeName(b.dtype) << (dims ? dimsStr(*dims) : sizesStr(b.shape));
   return os.str();
+}
+
+std::optional<int64_t> evaluateDim(const DimExpr &e, const std::vector<std::string> &symbols,
+                                   const std::vector<int64_t> &sizes) {
+  std::map<std::string, int64_t> values;
+  for (size_t i = 0; i < symbols.size() && i < sizes.size(); ++i)
+    values[symbols[i]] = sizes[i];
+  return e.evaluate(values);
 }
 
 /// For each node: the highest stage whose value it reads (-1: none) and
@@ -70,11 +91,49 @@ bool Kernel::verify(std::string *why) const {
       *why = msg;
     return false;
   };
+  const bool sym = hasRunTimeSizes();
   for (int64_t d : outer)
-    if (d < 0)
+    if (d < 0 && !(sym && d == -1))
       return fail("negative outer extent " + std::to_string(d));
-  if (inner < 0)
+  if (inner < 0 && !(sym && inner == -1))
     return fail("negative inner extent " + std::to_string(inner));
+  if (sym) {
+    std::set<std::string> names(symbols.begin(), symbols.end());
+    auto known = [&](const DimExpr &e) {
+      std::set<std::string> used;
+      e.collectSymbols(used);
+      return std::includes(names.begin(), names.end(), used.begin(), used.end());
+    };
+    if (names.size() != symbols.size())
+      return fail("a symbol is named twice");
+    if (outerDims.size() != outer.size())
+      return fail("outer has " + std::to_string(outer.size()) + " dims but " +
+                  std::to_string(outerDims.size()) + " extents");
+    for (size_t d = 0; d < outer.size(); ++d)
+      if (!known(outerDims[d]) ||
+          (outerDims[d].isConstant() ? outer[d] != outerDims[d].constant() : outer[d] != -1))
+        return fail("outer extent " + std::to_string(d) + " (" + outerDims[d].str() +
+                    ") disagrees with outer or names an unknown symbol");
+    if (!known(innerDim) || (innerDim.isConstant() ? inner != innerDim.constant() : inner != -1))
+      return fail("the inner extent (" + innerDim.str() +
+                  ") disagrees with inner or names an unknown symbol");
+    if (bufferDims.size() != inputs.size() + outputs.size())
+      return fail("not one list of dims per buffer");
+    for (size_t i = 0; i < bufferDims.size(); ++i) {
+      const KernelBuffer &b = i < inputs.size() ? inputs[i] : outputs[i - inputs.size()];
+      const std::vector<DimExpr> &dims = bufferDims[i];
+      if (dims.size() != b.shape.size())
+        return fail("buffer '" + b.name + "' has no expression for each dim");
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (!known(dims[d]) ||
+            (dims[d].isConstant() ? b.shape[d] != dims[d].constant() : b.shape[d] != -1))
+          return fail("buffer '" + b.name + "' dim " + std::to_string(d) +
+                      " disagrees with its expression or names an unknown symbol");
+    }
+  } else if (!outerDims.empty() || !bufferDims.empty() || !innerDim.isConstant() ||
+             innerDim.constant() != 0) {
+    return fail("extents as expressions in a kernel without symbols");
+  }
   if (outputs.empty())
     return fail("kernel has no outputs");
   const auto &nodes = dag.nodes();
@@ -91,6 +150,12 @@ bool Kernel::verify(std::string *why) const {
         return fail(at + "index slot " + std::to_string(n.slot) + " out of range");
       if (n.type != DType::I64)
         return fail(at + "index is not i64");
+      break;
+    case ScalarOp::Size:
+      if (n.slot < 0 || static_cast<size_t>(n.slot) >= symbols.size())
+        return fail(at + "size slot " + std::to_string(n.slot) + " out of range");
+      if (n.type != DType::I64)
+        return fail(at + "size is not i64");
       break;
     case ScalarOp::Load:
       if (n.slot < 0 || static_cast<size_t>(n.slot) >= inputs.size())
@@ -156,7 +221,7 @@ bool Kernel::verify(std::string *why) const {
     }
   }
   for (size_t o = 0; o < outputs.size(); ++o)
-    if (!stored[o] && outputs[o].numElements() > 0)
+    if (!stored[o] && (sym || outputs[o].numElements() > 0))
       return fail("output " + std::to_string(o) + " is never stored");
   return true;
 }
@@ -166,11 +231,12 @@ namespace {
 std::string kernelText(const Kernel &k, bool withName) {
   std::ostringstream os;
   os << "kernel @" << (withName ? k.name : std::string("_")) << "(";
+  auto dims = [&](size_t i) { return k.hasRunTimeSizes() ? &k.bufferDims[i] : nullptr; };
   for (size_t i = 0; i < k.inputs.size(); ++i)
-    os << (i ? ", " : "") << bufferStr("in", i, k.inputs[i]);
+    os << (i ? ", " : "") << bufferStr("in", i, k.inputs[i], dims(i));
   os << ") -> (";
   for (size_t i = 0; i < k.outputs.size(); ++i)
-    os << (i ? ", " : "") << bufferStr("out", i, k.outputs[i]);
+    os << (i ? ", " : "") << bufferStr("out", i, k.outputs[i], dims(k.inputs.size() + i));
   os << ") {\n";
   // Buffer names are debugging aids: printed as comments, left out of the
   // hash so that equal computations on other values hash alike.
@@ -180,7 +246,14 @@ std::string kernelText(const Kernel &k, bool withName) {
     for (size_t i = 0; i < k.outputs.size(); ++i)
       os << "  // out" << i << " = %" << k.outputs[i].name << "\n";
   }
-  os << "  outer " << sizesStr(k.outer) << " inner " << k.inner << "\n";
+  if (k.hasRunTimeSizes()) {
+    os << "  sizes";
+    for (size_t i = 0; i < k.symbols.size(); ++i)
+      os << " #" << i << "=" << k.symbols[i];
+    os << "\n  outer " << dimsStr(k.outerDims) << " inner " << k.innerDim.str() << "\n";
+  } else {
+    os << "  outer " << sizesStr(k.outer) << " inner " << k.inner << "\n";
+  }
   std::istringstream dag(k.dag.str());
   for (std::string line; std::getline(dag, line);)
     os << "  " << line << "\n";
@@ -222,6 +295,11 @@ template <typename T> void appendBytes(std::string &key, const T &v) {
   key.append(reinterpret_cast<const char *>(&v), sizeof v);
 }
 
+void appendString(std::string &key, const std::string &s) {
+  appendBytes(key, s.size());
+  key += s;
+}
+
 void appendSizes(std::string &key, const std::vector<int64_t> &sizes) {
   appendBytes(key, sizes.size());
   for (int64_t d : sizes)
@@ -238,8 +316,17 @@ std::string Kernel::codeKey() const {
       appendSizes(key, b.shape);
     }
   }
+  for (const std::vector<DimExpr> &dims : bufferDims)
+    for (const DimExpr &d : dims)
+      appendString(key, d.str());
   appendSizes(key, outer);
   appendBytes(key, inner);
+  appendBytes(key, symbols.size());
+  for (const std::string &sym : symbols)
+    appendString(key, sym);
+  for (const DimExpr &d : outerDims)
+    appendString(key, d.str());
+  appendString(key, innerDim.str());
   appendBytes(key, dag.nodes().size());
   for (const ScalarNode &n : dag.nodes()) {
     appendBytes(key, n.op);
@@ -373,7 +460,64 @@ ScalarOp combineOp(ReduceKind kind) {
 
 } // namespace
 
-void interpretKernel(const Kernel &k, const std::vector<void *> &buffers) {
+void copyDagAndStages(
+    const Kernel &from, Kernel &to,
+    const std::function<ScalarRef(ScalarDag &, size_t, const ScalarNode &)> &replace) {
+  std::vector<ScalarRef> map;
+  const auto &nodes = from.dag.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ScalarRef r = replace(to.dag, i, nodes[i]);
+    if (!r.valid()) {
+      ScalarNode c = nodes[i];
+      for (unsigned a = 0; a < scalarArity(c.op); ++a)
+        c.args[a] = map[static_cast<size_t>(c.args[a].id)];
+      r = to.dag.add(c);
+    }
+    map.push_back(r);
+  }
+  auto remap = [&](ScalarRef r) { return r.valid() ? map[static_cast<size_t>(r.id)] : r; };
+  for (const Stage &st : from.stages) {
+    Stage ns = st;
+    ns.value = remap(st.value);
+    for (Store &store : ns.stores) {
+      store.offset = remap(store.offset);
+      store.value = remap(store.value);
+    }
+    to.stages.push_back(std::move(ns));
+  }
+}
+
+Kernel Kernel::bind(const std::vector<int64_t> &sizes) const {
+  if (!hasRunTimeSizes())
+    return *this;
+  KILN_ASSERT(sizes.size() == symbols.size() && "one size per symbol");
+  auto value = [&](const DimExpr &e) {
+    std::optional<int64_t> v = evaluateDim(e, symbols, sizes);
+    KILN_ASSERT(v && "a kernel extent does not evaluate");
+    return *v;
+  };
+  Kernel out;
+  out.name = name;
+  out.inputs = inputs;
+  out.outputs = outputs;
+  for (size_t i = 0; i < bufferDims.size(); ++i) {
+    KernelBuffer &b = i < inputs.size() ? out.inputs[i] : out.outputs[i - inputs.size()];
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      b.shape[d] = value(bufferDims[i][d]);
+  }
+  for (const DimExpr &d : outerDims)
+    out.outer.push_back(value(d));
+  out.inner = value(innerDim);
+  copyDagAndStages(*this, out, [&](ScalarDag &d, size_t, const ScalarNode &n) {
+    return n.op == ScalarOp::Size ? d.constInt(DType::I64, sizes[static_cast<size_t>(n.slot)])
+                                  : ScalarRef{};
+  });
+  return out;
+}
+
+void interpretKernel(const Kernel &symbolic, const std::vector<void *> &buffers,
+                     const std::vector<int64_t> &sizes) {
+  const Kernel k = symbolic.bind(sizes);
   KILN_ASSERT(buffers.size() == k.inputs.size() + k.outputs.size() && "one pointer per buffer");
   std::vector<Tensor> ins, outs;
   for (size_t i = 0; i < k.inputs.size(); ++i)

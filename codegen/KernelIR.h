@@ -43,10 +43,12 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/DimExpr.h"
 #include "ir/ScalarExpr.h"
 #include "ir/Type.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,7 @@ namespace kiln::codegen {
 
 struct KernelBuffer {
   DType dtype = DType::F32;
+  /// -1 where a dim is known only at run time (Kernel::bufferDims).
   std::vector<int64_t> shape;
   /// A name for printing and debugging (the graph value it holds).
   std::string name;
@@ -92,7 +95,22 @@ struct Kernel {
   int64_t inner = 1;
   ScalarDag dag;
   std::vector<Stage> stages;
+  /// Note [Kernels with run-time sizes]: the symbols whose values the caller
+  /// passes, by Size slot; empty for a static kernel. With symbols, `outer`
+  /// and `inner` and buffer shapes hold -1 where a size is not a constant,
+  /// and `outerDims` (one per outer dim), `innerDim` and `bufferDims` (per
+  /// buffer, inputs then outputs, one per dim) give every size.
+  std::vector<std::string> symbols;
+  std::vector<DimExpr> outerDims;
+  DimExpr innerDim;
+  std::vector<std::vector<DimExpr>> bufferDims;
 
+  bool hasRunTimeSizes() const { return !symbols.empty(); }
+  /// The static kernel at `sizes` (one per symbol): Size nodes become
+  /// constants and the extents numbers. A static kernel binds to itself.
+  Kernel bind(const std::vector<int64_t> &sizes) const;
+
+  /// The static kernel's outer points.
   int64_t numOuter() const { return kiln::numElements(outer); }
   /// The Index slot of the inner loop.
   int32_t innerSlot() const { return static_cast<int32_t>(outer.size()); }
@@ -135,9 +153,19 @@ struct Schedule {
 /// overwrites it, by that point's earlier stages or before the store.
 bool canWriteInPlace(const Kernel &k, int32_t output, int32_t input);
 
+/// Copies `from`'s DAG into `to`'s node by node and then `from`'s stages,
+/// their references remapped: `replace` gives a node's replacement, built
+/// in the DAG it is handed, or an invalid ref to copy the node with its
+/// operands remapped.
+void copyDagAndStages(
+    const Kernel &from, Kernel &to,
+    const std::function<ScalarRef(ScalarDag &, size_t, const ScalarNode &)> &replace);
+
 /// Runs a kernel on host buffers with evaluateScalars: slow, obviously
 /// correct; the oracle for backend tests. `buffers` holds the inputs then the
-/// outputs, as raw pointers to dense row-major data.
-void interpretKernel(const Kernel &k, const std::vector<void *> &buffers);
+/// outputs, as raw pointers to dense row-major data; `sizes` the values of
+/// a kernel's symbols (it runs k.bind(sizes)).
+void interpretKernel(const Kernel &k, const std::vector<void *> &buffers,
+                     const std::vector<int64_t> &sizes = {});
 
 } // namespace kiln::codegen

@@ -484,7 +484,7 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
 // loop has at most 4096 iterations.
 
 FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
-                             const KernelLayouts &layouts) {
+                             const KernelLayouts &layouts, size_t *split) {
   if (group.kind != FusionGroup::Kind::Kernel)
     return diag.emitError(group.nodes.empty() ? Location() : group.nodes.front()->loc())
            << "internal error: only kernel groups lower to kernels";
@@ -495,33 +495,44 @@ FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
     if (!v->type().isStatic())
       return diag.emitError(v->definingNode() ? v->definingNode()->loc() : Location())
              << "cannot lower a kernel with the dynamic shape " << v->type().str();
+  size_t chosen = 0;
+  auto done = [&](FailureOr<Kernel> k) {
+    if (split)
+      *split = chosen;
+    return k;
+  };
   GroupLowering probe(group, diag);
   std::optional<size_t> rank = probe.pointwiseRank();
   if (!rank || *rank <= 1)
-    return GroupLowering(group, diag, layouts).run(0);
+    return done(GroupLowering(group, diag, layouts).run(0));
+  if (split && *split != kChooseSplit && *split < *rank)
+    return done(GroupLowering(group, diag, layouts).run(chosen = *split));
   // Channels-last iteration: C alone in the inner loop.
+  chosen = *rank - 1;
   if (layouts.iterateChannelsLast && *rank >= 3)
-    return GroupLowering(group, diag, layouts).run(*rank - 1);
+    return done(GroupLowering(group, diag, layouts).run(chosen));
   std::vector<int64_t> domain = sizesOf(group.outputs.front());
   // Baseline: the last dim alone.
   DiagnosticEngine quiet;
   GroupLowering base(group, quiet, layouts);
   auto baseline = base.run(*rank - 1);
   if (baseline.failed())
-    return GroupLowering(group, diag, layouts).run(*rank - 1); // reports the error
-  for (size_t split = 0; split + 1 < *rank; ++split) {
+    return done(GroupLowering(group, diag, layouts).run(chosen)); // reports the error
+  for (size_t s = 0; s + 1 < *rank; ++s) {
     int64_t outer = 1, inner = 1;
     for (size_t d = 0; d < domain.size(); ++d)
-      (d < split ? outer : inner) *= domain[d];
+      (d < s ? outer : inner) *= domain[d];
     if (outer < 16 && inner > 4096)
       continue;
     GroupLowering candidate(group, quiet, layouts);
-    auto k = candidate.run(split);
+    auto k = candidate.run(s);
     if (k.succeeded() && candidate.numStridedLoads() <= base.numStridedLoads() &&
-        candidate.numInnerDivisions() <= base.numInnerDivisions())
-      return k;
+        candidate.numInnerDivisions() <= base.numInnerDivisions()) {
+      chosen = s;
+      return done(std::move(k));
+    }
   }
-  return baseline;
+  return done(std::move(baseline));
 }
 
 } // namespace kiln::codegen

@@ -195,6 +195,12 @@ ScalarRef ScalarDag::index(int32_t slot) {
   return add(n);
 }
 
+ScalarRef ScalarDag::size(int32_t slot) {
+  ScalarNode n{ScalarOp::Size, DType::I64};
+  n.slot = slot;
+  return add(n);
+}
+
 ScalarRef ScalarDag::load(DType t, int32_t buffer, ScalarRef offset) {
   KILN_ASSERT(type(offset) == DType::I64 && "load offsets are i64");
   ScalarNode n{ScalarOp::Load, t};
@@ -309,6 +315,7 @@ std::string ScalarDag::str() const {
       break;
     case ScalarOp::Index:
     case ScalarOp::StageValue:
+    case ScalarOp::Size:
       os << " #" << n.slot;
       break;
     case ScalarOp::Load:
@@ -388,6 +395,7 @@ std::vector<ScalarValue> evaluateScalars(
     case ScalarOp::Index:
     case ScalarOp::Load:
     case ScalarOp::StageValue:
+    case ScalarOp::Size:
       r = leaf(n, vals);
       if (isFloat(n.type))
         r.f = roundFloat(n.type, r.f);

@@ -139,6 +139,8 @@ public:
   /// A constant of `t` holding `v` (float types get v, others trunc(v)).
   ScalarRef constant(DType t, double v);
   ScalarRef index(int32_t slot);
+  /// The i64 run-time size number `slot` (a kernel's symbol, codegen/KernelIR.h).
+  ScalarRef size(int32_t slot);
   ScalarRef load(DType t, int32_t buffer, ScalarRef offset);
   ScalarRef stageValue(DType t, int32_t stage);
   ScalarRef unary(ScalarOp op, ScalarRef a);
@@ -170,7 +172,7 @@ struct ScalarValue {
 
 /// Evaluates every node of `dag` in order (floats in double, integers in
 /// int64, with results rounded to each node's dtype) and returns the values.
-/// `leaf` supplies Index, Load and StageValue nodes given the values so far.
+/// `leaf` supplies Index, Load, StageValue and Size nodes given the values so far.
 /// This is the scalar semantics in executable form: tests compare it with
 /// the reference kernels, and the kernel interpreter runs on it.
 std::vector<ScalarValue> evaluateScalars(

@@ -3,9 +3,10 @@
 // Lowers one codegen::Kernel to an LLVM module with IRBuilder:
 //
 //   define void @name(ptr %buffers, i64 %begin, i64 %end)      ; the ABI
-//     loads each buffer pointer and calls
+//     loads each buffer pointer (and, for a kernel with run-time sizes,
+//     the pointer to its sizes after them) and calls
 //   define internal void @name.body(ptr noalias %in0, ..., ptr noalias %out0,
-//                                   i64 %begin, i64 %end)
+//                                   [ptr %sizes,] i64 %begin, i64 %end)
 //     for o in [max(begin,0), min(end,numOuter)):
 //       i_0..i_{n-1} = row-major digits of o
 //       stage s (Reduce): acc = identity; for j in [0,inner): acc = acc op v(j)
@@ -319,6 +320,32 @@ Value *KernelEmitter::emitLoad(const ScalarNode &n) {
   return loadElement(n.type, ptr);
 }
 
+Value *KernelEmitter::emitSize(const ScalarNode &n) {
+  if (n.slot < 0 || static_cast<size_t>(n.slot) >= sizes_.size())
+    return failValue("size slot " + std::to_string(n.slot) + " out of range");
+  return sizes_[static_cast<size_t>(n.slot)];
+}
+
+Value *KernelEmitter::extentValue(const DimExpr &e) {
+  // Extents are polynomials over the symbols (codegen/GeneralizeKernel.cpp
+  // builds no other kind).
+  Value *sum = b_.getInt64(e.constant());
+  for (const DimTerm &t : e.terms()) {
+    Value *prod = b_.getInt64(t.coeff);
+    for (const DimAtomPtr &a : t.factors) {
+      auto it = a->kind == DimAtom::Kind::Symbol
+                    ? std::find(k_.symbols.begin(), k_.symbols.end(), a->name)
+                    : k_.symbols.end();
+      if (it == k_.symbols.end())
+        return failValue("the extent " + e.str() + " is not a polynomial over the kernel's sizes");
+      prod =
+          b_.CreateMul(prod, sizes_[static_cast<size_t>(it - k_.symbols.begin())], "", true, true);
+    }
+    sum = b_.CreateAdd(sum, prod, "", true, true);
+  }
+  return sum;
+}
+
 Value *KernelEmitter::emitStageValue(const ScalarNode &n) {
   if (n.slot < 0 || static_cast<size_t>(n.slot) >= stageValues_.size() ||
       !stageValues_[static_cast<size_t>(n.slot)])
@@ -501,7 +528,7 @@ void KernelEmitter::emitReduceStage(size_t stageIndex, const Stage &st) {
     init.push_back(b_.getFalse());
   clearMemo();
   std::vector<Value *> result = emitLoop(
-      b_.getInt64(0), b_.getInt64(k_.inner), "reduce" + std::to_string(stageIndex), init,
+      b_.getInt64(0), innerExtent_, "reduce" + std::to_string(stageIndex), init,
       [&](Value *j, const std::vector<Value *> &carried) -> std::vector<Value *> {
         innerIndex_ = j;
         Value *v = get(st.value);
@@ -560,7 +587,7 @@ void KernelEmitter::emitMapStage(const Stage &st) {
       resolveFor(ranges[r], ranges[r + 1]);
     splitRange_ = split;
     emitLoop(
-        b_.getInt64(ranges[r]), b_.getInt64(ranges[r + 1]), "map", {},
+        b_.getInt64(ranges[r]), split ? b_.getInt64(ranges[r + 1]) : innerExtent_, "map", {},
         [&](Value *j, const std::vector<Value *> &) -> std::vector<Value *> {
           innerIndex_ = j;
           emitStores(st);
@@ -578,8 +605,9 @@ bool KernelEmitter::emit(const std::string &symbol) {
   size_t numBuffers = k_.inputs.size() + k_.outputs.size();
   llvm::Type *ptrTy = b_.getPtrTy();
 
-  // The body: noalias buffer arguments, then begin and end.
-  std::vector<llvm::Type *> bodyParams(numBuffers, ptrTy);
+  // The body: noalias buffer arguments, the sizes, then begin and end.
+  const bool sized = k_.hasRunTimeSizes();
+  std::vector<llvm::Type *> bodyParams(numBuffers + (sized ? 1 : 0), ptrTy);
   bodyParams.push_back(i64());
   bodyParams.push_back(i64());
   auto *bodyFn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), bodyParams, false),
@@ -604,8 +632,14 @@ bool KernelEmitter::emit(const std::string &symbol) {
     bodyFn->getArg(a)->setName(i < k_.inputs.size() ? "in" + std::to_string(i)
                                                     : "out" + std::to_string(i - k_.inputs.size()));
   }
-  Value *begin = bodyFn->getArg(static_cast<unsigned>(numBuffers));
-  Value *end = bodyFn->getArg(static_cast<unsigned>(numBuffers + 1));
+  const unsigned rangeArg = static_cast<unsigned>(numBuffers + (sized ? 1 : 0));
+  if (sized) {
+    bodyFn->addParamAttr(rangeArg - 1, llvm::Attribute::NoAlias);
+    bodyFn->addParamAttr(rangeArg - 1, llvm::Attribute::ReadOnly);
+    bodyFn->getArg(rangeArg - 1)->setName("sizes");
+  }
+  Value *begin = bodyFn->getArg(rangeArg);
+  Value *end = bodyFn->getArg(rangeArg + 1);
   begin->setName("begin");
   end->setName("end");
 
@@ -621,7 +655,7 @@ bool KernelEmitter::emit(const std::string &symbol) {
   entryFn->getArg(2)->setName("end");
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entryFn));
   std::vector<Value *> callArgs;
-  for (size_t i = 0; i < numBuffers; ++i) {
+  for (size_t i = 0; i < numBuffers + (sized ? 1 : 0); ++i) {
     Value *slot = b_.CreateConstInBoundsGEP1_64(ptrTy, entryFn->getArg(0), i);
     callArgs.push_back(b_.CreateLoad(ptrTy, slot, "buf" + std::to_string(i)));
   }
@@ -641,9 +675,23 @@ bool KernelEmitter::emit(const std::string &symbol) {
   triedSelect_.assign(k_.dag.nodes().size(), false);
   readsInner_.assign(k_.dag.nodes().size(), 0);
   stageValues_.assign(k_.stages.size(), nullptr);
-  int64_t numOuter = k_.numOuter();
+  // Extents: constants, or computed once from the sizes.
+  for (size_t i = 0; sized && i < k_.symbols.size(); ++i)
+    sizes_.push_back(
+        b_.CreateLoad(i64(), b_.CreateConstInBoundsGEP1_64(i64(), bodyFn->getArg(rangeArg - 1), i),
+                      k_.symbols[i]));
+  Value *numOuter = b_.getInt64(1);
+  for (size_t d = 0; d < k_.outer.size(); ++d) {
+    outerExtents_.push_back(sized ? extentValue(k_.outerDims[d]) : b_.getInt64(k_.outer[d]));
+    if (!outerExtents_.back())
+      return false;
+    numOuter = b_.CreateMul(numOuter, outerExtents_.back(), "", true, true);
+  }
+  innerExtent_ = sized ? extentValue(k_.innerDim) : b_.getInt64(k_.inner);
+  if (!innerExtent_)
+    return false;
   Value *lo = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, begin, b_.getInt64(0));
-  Value *hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.getInt64(numOuter));
+  Value *hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, numOuter);
   planTables();
   fillTables();
   emitLoop(
@@ -653,7 +701,7 @@ bool KernelEmitter::emit(const std::string &symbol) {
         outerIndex_.assign(k_.outer.size(), nullptr);
         Value *rest = o;
         for (size_t d = k_.outer.size(); d-- > 0;) {
-          Value *extent = b_.getInt64(k_.outer[d]);
+          Value *extent = outerExtents_[d];
           if (d == 0) {
             outerIndex_[d] = rest;
           } else {
@@ -681,13 +729,19 @@ bool KernelEmitter::emit(const std::string &symbol) {
 std::unique_ptr<llvm::Module> emitKernelModule(const Kernel &k, const Schedule &s,
                                                const std::string &symbol, const VectorMathIsa &isa,
                                                llvm::LLVMContext &ctx, std::string &error) {
+  // A kernel with run-time sizes marks its non-constant extents -1.
+  const int64_t symbolic = k.hasRunTimeSizes() ? -1 : 0;
   for (int64_t d : k.outer)
-    if (d < 0) {
+    if (d < symbolic) {
       error = "negative outer extent " + std::to_string(d);
       return nullptr;
     }
-  if (k.inner < 0) {
+  if (k.inner < symbolic) {
     error = "negative inner extent " + std::to_string(k.inner);
+    return nullptr;
+  }
+  if (k.hasRunTimeSizes() && (k.outerDims.size() != k.outer.size())) {
+    error = "a kernel with run-time sizes needs an expression per outer extent";
     return nullptr;
   }
   auto m = std::make_unique<llvm::Module>(symbol, ctx);

@@ -116,6 +116,9 @@ Value *emitScalarLoad(KernelEmitter &e, const ScalarNode &n, Value *const *, DTy
 Value *emitScalarStageValue(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
   return e.emitStageValue(n);
 }
+Value *emitScalarSize(KernelEmitter &e, const ScalarNode &n, Value *const *, DType) {
+  return e.emitSize(n);
+}
 
 // Unary.
 Value *emitScalarNeg(KernelEmitter &e, const ScalarNode &n, Value *const *args, DType) {

@@ -169,7 +169,7 @@ void KernelEmitter::planTables() {
   const size_t n = nodes.size();
   table_.assign(n, nullptr);
   tabulated_.clear();
-  if (k_.inner < 2 || k_.inner > kMaxTableLength || k_.numOuter() < 2)
+  if (k_.hasRunTimeSizes() || k_.inner < 2 || k_.inner > kMaxTableLength || k_.numOuter() < 2)
     return;
   // Per node: constant (no index), reads the inner index and only it, or
   // reads anything else (an outer index, a load, a stage value).
@@ -324,6 +324,8 @@ Value *KernelEmitter::loadFromTable(ScalarRef r) {
 // change.
 
 std::vector<int64_t> KernelEmitter::innerBreaks(const Stage &st) {
+  if (k_.hasRunTimeSizes()) // the breaks would be expressions too
+    return {};
   const std::vector<ScalarNode> &nodes = k_.dag.nodes();
   const size_t n = nodes.size();
   std::vector<bool> used(n, false);

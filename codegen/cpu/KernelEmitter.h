@@ -58,6 +58,7 @@ public:
   Value *emitIndex(const ScalarNode &n);
   Value *emitLoad(const ScalarNode &n);
   Value *emitStageValue(const ScalarNode &n);
+  Value *emitSize(const ScalarNode &n);
 
   Value *failValue(const std::string &msg) {
     fail(msg);
@@ -95,6 +96,9 @@ private:
   std::vector<Value *> emitLoop(Value *lo, Value *hi, const std::string &name,
                                 const std::vector<Value *> &init, const LoopBody &body,
                                 bool innerLoop);
+  /// An extent of a kernel with run-time sizes, from the size arguments
+  /// (Note [Kernels with run-time sizes] in codegen/KernelIR.h).
+  Value *extentValue(const DimExpr &e);
   void emitReduceStage(size_t stageIndex, const Stage &st);
   void emitMapStage(const Stage &st);
   bool emitStores(const Stage &st);
@@ -118,6 +122,9 @@ private:
   std::vector<Value *> buffers_;    // inputs then outputs
   std::vector<Value *> outerIndex_; // per outer dim
   Value *innerIndex_ = nullptr;
+  std::vector<Value *> sizes_;        // per symbol, loaded at the body's entry
+  std::vector<Value *> outerExtents_; // per outer dim
+  Value *innerExtent_ = nullptr;
   std::vector<Value *> stageValues_;
   std::vector<Value *> memo_;             // per node, valid inside the current stage loop
   std::vector<int8_t> readsInner_;        // per node: 0 unknown, 1 reads the inner index, -1 not

@@ -1,0 +1,547 @@
+//===- RunTimeSizes.cpp - Kernels compiled once for every size ------------===//
+//
+// samplePlan, generalizeKernel and the driver lowerForAllSizes (see
+// RunTimeSizes.h and the Note below).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/RunTimeSizes.h"
+
+#include "codegen/Fusion.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace kiln::codegen {
+
+// Note [Kernels with run-time sizes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel with run-time sizes (Kernel::symbols) reads the values of its
+// symbols from a size array the caller passes after its buffers; its
+// extents are polynomials over them and its DAG reads them as Size leaves.
+// The backend loops to run-time bounds: the inner loop still vectorizes,
+// with a remainder loop, and outer indices are digits of run-time extents.
+// What a static kernel gets from knowing its sizes is not done for these:
+// no tables of inner-index values and no inner loops split where a
+// condition changes (codegen/cpu/InnerIndex.cpp), and a division by an
+// extent is a division instruction rather than a multiply-shift.
+//
+// Such a kernel is not lowered from symbolic shapes directly. The lowering
+// (Lower.cpp, LowerNode.cpp, AffineIndex.h) simplifies index arithmetic
+// with facts about sizes (a range below a divisor, an extent that a stride
+// divides), and each fact would need a proof over every size. Instead the
+// graph is prepared, fused and lowered at sampled sizes (samplePlan) and
+// the kernels of each group are compared: equal apart from constants, and
+// every constant that differs a polynomial of degree <= 2 per symbol with
+// integer coefficients, fitted exactly on a 3 x ... x 3 grid of
+// consecutive sizes and confirmed at every corner of the ranges and at one
+// point inside. That is how `kiln.from_torch` recovers symbolic attributes
+// from fx captures too (python/kiln/_dynamic.py).
+//
+// Why the checks make the kernel right at every size of the ranges:
+//   - a decision of the lowering that compares a size with a threshold
+//     (an index range against a divisor) flips at most once along a
+//     range, so one taken alike at both ends of every range is taken
+//     alike in between; one that would flip shows as a kernel that
+//     differs between the corners, and then there is no merged kernel;
+//   - a decision on divisibility (an extent that a stride divides) cannot
+//     be taken alike at three consecutive sizes unless it holds for all;
+//   - size 1 is never sampled: the lowering folds its indices (an extent
+//     of 1 has index 0), which only simplifies, so a kernel lowered for
+//     larger sizes computes the same at 1. The tests run every merged
+//     kernel at 1 and at sizes off the grid against the static lowering
+//     at that size.
+// Where the kernels differ otherwise (fusion chose differently, a float
+// constant that is not an integer, a constant no polynomial fits), the
+// group gets no merged kernel and SizedKernel::why says what differed.
+
+namespace {
+
+constexpr size_t kMaxSymbols = 3;
+/// The largest size sampled: index arithmetic of larger sizes may leave
+/// int64 in the lowering's products.
+constexpr int64_t kMaxSampledSize = int64_t(1) << 16;
+/// The first fit size of a wide range: small enough to lower fast, large
+/// enough that polynomials of the sizes do not meet the small constants of
+/// a kernel (two equal constants are one DAG node).
+constexpr int64_t kFitBase = 37;
+
+/// A polynomial: coefficient per exponent vector (one exponent per symbol).
+using Poly = std::map<std::vector<int>, int64_t>;
+
+std::optional<int64_t> evalPoly(const Poly &p, const std::vector<int64_t> &x) {
+  __int128 sum = 0;
+  for (const auto &[e, c] : p) {
+    __int128 term = c;
+    for (size_t i = 0; i < e.size(); ++i)
+      for (int k = 0; k < e[i]; ++k)
+        term *= x[i];
+    sum += term;
+    if (sum > INT64_MAX || sum < INT64_MIN)
+      return std::nullopt;
+  }
+  return static_cast<int64_t>(sum);
+}
+
+/// Fits `values` (one per fit point, the fit points a full grid of three
+/// consecutive sizes per symbol) exactly; nullopt when the coefficients
+/// are not integers.
+std::optional<Poly> fitPoly(const std::vector<std::vector<int64_t>> &points,
+                            const std::vector<int64_t> &values) {
+  const size_t k = points.front().size();
+  std::vector<int64_t> base(k, INT64_MAX);
+  for (const auto &p : points)
+    for (size_t i = 0; i < k; ++i)
+      base[i] = std::min(base[i], p[i]);
+  size_t n = 1;
+  for (size_t i = 0; i < k; ++i)
+    n *= 3;
+  // Grid position of a point: digits e_i = size_i - base_i, symbol 0 most
+  // significant.
+  std::vector<__int128> t(n, 0);
+  std::vector<bool> seen(n, false);
+  for (size_t p = 0; p < points.size(); ++p) {
+    size_t at = 0;
+    for (size_t i = 0; i < k; ++i) {
+      int64_t e = points[p][i] - base[i];
+      if (e < 0 || e > 2)
+        return std::nullopt;
+      at = at * 3 + static_cast<size_t>(e);
+    }
+    seen[at] = true;
+    t[at] = values[p];
+  }
+  if (std::count(seen.begin(), seen.end(), false))
+    return std::nullopt;
+  // Along each axis, values at a, a+1, a+2 -> coefficients of 1, x, x^2.
+  size_t stride = n;
+  for (size_t i = 0; i < k; ++i) {
+    stride /= 3;
+    const __int128 a = base[i];
+    for (size_t start = 0; start < n; ++start) {
+      if ((start / stride) % 3 != 0)
+        continue;
+      __int128 v0 = t[start], v1 = t[start + stride], v2 = t[start + 2 * stride];
+      __int128 d1 = v1 - v0, d2 = v2 - 2 * v1 + v0;
+      if (d2 % 2 != 0)
+        return std::nullopt;
+      __int128 c2 = d2 / 2;
+      __int128 c1 = d1 - c2 * (2 * a + 1);
+      __int128 c0 = v0 - c1 * a - c2 * a * a;
+      t[start] = c0;
+      t[start + stride] = c1;
+      t[start + 2 * stride] = c2;
+    }
+  }
+  Poly poly;
+  for (size_t at = 0; at < n; ++at) {
+    if (t[at] == 0)
+      continue;
+    if (t[at] > INT64_MAX || t[at] < INT64_MIN)
+      return std::nullopt;
+    std::vector<int> e(k);
+    for (size_t i = k, rest = at; i-- > 0; rest /= 3)
+      e[i] = static_cast<int>(rest % 3);
+    poly[e] = static_cast<int64_t>(t[at]);
+  }
+  return poly;
+}
+
+/// What one varying quantity of the kernels became.
+struct Fitted {
+  bool varies = false;
+  Poly poly;
+};
+
+class Generalizer {
+public:
+  Generalizer(const std::vector<std::string> &symbols, const std::vector<SampledKernel> &samples,
+              size_t numFit, std::string &why)
+      : symbols_(symbols), samples_(samples), numFit_(numFit), why_(why) {
+    for (size_t s = 0; s < numFit; ++s)
+      fitPoints_.push_back(samples[s].sizes);
+  }
+
+  std::optional<Kernel> run();
+
+private:
+  bool fail(const std::string &msg) {
+    if (why_.empty())
+      why_ = msg;
+    return false;
+  }
+  /// Fits a quantity given per sample; false (with why_) when no
+  /// polynomial fits or a check point disagrees.
+  bool fit(const std::vector<int64_t> &values, const std::string &what, Fitted &out);
+  bool sameStructure(const Kernel &a, const Kernel &b, const std::string &at);
+  DimExpr toDim(const Poly &p);
+  ScalarRef toDag(ScalarDag &dag, const Poly &p);
+
+  const std::vector<std::string> &symbols_;
+  const std::vector<SampledKernel> &samples_;
+  size_t numFit_;
+  std::string &why_;
+  std::vector<std::vector<int64_t>> fitPoints_;
+  std::set<size_t> used_;     // symbols any polynomial reads
+  std::vector<int32_t> slot_; // per symbol: its Size slot in the kernel
+};
+
+bool Generalizer::fit(const std::vector<int64_t> &values, const std::string &what, Fitted &out) {
+  out = {};
+  if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values.front(); }))
+    return true;
+  std::vector<int64_t> fitValues(values.begin(), values.begin() + static_cast<long>(numFit_));
+  std::optional<Poly> p = fitPoly(fitPoints_, fitValues);
+  if (!p)
+    return fail(what + " is no polynomial of the sizes with integer coefficients");
+  for (size_t s = numFit_; s < samples_.size(); ++s) {
+    std::optional<int64_t> v = evalPoly(*p, samples_[s].sizes);
+    if (!v || *v != values[s]) {
+      std::string at;
+      for (size_t i = 0; i < symbols_.size(); ++i)
+        at += (i ? ", " : "") + symbols_[i] + "=" + std::to_string(samples_[s].sizes[i]);
+      return fail(what + " is " + std::to_string(values[s]) + " at " + at +
+                  ", not the value the polynomial fitted at other sizes gives");
+    }
+  }
+  for (const auto &[e, c] : *p)
+    for (size_t i = 0; i < e.size(); ++i)
+      if (e[i] > 0)
+        used_.insert(i);
+  out.varies = true;
+  out.poly = std::move(*p);
+  return true;
+}
+
+bool Generalizer::sameStructure(const Kernel &a, const Kernel &b, const std::string &at) {
+  if (a.name != b.name)
+    return fail("the kernels are named " + a.name + " and " + b.name + " " + at);
+  auto sameBuffers = [&](const std::vector<KernelBuffer> &x, const std::vector<KernelBuffer> &y) {
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].dtype != y[i].dtype || x[i].shape.size() != y[i].shape.size())
+        return false;
+    return true;
+  };
+  if (!sameBuffers(a.inputs, b.inputs) || !sameBuffers(a.outputs, b.outputs))
+    return fail("the buffers' count, dtype or rank differ " + at);
+  if (a.outer.size() != b.outer.size())
+    return fail("the outer loops' count differs " + at);
+  const auto &na = a.dag.nodes(), &nb = b.dag.nodes();
+  if (na.size() != nb.size())
+    return fail("the scalar DAGs have " + std::to_string(na.size()) + " and " +
+                std::to_string(nb.size()) + " nodes " + at);
+  for (size_t i = 0; i < na.size(); ++i) {
+    const ScalarNode &x = na[i], &y = nb[i];
+    std::string node = "node %" + std::to_string(i) + " (" + scalarOpName(x.op) + ") ";
+    if (x.op != y.op || x.type != y.type || x.args != y.args || x.slot != y.slot)
+      return fail(node + "differs " + at);
+    if (x.op == ScalarOp::ConstInt && x.type != DType::I64 && x.ivalue != y.ivalue)
+      return fail(node + "is a " + std::string(dtypeName(x.type)) + " constant that differs " + at);
+  }
+  if (a.stages.size() != b.stages.size())
+    return fail("the stages' count differs " + at);
+  for (size_t s = 0; s < a.stages.size(); ++s) {
+    const Stage &x = a.stages[s], &y = b.stages[s];
+    bool same = x.kind == y.kind && x.reduce == y.reduce && x.value == y.value &&
+                x.outerOnly == y.outerOnly && x.stores.size() == y.stores.size();
+    for (size_t i = 0; same && i < x.stores.size(); ++i)
+      same = x.stores[i].output == y.stores[i].output && x.stores[i].offset == y.stores[i].offset &&
+             x.stores[i].value == y.stores[i].value;
+    if (!same)
+      return fail("stage " + std::to_string(s) + " differs " + at);
+  }
+  return true;
+}
+
+DimExpr Generalizer::toDim(const Poly &p) {
+  DimExpr sum;
+  for (const auto &[e, c] : p) {
+    DimExpr term(c);
+    for (size_t i = 0; i < e.size(); ++i)
+      for (int k = 0; k < e[i]; ++k)
+        term = *mul(term, DimExpr::symbol(symbols_[i]));
+    sum = *add(sum, term);
+  }
+  return sum;
+}
+
+ScalarRef Generalizer::toDag(ScalarDag &dag, const Poly &p) {
+  ScalarRef sum = dag.constInt(DType::I64, 0);
+  for (const auto &[e, c] : p) {
+    ScalarRef term = dag.constInt(DType::I64, c);
+    for (size_t i = 0; i < e.size(); ++i)
+      for (int k = 0; k < e[i]; ++k)
+        term = dag.mul(term, dag.size(slot_[i]));
+    sum = dag.add(sum, term);
+  }
+  return sum;
+}
+
+std::optional<Kernel> Generalizer::run() {
+  const Kernel &k0 = samples_.front().kernel;
+  for (size_t s = 1; s < samples_.size(); ++s) {
+    std::string at = "between sizes";
+    for (size_t i = 0; i < symbols_.size(); ++i)
+      at += (i ? ", " : " ") + symbols_[i] + "=" + std::to_string(samples_[0].sizes[i]) + "/" +
+            std::to_string(samples_[s].sizes[i]);
+    if (!sameStructure(k0, samples_[s].kernel, at))
+      return std::nullopt;
+  }
+  auto across = [&](auto get) {
+    std::vector<int64_t> v;
+    for (const SampledKernel &s : samples_)
+      v.push_back(get(s.kernel));
+    return v;
+  };
+  // Extents and buffer dims.
+  std::vector<Fitted> outer(k0.outer.size());
+  for (size_t d = 0; d < outer.size(); ++d)
+    if (!fit(across([&](const Kernel &k) { return k.outer[d]; }),
+             "outer extent " + std::to_string(d), outer[d]))
+      return std::nullopt;
+  Fitted inner;
+  if (!fit(across([](const Kernel &k) { return k.inner; }), "the inner extent", inner))
+    return std::nullopt;
+  std::vector<std::vector<Fitted>> dims;
+  for (const auto *buffers : {&k0.inputs, &k0.outputs})
+    for (size_t b = 0; b < buffers->size(); ++b) {
+      const bool isInput = buffers == &k0.inputs;
+      dims.emplace_back((*buffers)[b].shape.size());
+      for (size_t d = 0; d < dims.back().size(); ++d) {
+        auto get = [&](const Kernel &k) { return (isInput ? k.inputs : k.outputs)[b].shape[d]; };
+        if (!fit(across(get),
+                 "dim " + std::to_string(d) + " of buffer '" + (*buffers)[b].name + "'",
+                 dims.back()[d]))
+          return std::nullopt;
+      }
+    }
+  // Constants.
+  const auto &nodes = k0.dag.nodes();
+  std::vector<Fitted> constants(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ScalarNode &n = nodes[i];
+    std::string what = "constant %" + std::to_string(i);
+    if (n.op == ScalarOp::ConstInt && n.type == DType::I64) {
+      if (!fit(across([&](const Kernel &k) { return k.dag.nodes()[i].ivalue; }), what,
+               constants[i]))
+        return std::nullopt;
+    } else if (n.op == ScalarOp::ConstFloat) {
+      std::vector<int64_t> v;
+      bool varies = false, integral = true;
+      for (const SampledKernel &s : samples_) {
+        double f = s.kernel.dag.nodes()[i].fvalue;
+        varies |= !(f == n.fvalue || (std::isnan(f) && std::isnan(n.fvalue)));
+        integral &= std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53;
+        v.push_back(integral ? static_cast<int64_t>(f) : 0);
+      }
+      if (varies && !integral) {
+        fail(what + " (a " + std::string(dtypeName(n.type)) +
+             " constant) differs between sizes and is not an integer");
+        return std::nullopt;
+      }
+      if (varies && !fit(v, what, constants[i]))
+        return std::nullopt;
+    }
+  }
+
+  if (used_.empty())
+    return k0; // no symbol reaches this kernel
+  Kernel out;
+  out.name = k0.name;
+  slot_.assign(symbols_.size(), -1);
+  for (size_t i : used_) {
+    slot_[i] = static_cast<int32_t>(out.symbols.size());
+    out.symbols.push_back(symbols_[i]);
+  }
+  auto extent = [&](const Fitted &f, int64_t value, int64_t &fixed) {
+    fixed = f.varies ? -1 : value;
+    return f.varies ? toDim(f.poly) : DimExpr(value);
+  };
+  out.inputs = k0.inputs;
+  out.outputs = k0.outputs;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    KernelBuffer &b = i < out.inputs.size() ? out.inputs[i] : out.outputs[i - out.inputs.size()];
+    out.bufferDims.emplace_back();
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      out.bufferDims.back().push_back(extent(dims[i][d], b.shape[d], b.shape[d]));
+  }
+  out.outer = k0.outer;
+  for (size_t d = 0; d < outer.size(); ++d)
+    out.outerDims.push_back(extent(outer[d], k0.outer[d], out.outer[d]));
+  out.innerDim = extent(inner, k0.inner, out.inner);
+  copyDagAndStages(k0, out, [&](ScalarDag &d, size_t i, const ScalarNode &n) {
+    if (!constants[i].varies)
+      return ScalarRef{};
+    ScalarRef v = toDag(d, constants[i].poly);
+    return n.op == ScalarOp::ConstFloat ? d.cast(v, n.type) : v;
+  });
+  if (std::string bad; !out.verify(&bad)) {
+    fail("internal error: the merged kernel does not verify: " + bad);
+    return std::nullopt;
+  }
+  return out;
+}
+
+} // namespace
+
+std::optional<SamplePlan> samplePlan(const std::vector<SymbolRange> &ranges, std::string &why) {
+  if (ranges.empty() || ranges.size() > kMaxSymbols) {
+    why = ranges.empty() ? "no symbols" : "more than 3 symbols";
+    return std::nullopt;
+  }
+  std::vector<int64_t> lo, hi, base;
+  for (const SymbolRange &r : ranges) {
+    int64_t l = std::max<int64_t>(r.min, 2);
+    if (r.max > kMaxSampledSize) {
+      why = "the range of " + r.name + " goes to " + std::to_string(r.max) +
+            "; kernels with run-time sizes are checked up to " + std::to_string(kMaxSampledSize);
+      return std::nullopt;
+    }
+    if (r.max - l + 1 < 4) {
+      why = "the range of " + r.name + " has fewer than 4 sizes above 1";
+      return std::nullopt;
+    }
+    lo.push_back(l);
+    hi.push_back(r.max);
+    base.push_back(std::clamp<int64_t>(kFitBase, l, r.max - 2));
+  }
+  const size_t k = ranges.size();
+  SamplePlan plan;
+  size_t n = 1;
+  for (size_t i = 0; i < k; ++i)
+    n *= 3;
+  for (size_t at = 0; at < n; ++at) {
+    std::vector<int64_t> p(k);
+    for (size_t i = k, rest = at; i-- > 0; rest /= 3)
+      p[i] = base[i] + static_cast<int64_t>(rest % 3);
+    plan.fit.push_back(p);
+  }
+  auto inFit = [&](const std::vector<int64_t> &p) {
+    return std::find(plan.fit.begin(), plan.fit.end(), p) != plan.fit.end();
+  };
+  for (size_t corner = 0; corner < (size_t(1) << k); ++corner) {
+    std::vector<int64_t> p(k);
+    for (size_t i = 0; i < k; ++i)
+      p[i] = (corner >> i) & 1 ? hi[i] : lo[i];
+    if (!inFit(p) && std::find(plan.check.begin(), plan.check.end(), p) == plan.check.end())
+      plan.check.push_back(p);
+  }
+  // One point inside, off the grid where the range allows.
+  std::vector<int64_t> mid(k);
+  for (size_t i = 0; i < k; ++i) {
+    mid[i] = lo[i] + (hi[i] - lo[i]) * 2 / 3;
+    if (mid[i] >= base[i] && mid[i] <= base[i] + 2)
+      mid[i] = base[i] + 3 <= hi[i] ? base[i] + 3 : lo[i];
+  }
+  if (!inFit(mid) && std::find(plan.check.begin(), plan.check.end(), mid) == plan.check.end())
+    plan.check.push_back(mid);
+  return plan;
+}
+
+std::optional<Kernel> generalizeKernel(const std::vector<std::string> &symbols,
+                                       const std::vector<SampledKernel> &samples, size_t numFit,
+                                       std::string &why) {
+  if (samples.empty() || numFit == 0 || numFit > samples.size()) {
+    why = "no samples to fit";
+    return std::nullopt;
+  }
+  return Generalizer(symbols, samples, numFit, why).run();
+}
+
+FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
+                                            const std::map<std::string, int64_t> &sizes,
+                                            const CompileOptions &options, DiagnosticEngine &diag,
+                                            std::vector<size_t> *splits) {
+  CompileOptions bound = options;
+  bound.dims = sizes;
+  auto prepared = prepareGraph(g.clone(), bound, diag);
+  if (failed(prepared))
+    return failure();
+  FusionOptions fusion;
+  fusion.library = &cpu::oneDnnCapabilities();
+  fusion.useLibraries = options.useLibraries;
+  fusion.fuse = options.fuse;
+  auto plan = planFusion(**prepared, fusion, diag);
+  if (failed(plan))
+    return failure();
+  std::vector<Kernel> kernels;
+  size_t index = 0;
+  for (const FusionGroup &group : plan->groups) {
+    if (group.kind != FusionGroup::Kind::Kernel)
+      continue;
+    size_t split = kChooseSplit;
+    if (splits && index < splits->size())
+      split = (*splits)[index];
+    auto k = lowerGroup(group, diag, {}, &split);
+    if (failed(k))
+      return failure();
+    if (splits && index >= splits->size())
+      splits->push_back(split);
+    kernels.push_back(std::move(*k));
+    ++index;
+  }
+  return kernels;
+}
+
+FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
+                                                     const std::vector<SymbolRange> &ranges,
+                                                     const CompileOptions &options,
+                                                     DiagnosticEngine &diag) {
+  std::string why;
+  std::optional<SamplePlan> plan = samplePlan(ranges, why);
+  if (!plan)
+    return diag.emitError(Location()) << "cannot compile kernels with run-time sizes: " << why;
+  std::vector<std::string> symbols;
+  for (const SymbolRange &r : ranges)
+    symbols.push_back(r.name);
+  std::vector<std::vector<int64_t>> points = plan->fit;
+  points.insert(points.end(), plan->check.begin(), plan->check.end());
+  std::vector<std::vector<SampledKernel>> perGroup;
+  // Each group's inner loop as the first point's lowering chose it (Note
+  // [Inner loop] in Lower.cpp weighs the sizes).
+  std::vector<size_t> splits;
+  for (const std::vector<int64_t> &p : points) {
+    std::map<std::string, int64_t> sizes;
+    std::string at;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+      sizes[symbols[i]] = p[i];
+      at += (i ? ", " : "") + symbols[i] + "=" + std::to_string(p[i]);
+    }
+    DiagnosticEngine quiet;
+    std::string first;
+    quiet.pushHandler([&](const Diagnostic &d) {
+      if (first.empty() && d.severity == Severity::Error)
+        first = d.message;
+      return true;
+    });
+    auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits);
+    if (failed(kernels)) {
+      return diag.emitError(Location())
+             << "cannot compile kernels with run-time sizes: at " << at << ": " << first;
+    }
+    if (perGroup.empty())
+      perGroup.resize(kernels->size());
+    if (kernels->size() != perGroup.size())
+      return diag.emitError(Location())
+             << "cannot compile kernels with run-time sizes: fusion makes " << perGroup.size()
+             << " kernels at one size and " << kernels->size() << " at " << at;
+    for (size_t i = 0; i < kernels->size(); ++i)
+      perGroup[i].push_back({std::move((*kernels)[i]), p});
+  }
+  std::vector<SizedKernel> out;
+  for (const std::vector<SampledKernel> &samples : perGroup) {
+    SizedKernel sk;
+    sk.name = samples.front().kernel.name;
+    std::string reason;
+    sk.kernel = generalizeKernel(symbols, samples, plan->fit.size(), reason);
+    sk.why = reason;
+    out.push_back(std::move(sk));
+  }
+  return out;
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,90 @@
+//===- RunTimeSizes.h - Kernels compiled once for every size ----*- C++ -*-===//
+//
+// Note [Kernels with run-time sizes] (RunTimeSizes.cpp): a graph whose
+// inputs have symbolic dims is lowered at sampled sizes of its symbols, and
+// the kernels each fusion group gives are merged into one kernel whose
+// extents and varying index constants are polynomials over the symbols,
+// read at run time from the kernel's size arguments (codegen/KernelIR.h).
+//
+//   std::vector<SymbolRange> ranges{{"N", 1, 64}, {"S", 1, 512}};
+//   auto kernels = lowerForAllSizes(graph, ranges, options, diag);
+//   for (const SizedKernel &k : *kernels)
+//     if (k.kernel) ... else k.why ...
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/Compiler.h"
+#include "codegen/KernelIR.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+/// A symbol of a graph and the sizes it may take (inclusive).
+struct SymbolRange {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
+/// The sizes at which a graph is lowered: a grid of three consecutive
+/// values per symbol that the polynomials are fitted on, and the points
+/// they are checked at (every corner of the ranges, and one more inside).
+/// Each point has one size per range, in the ranges' order. nullopt (with
+/// `why`) when a range is too small to fit (fewer than 4 sizes >= 2).
+struct SamplePlan {
+  std::vector<std::vector<int64_t>> fit, check;
+};
+std::optional<SamplePlan> samplePlan(const std::vector<SymbolRange> &ranges, std::string &why);
+
+/// One kernel lowered at one point of a SamplePlan.
+struct SampledKernel {
+  Kernel kernel;
+  std::vector<int64_t> sizes; ///< per symbol
+};
+
+/// Merges kernels lowered from one group at the points of `plan` (fit then
+/// check, in the plan's order) into one kernel: they must be equal except
+/// for i64 constants, integral float constants, extents and buffer dims,
+/// and each of those must be a polynomial with integer coefficients and
+/// degree at most 2 in each symbol that the fit points determine and the
+/// check points confirm. A kernel equal at every point stays static.
+/// nullopt with `why` (what differs, where) otherwise.
+std::optional<Kernel> generalizeKernel(const std::vector<std::string> &symbols,
+                                       const std::vector<SampledKernel> &samples, size_t numFit,
+                                       std::string &why);
+
+/// One kernel group of a graph lowered once for all sizes.
+struct SizedKernel {
+  std::string name;
+  /// The kernel (with run-time sizes where a symbol reaches it), or none.
+  std::optional<Kernel> kernel;
+  /// Why there is no kernel: the lowering differed between sizes in a way
+  /// no polynomial describes.
+  std::string why;
+};
+
+/// Prepares, fuses and lowers `g` at every point of samplePlan(ranges)
+/// (CompileOptions::dims set to the point; the graph's own fusion and
+/// pipeline options from `options`) and generalizes each kernel group.
+/// Errors: a range that cannot be sampled, a point at which the graph does
+/// not prepare, fusion plans that differ between points.
+FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
+                                                     const std::vector<SymbolRange> &ranges,
+                                                     const CompileOptions &options,
+                                                     DiagnosticEngine &diag);
+
+/// The kernels of `g`'s kernel groups with every symbol bound to `sizes`
+/// (a static compile's lowering; the reference the tests compare with).
+/// `splits`, when given: each group's inner-loop split to use where it has
+/// an entry (lowerGroup), appended for the rest as chosen.
+FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
+                                            const std::map<std::string, int64_t> &sizes,
+                                            const CompileOptions &options, DiagnosticEngine &diag,
+                                            std::vector<size_t> *splits = nullptr);
+
+} // namespace kiln::codegen
