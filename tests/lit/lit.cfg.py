@@ -26,3 +26,11 @@ config.substitutions.append(
 config.substitutions.append(
     ("%expect-exit", "%s %s" % (config.python_executable,
                                 os.path.join(config.test_source_root, "expect_exit.py"))))
+
+# The host's vector ISA. Which layouts oneDNN picks depends on it: its
+# AVX-512 convolutions take channels-last activations, its AVX2 ones
+# blocked (aBcd8b). RUN lines that check the AVX-512 layout choices run
+# under `%if avx512 %{ ... %}`; the correctness checks run everywhere.
+with open("/proc/cpuinfo") as cpuinfo:
+    if " avx512f" in cpuinfo.read():
+        config.available_features.add("avx512")
