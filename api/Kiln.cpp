@@ -17,9 +17,12 @@
 //   3. a specialization for those sizes is looked up (LRU, bounded by
 //      maxSpecializations) or compiled (one compile at a time; the line
 //      onSpecialize gets says which sizes and why) and then run.
-// The compile cache makes a specialization compiled before by another
-// process a load. Kernels taking their sizes at run time would make step 3
-// one compile for all sizes; they do not exist yet.
+// Before the first specialization, the kernels that can take their sizes
+// at run time are compiled once for the symbols' ranges (compileShared,
+// Note [Kernels with run-time sizes] in codegen/RunTimeSizes.cpp); a
+// specialization inside the ranges runs them and compiles only the rest
+// (kernels that stay per size, oneDNN calls, the memory plan). The compile
+// cache makes a specialization compiled before by another process a load.
 //
 //===----------------------------------------------------------------------===//
 #include "kiln/kiln.h"
@@ -27,6 +30,7 @@
 #include "api/ExecutableImpl.h"
 
 #include "codegen/Compiler.h"
+#include "codegen/RunTimeSizes.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Graph.h"
 #include "ir/Parser.h"
@@ -62,6 +66,13 @@ public:
     if (errors.empty())
       throw Error(context.empty() ? fallback : context + ": " + fallback);
     throw Error(std::move(errors));
+  }
+  /// The first error's message (empty when there is none).
+  std::string message() const {
+    for (const Diagnostic &d : collector_.diagnostics())
+      if (d.severity == Severity::Error)
+        return d.message;
+    return "";
   }
 
 private:
@@ -174,14 +185,17 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       keptAfter = std::min(kept_.size() + 1, maxKept_);
     }
+    if (!sharedTried_)
+      compileShared();
     std::string line = "kiln: compiling for " + sizesStr(sizes) +
                        ": no specialization for these sizes yet (" + std::to_string(keptAfter) +
                        " of at most " + std::to_string(maxKept_) + " kept)";
-    if (log_)
-      log_(line);
-    else
-      std::fprintf(stderr, "%s\n", line.c_str());
+    if (shared_ && inRanges(sizes))
+      line += "; its kernels with run-time sizes (" + std::to_string(shared_->byName.size()) +
+              ") are compiled already";
+    say(line);
     codegen::CompileOptions o = options_;
+    o.sharedKernels = shared_;
     for (const auto &[name, size] : sizes)
       o.dims[name] = size;
     auto compiled = std::make_shared<const Compiled>(
@@ -242,6 +256,55 @@ private:
     return sizes;
   }
 
+  void say(const std::string &line) const {
+    if (log_)
+      log_(line);
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+  /// Note [Compiling per size], step 0: the kernels that take their sizes
+  /// at run time, compiled once (codegen/RunTimeSizes.h) for the symbols'
+  /// ranges (kSharedMax above a range left open); a failure leaves each
+  /// size to compile all of its kernels, and says why.
+  void compileShared() const {
+    sharedTried_ = true;
+    for (const std::string &name : symbols_) {
+      auto r = ranges_.find(name);
+      sharedRanges_.push_back(
+          {name, r == ranges_.end() ? 1 : r->second.min,
+           r == ranges_.end() ? kSharedMax : std::min(r->second.max, kSharedMax)});
+    }
+    Collect c;
+    auto shared = codegen::compileSharedKernels(*graph_, sharedRanges_, options_, c.diag());
+    std::string ranges;
+    for (const codegen::SymbolRange &r : sharedRanges_)
+      ranges += (ranges.empty() ? "" : ", ") + r.name + " in " + std::to_string(r.min) + ".." +
+                std::to_string(r.max);
+    if (failed(shared)) {
+      say("kiln: every size compiles all of its kernels: " + c.message());
+      return;
+    }
+    shared_ = *shared;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f s", shared_->seconds);
+    std::string line = "kiln: compiled the kernels with run-time sizes (" +
+                       std::to_string(shared_->byName.size()) + ") once for " + ranges + " in " +
+                       secs;
+    for (const auto &[name, why] : shared_->perSize)
+      line += "; " + name + " compiles per size: " + why;
+    say(line);
+  }
+
+  bool inRanges(const Sizes &sizes) const {
+    for (const codegen::SymbolRange &r : sharedRanges_) {
+      auto it = sizes.find(r.name);
+      if (it == sizes.end() || it->second < r.min || it->second > r.max)
+        return false;
+    }
+    return true;
+  }
+
   std::shared_ptr<const Compiled> lookup(const Sizes &sizes) const {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = kept_.begin(); it != kept_.end(); ++it)
@@ -262,6 +325,11 @@ private:
   mutable std::mutex mutex_;        // guards kept_
   mutable std::mutex compileMutex_; // one compile at a time
   mutable std::list<std::pair<Sizes, std::shared_ptr<const Compiled>>> kept_;
+  // Set once, under compileMutex_.
+  static constexpr int64_t kSharedMax = 1024;
+  mutable bool sharedTried_ = false;
+  mutable std::vector<codegen::SymbolRange> sharedRanges_;
+  mutable std::shared_ptr<const codegen::SharedKernels> shared_;
 };
 
 /// The symbols of `g`'s input dims that `dims` leaves unbound.

@@ -179,6 +179,8 @@ std::string CompileReport::counts() const {
                 numKernels == 1 ? "" : "s", numLibraryCalls, numLibraryCalls == 1 ? "" : "s",
                 numFallbacks, numFallbacks == 1 ? "" : "s");
   std::string s = buf;
+  if (numSharedKernels > 0)
+    s.insert(s.find(','), " (" + std::to_string(numSharedKernels) + " with run-time sizes)");
   if (numRegions > 0)
     s += ", " + std::to_string(numRegions) + " compiled region op" + (numRegions == 1 ? "" : "s");
   return s;

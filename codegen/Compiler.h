@@ -36,6 +36,8 @@
 
 namespace kiln::codegen {
 
+struct SharedKernels; // codegen/RunTimeSizes.h
+
 /// The pipeline compile() runs before fusion.
 inline constexpr const char *kDefaultPipeline =
     "infer-shapes,canonicalize,constant-fold,inline-regions,cse,hoist-loop-invariants,dce,"
@@ -82,6 +84,10 @@ struct CompileOptions {
   /// Reuse and store compiled models in the compile cache
   /// (codegen/CompileCache.h); the CLI turns it on unless --no-cache.
   bool cache = false;
+  /// Kernels compiled once for every size (Note [Kernels with run-time
+  /// sizes] in codegen/RunTimeSizes.cpp): a kernel group one of them
+  /// computes at these dims runs it instead of a kernel compiled for them.
+  std::shared_ptr<const SharedKernels> sharedKernels;
 };
 
 /// The memory plan of a compiled model (codegen/MemoryPlan.h).
@@ -123,6 +129,8 @@ struct CompileReport {
   std::vector<std::pair<std::string, double>> phases;
   double totalSeconds = 0;
   int numKernels = 0, numLibraryCalls = 0, numFallbacks = 0;
+  /// Of numKernels: those run by a kernel of CompileOptions::sharedKernels.
+  int numSharedKernels = 0;
   /// `if` and `loop` nodes whose regions were compiled (Note [Compiled
   /// regions] in ExecutableBuilder.cpp); each is one step.
   int numRegions = 0;

@@ -53,9 +53,9 @@
 // announced by a warning at the node's location that names it, its op and
 // the reason, so a slow path is never silent.
 //
-//
 //===----------------------------------------------------------------------===//
 #include "codegen/ExecutableBuilder.h"
+#include "codegen/RunTimeSizes.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 
 #include "codegen/Internal.h"
@@ -386,6 +386,8 @@ public:
     kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
     if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
       plantFault(*kernel);
+    else if (!iterateCL && addSharedKernelStep(group, *kernel, layouts))
+      return;
     // Inputs as they are stored (the kernel reads channels-last ones with
     // their strides); outputs channels-last when the kernel iterates so.
     std::vector<int32_t> ids = buffersOf(group.inputs);
@@ -415,16 +417,38 @@ public:
     ++report_.numKernels;
   }
 
+  /// The step of a kernel group that a kernel of
+  /// CompileOptions::sharedKernels computes, if one does (they read and
+  /// write row-major buffers).
+  bool addSharedKernelStep(const FusionGroup &group, const Kernel &k,
+                           const KernelLayouts &layouts) {
+    for (const auto *values : {&group.inputs, &group.outputs})
+      if (std::any_of(values->begin(), values->end(), layouts.channelsLast))
+        return false;
+    auto use = options_.sharedKernels ? findSharedKernel(*options_.sharedKernels, k, options_.dims)
+                                      : std::nullopt;
+    if (!use)
+      return false;
+    std::vector<int32_t> ids = buffersOf(group.inputs);
+    for (const Value *v : group.outputs)
+      ids.push_back(bufferOf(v));
+    Schedule schedule = detail::threadSchedule(use->numOuter, use->inner);
+    exe_->addKernelStep(k.name, use->kernel->fn, ids, static_cast<int32_t>(group.inputs.size()),
+                        use->numOuter, schedule.parallel, schedule.grain, {}, use->kernel->object);
+    exe_->setKernelSizes(exe_->steps().size() - 1, use->sizes);
+    if (options_.emitKernels)
+      report_.kernels += use->kernel->kernel.str() + "\n";
+    ++report_.numKernels;
+    ++report_.numSharedKernels;
+    return true;
+  }
+
   /// A step running kernel `k` on buffers `ids` (its inputs, then its
   /// outputs), compiled with the others at the end (compileKernels).
   void addKernelStep(Kernel k, Schedule schedule, const std::vector<int32_t> &ids,
                      int32_t numInputs, const std::vector<std::pair<int32_t, int32_t>> &inPlace,
                      cpu::CpuJit *jit) {
-    // About 16K inner iterations per thread chunk keeps tiny kernels
-    // serial (a parallel region costs 1-2 us, see Note [Threads] in the
-    // runtime).
-    schedule.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, k.inner));
-    schedule.parallel = k.numOuter() >= 2 * schedule.grain;
+    schedule = detail::threadSchedule(k.numOuter(), k.inner, schedule);
     if (options_.emitKernels)
       report_.kernels += k.str() + "\n";
     if (options_.emitLLVM || options_.emitLLVMOptimized) {
@@ -954,6 +978,8 @@ buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &fusion, const cpu::C
   exe.keepAlive(g);
   if (jit)
     exe.keepAlive(jit);
+  if (options.sharedKernels && report.numSharedKernels > 0)
+    exe.keepAlive(options.sharedKernels);
   if (failed(planAndFinalize(exe, report, diag)))
     return failure();
   // The steps hold what they read of the constants (buffers share the

@@ -10,6 +10,7 @@
 #include "codegen/KernelIR.h"
 #include "ir/Graph.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -168,5 +169,15 @@ std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group);
 /// store selects from along an outer loop index, or empty when it does not
 /// have that form: Note [Concat pieces] in ConcatPieces.cpp.
 std::vector<Kernel> splitConcatPieces(const Kernel &k);
+
+/// `s` with its grain and parallel flag for a kernel of `numOuter` outer
+/// points of `inner` iterations: about 16K inner iterations per thread
+/// chunk keeps tiny kernels serial (a parallel region costs 1-2 us, see
+/// Note [Threads] in the runtime).
+inline Schedule threadSchedule(int64_t numOuter, int64_t inner, Schedule s = {}) {
+  s.grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, inner));
+  s.parallel = numOuter >= 2 * s.grain;
+  return s;
+}
 
 } // namespace kiln::codegen::detail

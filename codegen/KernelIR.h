@@ -4,9 +4,11 @@
 // it is scheduled (see Schedule below; Halide's algorithm/schedule split).
 //
 // A kernel reads `inputs` and writes `outputs`, dense row-major buffers with
-// static shapes. Its iteration space is a set of *outer* points (a row-major
-// multi-index over `outer`, flattened to [0, numOuter())) and, for each, an
-// *inner* loop of `inner` iterations. For each outer point the stages run in
+// static shapes, or shapes given by sizes the caller passes (Note [Kernels
+// with run-time sizes] in codegen/RunTimeSizes.cpp). Its iteration space is
+// a set of *outer* points (a row-major multi-index over `outer`, flattened
+// to [0, numOuter())) and, for each, an *inner* loop of `inner`
+// iterations. For each outer point the stages run in
 // order; each stage loops over the inner range:
 //
 //   - a Reduce stage folds `value` over the inner range with `reduce`

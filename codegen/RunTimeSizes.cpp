@@ -7,12 +7,15 @@
 #include "codegen/RunTimeSizes.h"
 
 #include "codegen/Fusion.h"
+#include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 
 namespace kiln::codegen {
 
@@ -542,6 +545,83 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     out.push_back(std::move(sk));
   }
   return out;
+}
+
+FailureOr<std::shared_ptr<const SharedKernels>>
+compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
+                     const CompileOptions &options, DiagnosticEngine &diag) {
+  const auto start = std::chrono::steady_clock::now();
+  auto merged = lowerForAllSizes(g, ranges, options, diag);
+  if (failed(merged))
+    return failure();
+  auto target = cpu::resolveCpuTarget(options.cpu, diag);
+  if (failed(target))
+    return failure();
+  cpu::CpuJitOptions jitOptions;
+  jitOptions.target = *target;
+  jitOptions.optLevel = options.optLevel;
+  auto jit = cpu::CpuJit::create(jitOptions, diag);
+  if (failed(jit))
+    return failure();
+  auto shared = std::make_shared<SharedKernels>();
+  shared->ranges = ranges;
+  std::vector<cpu::KernelJob> jobs;
+  for (const SizedKernel &k : *merged) {
+    if (!k.kernel) {
+      shared->perSize.emplace_back(k.name, k.why);
+      continue;
+    }
+    // A kernel no symbol reaches is compiled with each size's others.
+    if (!k.kernel->hasRunTimeSizes()) {
+      shared->perSize.emplace_back(k.name, "no run-time size reaches it");
+      continue;
+    }
+    jobs.push_back({&*k.kernel, Schedule{}});
+  }
+  auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
+  if (failed(fns))
+    return failure();
+  for (size_t i = 0; i < jobs.size(); ++i)
+    shared->byName[jobs[i].kernel->name] = {*jobs[i].kernel, (*fns)[i],
+                                            (*jit)->objectOf((*fns)[i])};
+  shared->owner = *jit;
+  shared->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::shared_ptr<const SharedKernels>(std::move(shared));
+}
+
+std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Kernel &k,
+                                          const std::map<std::string, int64_t> &dims) {
+  auto it = shared.byName.find(k.name);
+  if (it == shared.byName.end())
+    return std::nullopt;
+  const Kernel &m = it->second.kernel;
+  std::map<std::string, int64_t> values;
+  SharedUse use{&it->second, {}, 1, 0};
+  for (const std::string &s : m.symbols) {
+    auto d = dims.find(s);
+    auto r = std::find_if(shared.ranges.begin(), shared.ranges.end(),
+                          [&](const SymbolRange &x) { return x.name == s; });
+    if (d == dims.end() || r == shared.ranges.end() || d->second < r->min || d->second > r->max)
+      return std::nullopt;
+    values[s] = d->second;
+    use.sizes.push_back(d->second);
+  }
+  if (m.inputs.size() != k.inputs.size() || m.outputs.size() != k.outputs.size())
+    return std::nullopt;
+  for (size_t i = 0; i < m.bufferDims.size(); ++i) {
+    const bool in = i < m.inputs.size();
+    const KernelBuffer &a = in ? m.inputs[i] : m.outputs[i - m.inputs.size()];
+    const KernelBuffer &b = in ? k.inputs[i] : k.outputs[i - k.inputs.size()];
+    if (a.name != b.name || a.dtype != b.dtype || m.bufferDims[i].size() != b.shape.size())
+      return std::nullopt;
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      if (m.bufferDims[i][d].evaluate(values) != b.shape[d])
+        return std::nullopt;
+  }
+  for (const DimExpr &d : m.outerDims)
+    use.numOuter *= *d.evaluate(values);
+  use.inner = *m.innerDim.evaluate(values);
+  return use;
 }
 
 } // namespace kiln::codegen

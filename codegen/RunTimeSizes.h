@@ -16,8 +16,11 @@
 
 #include "codegen/Compiler.h"
 #include "codegen/KernelIR.h"
+#include "runtime/KernelABI.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +80,48 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
                                                      const std::vector<SymbolRange> &ranges,
                                                      const CompileOptions &options,
                                                      DiagnosticEngine &diag);
+
+/// A kernel with run-time sizes and its machine code.
+struct SharedKernel {
+  Kernel kernel;
+  runtime::KernelFn fn = nullptr;
+  std::shared_ptr<const runtime::KernelObject> object;
+};
+
+/// The kernels of one graph compiled once for every size of `ranges`
+/// (CompileOptions::sharedKernels): a compile for one size runs them
+/// instead of compiling its own.
+struct SharedKernels {
+  std::vector<SymbolRange> ranges;
+  std::map<std::string, SharedKernel> byName;
+  /// The groups left to each size's compile: (kernel name, why).
+  std::vector<std::pair<std::string, std::string>> perSize;
+  /// The JIT session that owns the code.
+  std::shared_ptr<const void> owner;
+  /// What lowering at the sampled sizes and compiling took.
+  double seconds = 0;
+};
+
+/// lowerForAllSizes, then one JIT compile of every merged kernel for
+/// options.cpu.
+FailureOr<std::shared_ptr<const SharedKernels>>
+compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
+                     const CompileOptions &options, DiagnosticEngine &diag);
+
+/// A shared kernel at one set of sizes.
+struct SharedUse {
+  const SharedKernel *kernel = nullptr;
+  std::vector<int64_t> sizes; ///< per symbol of the kernel
+  int64_t numOuter = 0, inner = 0;
+};
+
+/// The shared kernel that computes what `k` does, `k` being a kernel
+/// group's lowering with the symbols bound to `dims` (row-major buffers):
+/// one of the same name, reading and writing buffers of the same names,
+/// dtypes and (at `dims`) shapes, with `dims` inside the ranges. nullopt
+/// when there is none.
+std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Kernel &k,
+                                          const std::map<std::string, int64_t> &dims);
 
 /// The kernels of `g`'s kernel groups with every symbol bound to `sizes`
 /// (a static compile's lowering; the reference the tests compare with).

@@ -359,6 +359,10 @@ Status Executable::finalize(uint64_t arenaBytes, const std::vector<uint64_t> &of
         break;
       }
     }
+    if (s.kind == Step::Kind::Kernel && !s.sizes.empty()) { // after the buffers, as the ABI says
+      argKind_.push_back(kAbsolute);
+      argTemplate_.push_back(reinterpret_cast<uintptr_t>(s.sizes.data()));
+    }
     mayParallel_.push_back(s.kind == Step::Kind::Kernel && s.parallel && s.numOuter >= 2 * s.grain);
   }
   pools_->outputBytes = outputBytes_;
@@ -759,6 +763,12 @@ std::string Executable::describe() const {
     s += ")";
     if (st.kind == Step::Kind::Kernel)
       s += " outer=" + std::to_string(st.numOuter) + (st.parallel ? " parallel" : " serial");
+    if (!st.sizes.empty()) {
+      s += " sizes=[";
+      for (size_t j = 0; j < st.sizes.size(); ++j)
+        s += (j ? ", " : "") + std::to_string(st.sizes[j]);
+      s += "]";
+    }
     for (auto [w, r] : st.inPlace)
       s += " %" + buffers_[static_cast<size_t>(w)].name + " in place of %" +
            buffers_[static_cast<size_t>(r)].name;

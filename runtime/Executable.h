@@ -158,6 +158,9 @@ struct Step {
   bool parallel = true;
   /// Minimum outer points per thread; a range below 2 * grain runs serially.
   int64_t grain = 1;
+  /// A kernel with run-time sizes (codegen/KernelIR.h): the values passed
+  /// to it after its buffers. Empty for a static kernel.
+  std::vector<int64_t> sizes;
   // Extern steps:
   std::shared_ptr<const ExternStep> externStep;
   /// Set by finalize(): the step's arguments in a context's table.
@@ -218,6 +221,10 @@ public:
   /// Gives kernel step `step` (added with a null fn while its kernel was
   /// compiled with the others) its code.
   void setKernelCode(size_t step, KernelFn fn, std::shared_ptr<const KernelObject> object);
+  /// Gives kernel step `step` the values of its kernel's run-time sizes.
+  void setKernelSizes(size_t step, std::vector<int64_t> sizes) {
+    steps_.at(step).sizes = std::move(sizes);
+  }
   void addKernelStep(std::string name, KernelFn fn, std::vector<int32_t> buffers, int32_t numReads,
                      int64_t numOuter, bool parallel = true, int64_t grain = 1,
                      std::vector<std::pair<int32_t, int32_t>> inPlace = {},

@@ -33,7 +33,7 @@ constexpr char kSetMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'T', '\0'};
 constexpr uint32_t kSetFormatVersion = 1;
 /// Bumped by any change of the layout or of Artifact.proto that is not a
 /// pure addition.
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2; // 2: kernel steps with run-time sizes
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kPage = 4096;
 constexpr size_t kBlobAlign = 64;
@@ -292,6 +292,8 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
       out->set_num_outer(s.numOuter);
       out->set_parallel(s.parallel);
       out->set_grain(s.grain);
+      for (int64_t v : s.sizes)
+        out->add_sizes(v);
       continue;
     }
     out->set_kind(artifact::Step::EXTERN);
@@ -593,6 +595,8 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
       exe->addKernelStep(s.name(), fns[static_cast<size_t>(s.kernel())], std::move(ids),
                          s.num_reads(), s.num_outer(), s.parallel(), s.grain(), std::move(inPlace),
                          kernelObjects[static_cast<size_t>(s.kernel())]);
+      if (s.sizes_size() > 0)
+        exe->setKernelSizes(exe->steps().size() - 1, {s.sizes().begin(), s.sizes().end()});
       continue;
     }
     std::vector<std::span<const uint8_t>> blobs;

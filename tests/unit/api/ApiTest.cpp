@@ -183,17 +183,25 @@ TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
     EXPECT_EQ(got[0].shape(), (std::vector<int64_t>{n, s, 4}));
     expectClose(got[0], interpreted(model, in)[0]);
   }
-  // {1,1} was kept when run again; {0,5} dropped the least recently used {3,17}.
-  ASSERT_EQ(log.size(), 3u);
-  EXPECT_NE(log[0].find("compiling for N=1, S=1: no specialization for these sizes yet"),
+  // First the kernels with run-time sizes (Note [Kernels with run-time
+  // sizes]), once; {1,1} was kept when run again; {0,5} dropped the least
+  // recently used {3,17}.
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_NE(log[0].find("compiled the kernels with run-time sizes (1) once for N in 1..1024, S in "
+                        "1..1024"),
             std::string::npos)
       << log[0];
-  EXPECT_NE(log[2].find("N=0, S=5"), std::string::npos) << log[2];
+  EXPECT_NE(log[1].find("compiling for N=1, S=1: no specialization for these sizes yet (1 of at "
+                        "most 2 kept); its kernels with run-time sizes (1) are compiled already"),
+            std::string::npos)
+      << log[1];
+  EXPECT_NE(log[3].find("N=0, S=5"), std::string::npos) << log[3];
   auto kept = exe.specializations();
   ASSERT_EQ(kept.size(), 2u);
   EXPECT_EQ(kept[0], (std::map<std::string, int64_t>{{"N", 1}, {"S", 1}}));
   EXPECT_EQ(kept[1], (std::map<std::string, int64_t>{{"N", 0}, {"S", 5}}));
-  EXPECT_NE(exe.summary().find("compiles per size of N, S; 2 specializations kept"),
+  EXPECT_NE(exe.summary().find("compiles per size of N, S; 2 specializations kept (N=1, S=1: 1 "
+                               "kernel (1 with run-time sizes), 1 library call"),
             std::string::npos)
       << exe.summary();
   // Into the caller's tensor, at a new size.

@@ -193,8 +193,8 @@ TEST(ArtifactTest, BadFilesGetOneErrorNeverACrash) {
     s[0] = 'X';
     expectError(s, "not a Kiln artifact", "magic");
     s = bytes;
-    s[8] = 2;
-    expectError(s, "format version 2", "format version");
+    s[8] = 7;
+    expectError(s, "format version 7", "format version");
     s = bytes;
     s[24] ^= 1;
     expectError(s, "corrupt", "metadata size");
