@@ -12,10 +12,15 @@ venv) with symbolic dims into BUILD/bench-dynamic (cached):
              positions up to 512), batch and sequence symbolic; run at batch 1
              and sequence 16, 128 and 512
 For each size, in fresh processes, at --threads:
-  kiln       `kiln bench MODEL --dim ... --no-cache --json`: the compile for
-             that size (Kiln compiles per set of sizes: its kernels have static
-             shapes, so "one symbolic compile" and "a static compile per size"
-             are the same code), the median latency and the peak RSS
+  kiln       `kiln bench MODEL --dim ... --no-cache --json`: a static compile
+             for that size, the median latency and the peak RSS
+  symbolic   one process: kiln.compile(MODEL) with the dims left symbolic
+             (the embedding API: its kernels with run-time sizes compiled
+             once, then a specialization per size that runs them, Note
+             [Compiling per size] in api/Kiln.cpp), run at every size: the
+             one-time kernel compile, each size's first run (its
+             specialization's compile included), the median latency per
+             size and the process's peak RSS
   ort        one InferenceSession (ORT_ENABLE_ALL) created once, then run at
              every size: its session time once, the median latency per size
              and the process's peak RSS after all sizes
@@ -133,12 +138,42 @@ def ort_worker(name, path, threads, runs, warmup):
                       "peak_rss_kb": common.peak_rss_kb()}))
 
 
+def kiln_worker(name, path, build, threads, runs, warmup):
+    """The symbolic column: one Executable for all sizes, in this process."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "harness"))
+    import common  # noqa: E402
+
+    common.set_thread_env(threads)
+    sys.path.insert(0, os.path.join(build, "python"))
+    import kiln
+
+    exe = kiln.compile(kiln.load(path), threads=threads)
+    first, medians = [], []
+    for sizes in MODELS[name]["sizes"]:
+        inputs = make_inputs(name, sizes)
+        t = time.perf_counter()
+        exe.run(*inputs)
+        first.append(time.perf_counter() - t)
+        for _ in range(warmup):
+            exe.run(*inputs)
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            exe.run(*inputs)
+            times.append(time.perf_counter() - t)
+        medians.append(statistics.median(times))
+    print(json.dumps({"first_s": first, "median_s": medians, "summary": exe.summary,
+                      "peak_rss_kb": common.peak_rss_kb()}))
+
+
 def run_json(cmd, env=None):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode != 0 or not lines:
         raise RuntimeError("%s failed: %s" % (" ".join(cmd), (p.stderr or p.stdout)[-800:]))
-    return json.loads(lines[-1])
+    out = json.loads(lines[-1])
+    out["stderr"] = p.stderr
+    return out
 
 
 def main():
@@ -150,10 +185,14 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "DYNAMIC.md"))
     ap.add_argument("--ort-worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--kiln-worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ort_worker:
         return ort_worker(args.ort_worker[0], args.ort_worker[1], args.threads, args.runs,
                           args.warmup)
+    if args.kiln_worker:
+        return kiln_worker(args.kiln_worker[0], args.kiln_worker[1], args.build, args.threads,
+                           args.runs, args.warmup)
     kiln = os.path.join(args.build, "tools", "kiln")
     out_dir = os.path.join(args.build, "bench-dynamic")
     os.makedirs(out_dir, exist_ok=True)
@@ -164,31 +203,45 @@ def main():
         ort = run_json([sys.executable, __file__, "--ort-worker", name, path, "--threads",
                         str(args.threads), "--runs", str(args.runs), "--warmup",
                         str(args.warmup)])
+        sym = run_json([sys.executable, __file__, "--kiln-worker", name, path, "--build",
+                        args.build, "--threads", str(args.threads), "--runs", str(args.runs),
+                        "--warmup", str(args.warmup)], env=env)
+        shared = [l for l in sym["stderr"].splitlines() if "kernels with run-time sizes (" in l
+                  and " once for " in l]
         rows = []
         for k, sizes in enumerate(MODELS[name]["sizes"]):
             dims = [a for s, v in sizes.items() for a in ("--dim", "%s=%d" % (s, v))]
             r = run_json([kiln, "bench", path, "--json", "--no-cache", "--threads",
                           str(args.threads), "--runs", str(args.runs), "--warmup",
                           str(args.warmup)] + dims, env=env)
-            rows.append((sizes, r, ort["median_s"][k]))
-            print("%s %s: kiln %.3f ms (compile %.2f s), ort %.3f ms" % (
-                name, sizes, r["median_s"] * 1e3, r["compile_s"], ort["median_s"][k] * 1e3),
-                file=sys.stderr)
-        compile_total = sum(r["compile_s"] for _, r, _ in rows)
+            rows.append((sizes, r, ort["median_s"][k], sym["median_s"][k], sym["first_s"][k]))
+            print("%s %s: kiln static %.3f ms (compile %.2f s), symbolic %.3f ms (first run "
+                  "%.2f s), ort %.3f ms" % (
+                      name, sizes, r["median_s"] * 1e3, r["compile_s"],
+                      sym["median_s"][k] * 1e3, sym["first_s"][k], ort["median_s"][k] * 1e3),
+                  file=sys.stderr)
+        compile_total = sum(r["compile_s"] for _, r, _, _, _ in rows)
         lines.append("### %s (exported at `%s`)\n" % (name, ", ".join(
             "%s: %s" % (i, "x".join(str(d) for d in s)) for i, _, s in MODELS[name]["inputs"])))
-        lines.append("| sizes | kiln median | ORT median | kiln / ORT | kiln compile | "
-                     "kiln peak RSS |")
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-        for sizes, r, o in rows:
-            lines.append("| %s | %.3f ms | %.3f ms | %.2f | %.2f s | %.0f MiB |" % (
-                ", ".join("%s=%d" % kv for kv in sizes.items()), r["median_s"] * 1e3, o * 1e3,
-                r["median_s"] / o, r["compile_s"], r["peak_rss_kb"] / 1024))
+        lines.append("| sizes | static median | symbolic median | symbolic / static | "
+                     "ORT median | symbolic / ORT | static compile | symbolic first run | "
+                     "static peak RSS |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for sizes, r, o, sm, sf in rows:
+            lines.append("| %s | %.3f ms | %.3f ms | %.2f | %.3f ms | %.2f | %.2f s | %.2f s | "
+                         "%.0f MiB |" % (
+                             ", ".join("%s=%d" % kv for kv in sizes.items()),
+                             r["median_s"] * 1e3, sm * 1e3, sm / r["median_s"], o * 1e3, sm / o,
+                             r["compile_s"], sf, r["peak_rss_kb"] / 1024))
         lines.append("")
-        lines.append("Compile: Kiln %.2f s over the %d sizes (one compile each), ORT's session "
-                     "%.2f s once; ORT's peak RSS over all sizes %.0f MiB (ORT %s).\n" % (
-                         compile_total, len(rows), ort["session_s"], ort["peak_rss_kb"] / 1024,
-                         ort["ort"]))
+        lines.append("Compile: static %.2f s over the %d sizes (one compile each); symbolic: "
+                     "%s, then %.2f s of first runs; ORT's session %.2f s once. Peak RSS: "
+                     "symbolic %.0f MiB over all sizes, ORT %.0f MiB (ORT %s).\n" % (
+                         compile_total, len(rows),
+                         "`" + shared[0].strip() + "`" if shared else
+                         "no kernels with run-time sizes",
+                         sum(f for _, _, _, _, f in rows), ort["session_s"],
+                         sym["peak_rss_kb"] / 1024, ort["peak_rss_kb"] / 1024, ort["ort"]))
     header = [
         "# Dynamic shapes: one export, several sizes",
         "",
@@ -198,12 +251,10 @@ def main():
             args.threads, args.runs, platform.processor() or platform.machine(),
             os.cpu_count(), platform.platform(), args.threads, args.runs, args.warmup),
         "",
-        "Kiln compiles each set of sizes on its own (its kernels take static shapes; the "
-        "embedding API's per-size Executable does this on first use, `kiln compile --dim "
-        "batch=1,8,64 -o` ahead of time into one size set, the CLI's run and bench per "
-        "command), "
-        "so its latency at a size is that of a static compile for it, and its compile time "
-        "grows with the number of sizes, where ONNX Runtime creates one session for all.",
+        "Static: one compile per set of sizes (`kiln bench --dim`). Symbolic: the embedding "
+        "API's Executable for all sizes, which compiles the kernels with run-time sizes once "
+        "and then, per new size, a specialization that runs them (memory plan and oneDNN "
+        "calls per size; kernels that do not merge over the ranges compiled per size).",
         "",
     ]
     with open(args.out, "w") as f:

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -178,7 +179,10 @@ private:
   /// Fits a quantity given per sample; false (with why_) when no
   /// polynomial fits or a check point disagrees.
   bool fit(const std::vector<int64_t> &values, const std::string &what, Fitted &out);
-  bool sameStructure(const Kernel &a, const Kernel &b, const std::string &at);
+  /// Compares `a` with `b` apart from constants and sizes; `map` gets,
+  /// per node of `a` the stages read, the node of `b` it stands for.
+  bool sameStructure(const Kernel &a, const Kernel &b, const std::string &at,
+                     std::vector<int32_t> &map);
   DimExpr toDim(const Poly &p);
   ScalarRef toDag(ScalarDag &dag, const Poly &p);
 
@@ -187,6 +191,8 @@ private:
   size_t numFit_;
   std::string &why_;
   std::vector<std::vector<int64_t>> fitPoints_;
+  /// Per sample: per node of the first sample's kernel, its node there.
+  std::vector<std::vector<int32_t>> maps_;
   std::set<size_t> used_;     // symbols any polynomial reads
   std::vector<int32_t> slot_; // per symbol: its Size slot in the kernel
 };
@@ -218,7 +224,8 @@ bool Generalizer::fit(const std::vector<int64_t> &values, const std::string &wha
   return true;
 }
 
-bool Generalizer::sameStructure(const Kernel &a, const Kernel &b, const std::string &at) {
+bool Generalizer::sameStructure(const Kernel &a, const Kernel &b, const std::string &at,
+                                std::vector<int32_t> &map) {
   if (a.name != b.name)
     return fail("the kernels are named " + a.name + " and " + b.name + " " + at);
   auto sameBuffers = [&](const std::vector<KernelBuffer> &x, const std::vector<KernelBuffer> &y) {
@@ -233,29 +240,51 @@ bool Generalizer::sameStructure(const Kernel &a, const Kernel &b, const std::str
     return fail("the buffers' count, dtype or rank differ " + at);
   if (a.outer.size() != b.outer.size())
     return fail("the outer loops' count differs " + at);
-  const auto &na = a.dag.nodes(), &nb = b.dag.nodes();
-  if (na.size() != nb.size())
-    return fail("the scalar DAGs have " + std::to_string(na.size()) + " and " +
-                std::to_string(nb.size()) + " nodes " + at);
-  for (size_t i = 0; i < na.size(); ++i) {
-    const ScalarNode &x = na[i], &y = nb[i];
-    std::string node = "node %" + std::to_string(i) + " (" + scalarOpName(x.op) + ") ";
-    if (x.op != y.op || x.type != y.type || x.args != y.args || x.slot != y.slot)
-      return fail(node + "differs " + at);
-    if (x.op == ScalarOp::ConstInt && x.type != DType::I64 && x.ivalue != y.ivalue)
-      return fail(node + "is a " + std::string(dtypeName(x.type)) + " constant that differs " + at);
-  }
   if (a.stages.size() != b.stages.size())
     return fail("the stages' count differs " + at);
+  // The DAGs are compared as the expressions the stages read, node by
+  // node from the roots: a DAG holds each constant once, so at some sizes
+  // two constants of `a` are one node of `b` (a size equal to a constant).
+  // Each node of `a` must meet one node of `b`.
+  const auto &na = a.dag.nodes(), &nb = b.dag.nodes();
+  map.assign(na.size(), -1);
+  std::vector<std::pair<ScalarRef, ScalarRef>> todo;
+  auto pair = [&](ScalarRef x, ScalarRef y, const std::string &what) {
+    if (x.valid() != y.valid())
+      return fail(what + " differs " + at);
+    if (x.valid())
+      todo.emplace_back(x, y);
+    return true;
+  };
   for (size_t s = 0; s < a.stages.size(); ++s) {
     const Stage &x = a.stages[s], &y = b.stages[s];
-    bool same = x.kind == y.kind && x.reduce == y.reduce && x.value == y.value &&
-                x.outerOnly == y.outerOnly && x.stores.size() == y.stores.size();
-    for (size_t i = 0; same && i < x.stores.size(); ++i)
-      same = x.stores[i].output == y.stores[i].output && x.stores[i].offset == y.stores[i].offset &&
-             x.stores[i].value == y.stores[i].value;
-    if (!same)
-      return fail("stage " + std::to_string(s) + " differs " + at);
+    std::string what = "stage " + std::to_string(s);
+    if (x.kind != y.kind || x.reduce != y.reduce || x.outerOnly != y.outerOnly ||
+        x.stores.size() != y.stores.size() || !pair(x.value, y.value, what))
+      return fail(what + " differs " + at);
+    for (size_t i = 0; i < x.stores.size(); ++i)
+      if (x.stores[i].output != y.stores[i].output ||
+          !pair(x.stores[i].offset, y.stores[i].offset, what) ||
+          !pair(x.stores[i].value, y.stores[i].value, what))
+        return fail(what + " differs " + at);
+  }
+  while (!todo.empty()) {
+    auto [x, y] = todo.back();
+    todo.pop_back();
+    int32_t &m = map[static_cast<size_t>(x.id)];
+    if (m == y.id)
+      continue;
+    const ScalarNode &p = na[static_cast<size_t>(x.id)], &q = nb[static_cast<size_t>(y.id)];
+    std::string node = "node %" + std::to_string(x.id) + " (" + scalarOpName(p.op) + ") ";
+    if (m != -1)
+      return fail(node + "stands for two nodes " + at);
+    m = y.id;
+    if (p.op != q.op || p.type != q.type || p.slot != q.slot)
+      return fail(node + "differs " + at);
+    if (p.op == ScalarOp::ConstInt && p.type != DType::I64 && p.ivalue != q.ivalue)
+      return fail(node + "is a " + std::string(dtypeName(p.type)) + " constant that differs " + at);
+    for (unsigned i = 0; i < scalarArity(p.op); ++i)
+      todo.emplace_back(p.args[i], q.args[i]);
   }
   return true;
 }
@@ -286,12 +315,15 @@ ScalarRef Generalizer::toDag(ScalarDag &dag, const Poly &p) {
 
 std::optional<Kernel> Generalizer::run() {
   const Kernel &k0 = samples_.front().kernel;
+  maps_.assign(samples_.size(), {});
+  maps_[0].resize(k0.dag.nodes().size());
+  std::iota(maps_[0].begin(), maps_[0].end(), 0);
   for (size_t s = 1; s < samples_.size(); ++s) {
     std::string at = "between sizes";
     for (size_t i = 0; i < symbols_.size(); ++i)
       at += (i ? ", " : " ") + symbols_[i] + "=" + std::to_string(samples_[0].sizes[i]) + "/" +
             std::to_string(samples_[s].sizes[i]);
-    if (!sameStructure(k0, samples_[s].kernel, at))
+    if (!sameStructure(k0, samples_[s].kernel, at, maps_[s]))
       return std::nullopt;
   }
   auto across = [&](auto get) {
@@ -325,18 +357,30 @@ std::optional<Kernel> Generalizer::run() {
   // Constants.
   const auto &nodes = k0.dag.nodes();
   std::vector<Fitted> constants(nodes.size());
+  // Nodes no stage reads (maps_[s][i] == -1) keep the first sample's value.
+  auto nodeAt = [&](size_t s, size_t i) -> const ScalarNode & {
+    int32_t j = maps_[s][i];
+    return samples_[s].kernel.dag.nodes()[static_cast<size_t>(j < 0 ? 0 : j)];
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const ScalarNode &n = nodes[i];
     std::string what = "constant %" + std::to_string(i);
+    bool read = true;
+    for (size_t s = 1; s < samples_.size(); ++s)
+      read &= maps_[s][i] >= 0;
+    if (!read)
+      continue;
     if (n.op == ScalarOp::ConstInt && n.type == DType::I64) {
-      if (!fit(across([&](const Kernel &k) { return k.dag.nodes()[i].ivalue; }), what,
-               constants[i]))
+      std::vector<int64_t> v;
+      for (size_t s = 0; s < samples_.size(); ++s)
+        v.push_back(nodeAt(s, i).ivalue);
+      if (!fit(v, what, constants[i]))
         return std::nullopt;
     } else if (n.op == ScalarOp::ConstFloat) {
       std::vector<int64_t> v;
       bool varies = false, integral = true;
-      for (const SampledKernel &s : samples_) {
-        double f = s.kernel.dag.nodes()[i].fvalue;
+      for (size_t s = 0; s < samples_.size(); ++s) {
+        double f = nodeAt(s, i).fvalue;
         varies |= !(f == n.fvalue || (std::isnan(f) && std::isnan(n.fvalue)));
         integral &= std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53;
         v.push_back(integral ? static_cast<int64_t>(f) : 0);
@@ -387,6 +431,16 @@ std::optional<Kernel> Generalizer::run() {
     return std::nullopt;
   }
   return out;
+}
+
+/// Makes `diag` keep the first error's message in `first` (and print
+/// nothing).
+void keepFirstError(DiagnosticEngine &diag, std::string &first) {
+  diag.pushHandler([&first](const Diagnostic &d) {
+    if (first.empty() && d.severity == Severity::Error)
+      first = d.message;
+    return true;
+  });
 }
 
 } // namespace
@@ -516,11 +570,7 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     }
     DiagnosticEngine quiet;
     std::string first;
-    quiet.pushHandler([&](const Diagnostic &d) {
-      if (first.empty() && d.severity == Severity::Error)
-        first = d.message;
-      return true;
-    });
+    keepFirstError(quiet, first);
     auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits);
     if (failed(kernels)) {
       return diag.emitError(Location())
@@ -551,9 +601,53 @@ FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag) {
   const auto start = std::chrono::steady_clock::now();
-  auto merged = lowerForAllSizes(g, ranges, options, diag);
-  if (failed(merged))
-    return failure();
+  // The ranges, then (for the kernels that do not merge over them) the
+  // ranges cut to a quarter (at least kMinCutRange): a model may be valid
+  // only up to a size (a causal LM up to its positions) or its lowering
+  // may change at a large one.
+  constexpr int64_t kMinCutRange = 64;
+  std::vector<std::vector<SymbolRange>> attempts{ranges};
+  std::vector<SymbolRange> cut = ranges;
+  bool narrower = false;
+  for (SymbolRange &r : cut)
+    if (r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
+      r.max /= 4;
+      narrower = true;
+    }
+  if (narrower)
+    attempts.push_back(cut);
+  auto shared = std::make_shared<SharedKernels>();
+  shared->ranges = ranges;
+  std::vector<std::string> order; // kernel names, in the first lowering's order
+  std::map<std::string, std::string> why;
+  std::vector<std::pair<Kernel, std::vector<SymbolRange>>> merged;
+  for (size_t a = 0; a < attempts.size(); ++a) {
+    DiagnosticEngine quiet;
+    std::string error;
+    keepFirstError(quiet, error);
+    auto kernels = lowerForAllSizes(g, attempts[a], options, quiet);
+    if (failed(kernels)) {
+      if (a + 1 == attempts.size() && order.empty())
+        return diag.emitError(Location()) << error;
+      continue;
+    }
+    for (SizedKernel &k : *kernels) {
+      if (!why.count(k.name) && !shared->byName.count(k.name))
+        order.push_back(k.name);
+      if (std::any_of(merged.begin(), merged.end(),
+                      [&](const auto &m) { return m.first.name == k.name; }))
+        continue;
+      if (!k.kernel) {
+        why[k.name] = k.why;
+      } else if (!k.kernel->hasRunTimeSizes()) {
+        // A kernel no symbol reaches is compiled with each size's others.
+        why[k.name] = "no run-time size reaches it";
+      } else {
+        why.erase(k.name);
+        merged.emplace_back(std::move(*k.kernel), attempts[a]);
+      }
+    }
+  }
   auto target = cpu::resolveCpuTarget(options.cpu, diag);
   if (failed(target))
     return failure();
@@ -563,27 +657,18 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   auto jit = cpu::CpuJit::create(jitOptions, diag);
   if (failed(jit))
     return failure();
-  auto shared = std::make_shared<SharedKernels>();
-  shared->ranges = ranges;
   std::vector<cpu::KernelJob> jobs;
-  for (const SizedKernel &k : *merged) {
-    if (!k.kernel) {
-      shared->perSize.emplace_back(k.name, k.why);
-      continue;
-    }
-    // A kernel no symbol reaches is compiled with each size's others.
-    if (!k.kernel->hasRunTimeSizes()) {
-      shared->perSize.emplace_back(k.name, "no run-time size reaches it");
-      continue;
-    }
-    jobs.push_back({&*k.kernel, Schedule{}});
-  }
+  for (const auto &m : merged)
+    jobs.push_back({&m.first, Schedule{}});
   auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
   if (failed(fns))
     return failure();
   for (size_t i = 0; i < jobs.size(); ++i)
-    shared->byName[jobs[i].kernel->name] = {*jobs[i].kernel, (*fns)[i],
-                                            (*jit)->objectOf((*fns)[i])};
+    shared->byName[merged[i].first.name] = {merged[i].first, (*fns)[i], (*jit)->objectOf((*fns)[i]),
+                                            merged[i].second};
+  for (const std::string &name : order)
+    if (auto it = why.find(name); it != why.end())
+      shared->perSize.emplace_back(name, it->second);
   shared->owner = *jit;
   shared->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<const SharedKernels>(std::move(shared));
@@ -599,9 +684,10 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Ker
   SharedUse use{&it->second, {}, 1, 0};
   for (const std::string &s : m.symbols) {
     auto d = dims.find(s);
-    auto r = std::find_if(shared.ranges.begin(), shared.ranges.end(),
+    const std::vector<SymbolRange> &ranges = it->second.ranges;
+    auto r = std::find_if(ranges.begin(), ranges.end(),
                           [&](const SymbolRange &x) { return x.name == s; });
-    if (d == dims.end() || r == shared.ranges.end() || d->second < r->min || d->second > r->max)
+    if (d == dims.end() || r == ranges.end() || d->second < r->min || d->second > r->max)
       return std::nullopt;
     values[s] = d->second;
     use.sizes.push_back(d->second);

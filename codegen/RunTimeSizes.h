@@ -86,6 +86,8 @@ struct SharedKernel {
   Kernel kernel;
   runtime::KernelFn fn = nullptr;
   std::shared_ptr<const runtime::KernelObject> object;
+  /// The sizes it was merged for (SharedKernels::ranges, or narrower).
+  std::vector<SymbolRange> ranges;
 };
 
 /// The kernels of one graph compiled once for every size of `ranges`
@@ -102,8 +104,9 @@ struct SharedKernels {
   double seconds = 0;
 };
 
-/// lowerForAllSizes, then one JIT compile of every merged kernel for
-/// options.cpu.
+/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter for
+/// the kernels that do not merge over the full ones, then one JIT compile
+/// of every merged kernel for options.cpu.
 FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag);
