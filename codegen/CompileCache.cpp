@@ -189,8 +189,13 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
   // thread count oneDNN primitives are created for is part of them.
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   h.bytes(&threads, sizeof(threads));
-  const uint8_t flags[] = {o.useLibraries, o.useKernels, o.fuse, static_cast<uint8_t>(o.dnnlLayout),
-                           static_cast<uint8_t>(o.recurrent)};
+  // A model compiled with kernels with run-time sizes runs other code.
+  const uint8_t flags[] = {o.useLibraries,
+                           o.useKernels,
+                           o.fuse,
+                           static_cast<uint8_t>(o.dnnlLayout),
+                           static_cast<uint8_t>(o.recurrent),
+                           static_cast<uint8_t>(o.runTimeSizes || o.sharedKernels)};
   h.bytes(flags, sizeof(flags));
   h.bytes(&o.optLevel, sizeof(o.optLevel));
   return h.hex();

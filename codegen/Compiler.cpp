@@ -11,6 +11,7 @@
 
 #include "codegen/Fusion.h"
 #include "codegen/MemoryPlan.h"
+#include "codegen/RunTimeSizes.h"
 #include "codegen/cpu/dnnl/DnnlIsa.h"
 #include "ir/Interpreter.h"
 #include "passes/PassManager.h"
@@ -201,6 +202,8 @@ std::string CompileReport::summary() const {
     }
     s += ")";
   }
+  for (size_t i = 0; i < runTimeSizes.size(); ++i)
+    s += (i ? "; " : "; compiled for these sizes only: ") + runTimeSizes[i];
   return s;
 }
 
@@ -361,6 +364,9 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   std::unique_ptr<GraphPorts> ports; // of the source graph, for the entry
   if (!cacheDir.empty())
     ports = std::make_unique<GraphPorts>(GraphPorts::of(*owned));
+  std::unique_ptr<Graph> unbound; // for --run-time-sizes
+  if (options.runTimeSizes && !options.sharedKernels && !inputSymbols(*owned).empty())
+    unbound = owned->clone();
   auto prepared = prepareGraph(std::move(owned), options, diag);
   if (failed(prepared))
     return failure();
@@ -374,6 +380,27 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     }
   }
   endPhase("passes");
+  CompileOptions withShared;
+  const CompileOptions &opts = unbound ? withShared : options;
+  if (unbound) {
+    std::vector<SymbolRange> ranges;
+    for (const std::string &sym : inputSymbols(*unbound)) {
+      auto it = options.dims.find(sym);
+      ranges.push_back(
+          {sym, 1, std::max<int64_t>(1024, it == options.dims.end() ? 1 : it->second)});
+    }
+    CompileOptions sampling = options;
+    sampling.dims.clear();
+    auto shared = compileSharedKernels(*unbound, ranges, sampling, diag);
+    if (failed(shared))
+      return failure();
+    withShared = options;
+    withShared.sharedKernels = *shared;
+    report.runTimeSizes.clear();
+    for (const auto &[name, why] : (*shared)->perSize)
+      report.runTimeSizes.push_back(name + ": " + why);
+    endPhase("run-time sizes");
+  }
 
   // 3. Fusion.
   FusionOptions fusionOptions;
@@ -388,7 +415,7 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   endPhase("fusion");
 
   // 4-5. Steps, outputs, memory (ExecutableBuilder.cpp).
-  auto built = buildExecutable(g, *plan, *target, options, diag, report);
+  auto built = buildExecutable(g, *plan, *target, opts, diag, report);
   if (failed(built))
     return failure();
   std::unique_ptr<runtime::Executable> exe = std::move(*built);

@@ -88,6 +88,12 @@ struct CompileOptions {
   /// sizes] in codegen/RunTimeSizes.cpp): a kernel group one of them
   /// computes at these dims runs it instead of a kernel compiled for them.
   std::shared_ptr<const SharedKernels> sharedKernels;
+  /// `--run-time-sizes`: when sharedKernels is not given, compile() first
+  /// compiles them itself, for every symbol of the graph's inputs over
+  /// 1..max(1024, its size in `dims`), from the graph as given (its symbols
+  /// unbound; `dims` binds them for this compile). What that took is the
+  /// "run-time sizes" phase of the report.
+  bool runTimeSizes = false;
 };
 
 /// The memory plan of a compiled model (codegen/MemoryPlan.h).
@@ -138,6 +144,9 @@ struct CompileReport {
   std::vector<std::string> libraryCalls;
   /// One line per node run on its reference kernel, with the reason.
   std::vector<std::string> fallbacks;
+  /// With CompileOptions::runTimeSizes: each kernel that stays per size,
+  /// with the reason ("kernel_y: ...").
+  std::vector<std::string> runTimeSizes;
   /// The steps (runtime::Executable::describe()).
   std::string steps;
   /// The target: --cpu name, LLVM CPU, vector math, oneDNN ISA.

@@ -246,7 +246,7 @@ int benchCommand(const Args &args) {
     numOutputs = sizeSet.front().info.outputs.size();
   } else {
     importDims = options.dims;
-    auto loaded = loadModel(file, graphName, options.dims, diag);
+    auto loaded = loadModel(file, graphName, dimsAtImport(options), diag);
     if (failed(loaded))
       return 1;
     model = loaded.take();
@@ -297,9 +297,9 @@ int benchCommand(const Args &args) {
   // model's import, as `kiln compile --dim` binds them: the same graph, so
   // the same compile cache key (a model compiled with --dim is a warm
   // compile here). A .kir graph takes them at compile time either way.
-  if (g && isOnnxPath(file) && options.dims != importDims) {
+  if (g && isOnnxPath(file) && options.dims != importDims && !options.runTimeSizes) {
     const auto reloadStart = Clock::now();
-    auto reloaded = loadModel(file, graphName, options.dims, diag);
+    auto reloaded = loadModel(file, graphName, dimsAtImport(options), diag);
     if (failed(reloaded))
       return 1;
     model = reloaded.take();

@@ -45,6 +45,12 @@ struct LoadedModel {
 FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &graphName,
                                  const std::map<std::string, int64_t> &onnxDims,
                                  DiagnosticEngine &diag);
+/// The dims to bind when importing a model compiled with `o`: its --dim
+/// sizes, or none with --run-time-sizes (the compile binds them, after
+/// compiling the kernels with run-time sizes from the unbound graph).
+inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions &o) {
+  return o.runTimeSizes ? std::map<std::string, int64_t>{} : o.dims;
+}
 
 /// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
 FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag);

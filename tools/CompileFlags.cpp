@@ -22,6 +22,10 @@ const char kCompileFlagsUsage[] =
     "                          JIT's features and caps oneDNN's ISA alike\n"
     "  --threads N             threads of the compiled model (default: OpenMP's)\n"
     "  --dim SYM=SIZE          bind symbolic input dim SYM (repeatable)\n"
+    "  --run-time-sizes        first compile the kernels that can take their sizes at run\n"
+    "                          time once, for each symbol in 1..max(1024, its --dim size),\n"
+    "                          then run them at the --dim sizes (what kiln::compile does\n"
+    "                          for a model with symbols left open)\n"
     "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
     "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
@@ -93,6 +97,10 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     options.cache = false;
     return compileOnlyFlag();
   }
+  if (a == "--run-time-sizes") {
+    options.runTimeSizes = true;
+    return compileOnlyFlag();
+  }
   if (matchFlag(args, i, "--cpu", v)) {
     if (v.empty()) {
       std::fprintf(stderr, "%s: error: --cpu expects a CPU name (native, haswell, x86-64, ...)\n",
@@ -152,6 +160,8 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
     return "--cpu";
   if (!o.dims.empty())
     return "--dim";
+  if (o.runTimeSizes)
+    return "--run-time-sizes";
   if (o.pipeline != d.pipeline)
     return "--passes";
   if (o.useLibraries != d.useLibraries)

@@ -144,7 +144,7 @@ int inspectCommand(const Args &args) {
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);
-  auto model = loadModel(file, graphName, options.dims, diag);
+  auto model = loadModel(file, graphName, dimsAtImport(options), diag);
   if (failed(model))
     return 1;
   Graph *g = model->graph;

@@ -189,7 +189,7 @@ int runCommand(const Args &args) {
   }
   LoadedModel model;
   if (!isArtifact) {
-    auto loaded = loadModel(file, graphName, copts.dims, diag);
+    auto loaded = loadModel(file, graphName, dimsAtImport(copts), diag);
     if (failed(loaded))
       return 1;
     model = loaded.take();
@@ -303,8 +303,8 @@ int runCommand(const Args &args) {
     bindDimsFromInputs(*g, values, copts.dims);
     // An ONNX model is imported again with those dims, as `kiln compile
     // --dim` imports it: the same graph, so the same compile cache key.
-    if (isOnnx && copts.dims != importDims) {
-      auto reloaded = loadModel(file, graphName, copts.dims, diag);
+    if (isOnnx && copts.dims != importDims && !copts.runTimeSizes) {
+      auto reloaded = loadModel(file, graphName, dimsAtImport(copts), diag);
       if (failed(reloaded))
         return 1;
       model = reloaded.take();

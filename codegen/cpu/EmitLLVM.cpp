@@ -694,23 +694,31 @@ bool KernelEmitter::emit(const std::string &symbol) {
   Value *hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, numOuter);
   planTables();
   fillTables();
+  // Row-major digits of `o` (constant divisors: multiply-shift).
+  auto digits = [&](Value *o) {
+    std::vector<Value *> out(k_.outer.size(), nullptr);
+    Value *rest = o;
+    for (size_t d = k_.outer.size(); d-- > 0;) {
+      if (d == 0) {
+        out[d] = rest;
+      } else {
+        out[d] = b_.CreateURem(rest, outerExtents_[d], "i" + std::to_string(d));
+        rest = b_.CreateUDiv(rest, outerExtents_[d]);
+      }
+    }
+    if (!out.empty())
+      out[0]->setName("i0");
+    return out;
+  };
+  // With run-time extents the divisions are instructions of 20-40 cycles:
+  // the digits are carried from one outer point to the next instead (an
+  // odometer), divided out once at the range's start.
+  const bool odometer = sized && k_.outer.size() > 1;
+  std::vector<Value *> start = odometer ? digits(lo) : std::vector<Value *>{};
   emitLoop(
-      lo, hi, "outer", {},
-      [&](Value *o, const std::vector<Value *> &) -> std::vector<Value *> {
-        // Row-major digits of o (constant divisors: multiply-shift).
-        outerIndex_.assign(k_.outer.size(), nullptr);
-        Value *rest = o;
-        for (size_t d = k_.outer.size(); d-- > 0;) {
-          Value *extent = outerExtents_[d];
-          if (d == 0) {
-            outerIndex_[d] = rest;
-          } else {
-            outerIndex_[d] = b_.CreateURem(rest, extent, "i" + std::to_string(d));
-            rest = b_.CreateUDiv(rest, extent);
-          }
-        }
-        if (!outerIndex_.empty())
-          outerIndex_[0]->setName("i0");
+      lo, hi, "outer", start,
+      [&](Value *o, const std::vector<Value *> &carried) -> std::vector<Value *> {
+        outerIndex_ = odometer ? carried : digits(o);
         stageValues_.assign(k_.stages.size(), nullptr);
         for (size_t si = 0; si < k_.stages.size() && error_.empty(); ++si) {
           const Stage &st = k_.stages[si];
@@ -719,7 +727,22 @@ bool KernelEmitter::emit(const std::string &symbol) {
           else
             emitMapStage(st);
         }
-        return {};
+        if (!odometer)
+          return {};
+        // The next point: the last digit counts up and carries.
+        std::vector<Value *> next(carried.size());
+        Value *carry = b_.getInt64(1);
+        for (size_t d = carried.size(); d-- > 0;) {
+          Value *sum = b_.CreateAdd(carried[d], carry, "", true, true);
+          if (d == 0) {
+            next[d] = sum;
+            break;
+          }
+          Value *wrap = b_.CreateICmpEQ(sum, outerExtents_[d]);
+          next[d] = b_.CreateSelect(wrap, b_.getInt64(0), sum);
+          carry = b_.CreateZExt(wrap, i64());
+        }
+        return next;
       },
       false);
   b_.CreateRetVoid();
