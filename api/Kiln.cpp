@@ -190,9 +190,8 @@ public:
     std::string line = "kiln: compiling for " + sizesStr(sizes) +
                        ": no specialization for these sizes yet (" + std::to_string(keptAfter) +
                        " of at most " + std::to_string(maxKept_) + " kept)";
-    if (shared_ && inRanges(sizes))
-      line += "; its kernels with run-time sizes (" + std::to_string(shared_->byName.size()) +
-              ") are compiled already";
+    if (size_t n = sharedFor(sizes))
+      line += "; its kernels with run-time sizes (" + std::to_string(n) + ") are compiled already";
     say(line);
     codegen::CompileOptions o = options_;
     o.sharedKernels = shared_;
@@ -277,10 +276,7 @@ private:
     }
     Collect c;
     auto shared = codegen::compileSharedKernels(*graph_, sharedRanges_, options_, c.diag());
-    std::string ranges;
-    for (const codegen::SymbolRange &r : sharedRanges_)
-      ranges += (ranges.empty() ? "" : ", ") + r.name + " in " + std::to_string(r.min) + ".." +
-                std::to_string(r.max);
+    const std::string ranges = codegen::rangesStr(sharedRanges_);
     if (failed(shared)) {
       say("kiln: every size compiles all of its kernels: " + c.message());
       return;
@@ -291,18 +287,31 @@ private:
     std::string line = "kiln: compiled the kernels with run-time sizes (" +
                        std::to_string(shared_->byName.size()) + ") once for " + ranges + " in " +
                        secs;
+    // Kernels merged over narrower ranges only, by range.
+    std::map<std::string, int> narrower;
+    for (const auto &[name, k] : shared_->byName) {
+      std::string r = codegen::rangesStr(k.ranges);
+      if (r != ranges)
+        ++narrower[r];
+    }
+    for (const auto &[r, count] : narrower)
+      line += "; " + std::to_string(count) + " of them for " + r + " only";
     for (const auto &[name, why] : shared_->perSize)
       line += "; " + name + " compiles per size: " + why;
     say(line);
   }
 
-  bool inRanges(const Sizes &sizes) const {
-    for (const codegen::SymbolRange &r : sharedRanges_) {
-      auto it = sizes.find(r.name);
-      if (it == sizes.end() || it->second < r.min || it->second > r.max)
-        return false;
-    }
-    return true;
+  /// How many shared kernels were merged for ranges that hold `sizes`.
+  size_t sharedFor(const Sizes &sizes) const {
+    if (!shared_)
+      return 0;
+    size_t n = 0;
+    for (const auto &[name, k] : shared_->byName)
+      n += std::all_of(k.ranges.begin(), k.ranges.end(), [&](const codegen::SymbolRange &r) {
+        auto it = sizes.find(r.name);
+        return it != sizes.end() && it->second >= r.min && it->second <= r.max;
+      });
+    return n;
   }
 
   std::shared_ptr<const Compiled> lookup(const Sizes &sizes) const {

@@ -172,6 +172,31 @@ LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
   return success();
 }
 
+/// A gather's constant indices out of range are the reference's error,
+/// at compile time: the kernel would clamp them (LowerNode.cpp). A causal
+/// LM run past its positions gathers Range(0, seq) from its position
+/// table, a constant once seq is bound. Indices computed at run time are
+/// still clamped (not checked).
+LogicalResult checkConstantIndices(const Graph &g, DiagnosticEngine &diag) {
+  for (const Node *n : g.nodes()) {
+    const Node *def = n->kind() == OpKind::Gather ? n->operand(1)->definingNode() : nullptr;
+    if (!def || def->kind() != OpKind::Constant)
+      continue;
+    const Tensor &indices = ConstantOp(*def).value();
+    const int64_t rank = static_cast<int64_t>(n->operand(0)->type().rank());
+    int64_t axis = GatherOp(*n).axis();
+    axis = axis < 0 ? axis + rank : axis;
+    const Dim &dim = n->operand(0)->type().shape[static_cast<size_t>(axis)];
+    if (axis < 0 || axis >= rank || !dim.isStatic())
+      continue;
+    for (int64_t j = 0; j < indices.numel(); ++j)
+      if (int64_t k = indices.getInt(j); k < -dim.size() || k >= dim.size())
+        return diag.emitError(n->loc()) << "'gather' op index " << k << " is out of range for axis "
+                                        << axis << " of size " << dim.size();
+  }
+  return success();
+}
+
 } // namespace
 
 std::string CompileReport::counts() const {
@@ -260,7 +285,7 @@ prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, Diagnostic
   PassManager pm;
   if (failed(parsePassPipeline(options.pipeline, pm, diag)) || failed(pm.run(*g, diag)))
     return failure();
-  if (failed(requireStatic(*g, diag)))
+  if (failed(requireStatic(*g, diag)) || failed(checkConstantIndices(*g, diag)))
     return failure();
   nameValues(*g);
   return g;

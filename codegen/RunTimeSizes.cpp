@@ -445,6 +445,14 @@ void keepFirstError(DiagnosticEngine &diag, std::string &first) {
 
 } // namespace
 
+std::string rangesStr(const std::vector<SymbolRange> &ranges) {
+  std::string s;
+  for (const SymbolRange &r : ranges)
+    s += (s.empty() ? "" : ", ") + r.name + " in " + std::to_string(r.min) + ".." +
+         std::to_string(r.max);
+  return s;
+}
+
 std::optional<SamplePlan> samplePlan(const std::vector<SymbolRange> &ranges, std::string &why) {
   if (ranges.empty() || ranges.size() > kMaxSymbols) {
     why = ranges.empty() ? "no symbols" : "more than 3 symbols";
@@ -602,20 +610,22 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag) {
   const auto start = std::chrono::steady_clock::now();
   // The ranges, then (for the kernels that do not merge over them) the
-  // ranges cut to a quarter (at least kMinCutRange): a model may be valid
-  // only up to a size (a causal LM up to its positions) or its lowering
-  // may change at a large one.
+  // ranges cut to a quarter and to a sixteenth (at least kMinCutRange): a
+  // model may be valid only up to a size (a causal LM up to its
+  // positions) or its lowering may change at a large one.
   constexpr int64_t kMinCutRange = 64;
   std::vector<std::vector<SymbolRange>> attempts{ranges};
-  std::vector<SymbolRange> cut = ranges;
-  bool narrower = false;
-  for (SymbolRange &r : cut)
-    if (r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
-      r.max /= 4;
-      narrower = true;
-    }
-  if (narrower)
-    attempts.push_back(cut);
+  for (int cuts = 0; cuts < 2; ++cuts) {
+    std::vector<SymbolRange> cut = attempts.back();
+    bool narrower = false;
+    for (SymbolRange &r : cut)
+      if (r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
+        r.max /= 4;
+        narrower = true;
+      }
+    if (narrower)
+      attempts.push_back(cut);
+  }
   auto shared = std::make_shared<SharedKernels>();
   shared->ranges = ranges;
   std::vector<std::string> order; // kernel names, in the first lowering's order

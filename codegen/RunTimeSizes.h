@@ -34,6 +34,9 @@ struct SymbolRange {
   int64_t max = 1;
 };
 
+/// "N in 1..64, S in 1..512".
+std::string rangesStr(const std::vector<SymbolRange> &ranges);
+
 /// The sizes at which a graph is lowered: a grid of three consecutive
 /// values per symbol that the polynomials are fitted on, and the points
 /// they are checked at (every corner of the ranges, and one more inside).
@@ -104,9 +107,9 @@ struct SharedKernels {
   double seconds = 0;
 };
 
-/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter for
-/// the kernels that do not merge over the full ones, then one JIT compile
-/// of every merged kernel for options.cpu.
+/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter and
+/// a sixteenth for the kernels that do not merge over wider ones, then one
+/// JIT compile of every merged kernel for options.cpu.
 FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag);
