@@ -24,6 +24,10 @@
 #include <set>
 
 namespace kiln::codegen {
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -63,6 +63,7 @@
 #include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/DnnlIsa.h"
 #include "runtime/CopyStep.h"
+#include "runtime/IndexCheckStep.h"
 #include "runtime/reference/HostTensors.h"
 #include "runtime/reference/ReferenceStep.h"
 #include "runtime/reference/RegionStep.h"
@@ -76,10 +77,6 @@
 #include <unordered_map>
 
 namespace kiln::codegen {
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 namespace {
 
@@ -168,10 +165,13 @@ public:
     return id;
   }
 
-  std::vector<int32_t> buffersOf(const std::vector<const Value *> &values) {
+  /// The row-major buffers of `values`, then of `more`.
+  std::vector<int32_t> buffersOf(const std::vector<const Value *> &values,
+                                 const std::vector<const Value *> &more = {}) {
     std::vector<int32_t> ids;
-    for (const Value *v : values)
-      ids.push_back(bufferOf(v));
+    for (const auto *list : {&values, &more})
+      for (const Value *v : *list)
+        ids.push_back(bufferOf(v));
     return ids;
   }
 
@@ -355,6 +355,12 @@ public:
   }
 
   void addKernelGroup(const FusionGroup &group, cpu::CpuJit *jit) {
+    // Note [Gather indices checked] in IndexChecks.cpp.
+    for (const detail::GatherIndexCheck &c : detail::gatherIndexChecks(group))
+      exe_->addExternStep(std::make_shared<runtime::IndexCheckStep>(
+                              c.node, c.indices->type().dtype,
+                              numElements(staticSizes(c.indices->type().shape)), c.axis, c.size),
+                          {bufferOf(c.indices)}, 1);
     if (addChannelsLastConcat(group) || addCopyConcat(group))
       return;
     if (!options_.useKernels || !jit) {
@@ -390,9 +396,7 @@ public:
       return;
     // Inputs as they are stored (the kernel reads channels-last ones with
     // their strides); outputs channels-last when the kernel iterates so.
-    std::vector<int32_t> ids = buffersOf(group.inputs);
-    for (const Value *v : group.outputs)
-      ids.push_back(bufferOf(v));
+    std::vector<int32_t> ids = buffersOf(group.inputs, group.outputs);
     // A concat of computed operands runs as one kernel per operand (Note
     // [Concat pieces]); they write one buffer, so none works in place.
     std::vector<Kernel> pieces;
@@ -429,12 +433,10 @@ public:
                                       : std::nullopt;
     if (!use)
       return false;
-    std::vector<int32_t> ids = buffersOf(group.inputs);
-    for (const Value *v : group.outputs)
-      ids.push_back(bufferOf(v));
     Schedule schedule = detail::threadSchedule(use->numOuter, use->inner);
-    exe_->addKernelStep(k.name, use->kernel->fn, ids, static_cast<int32_t>(group.inputs.size()),
-                        use->numOuter, schedule.parallel, schedule.grain, {}, use->kernel->object);
+    exe_->addKernelStep(k.name, use->kernel->fn, buffersOf(group.inputs, group.outputs),
+                        static_cast<int32_t>(group.inputs.size()), use->numOuter, schedule.parallel,
+                        schedule.grain, {}, use->kernel->object);
     exe_->setKernelSizes(exe_->steps().size() - 1, use->sizes);
     if (options_.emitKernels)
       report_.kernels += use->kernel->kernel.str() + "\n";

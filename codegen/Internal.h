@@ -170,6 +170,15 @@ std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group);
 /// have that form: Note [Concat pieces] in ConcatPieces.cpp.
 std::vector<Kernel> splitConcatPieces(const Kernel &k);
 
+/// A gather of a kernel group whose indices the group reads from memory:
+/// Note [Gather indices checked] in IndexChecks.cpp.
+struct GatherIndexCheck {
+  const Value *indices;
+  int64_t axis, size;
+  std::string node; ///< for errors: the node's location prefix
+};
+std::vector<GatherIndexCheck> gatherIndexChecks(const FusionGroup &group);
+
 /// `s` with its grain and parallel flag for a kernel of `numOuter` outer
 /// points of `inner` iterations: about 16K inner iterations per thread
 /// chunk keeps tiny kernels serial (a parallel region costs 1-2 us, see

@@ -2,6 +2,7 @@
 #include "runtime/artifact/Artifact.h"
 
 #include "runtime/CopyStep.h"
+#include "runtime/IndexCheckStep.h"
 #include "runtime/artifact/Artifact.pb.h"
 #include "runtime/artifact/ElfLoader.h"
 #include "runtime/artifact/HostCpu.h"
@@ -612,6 +613,8 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
       bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
     std::shared_ptr<const ExternStep> step =
         s.extern_kind() == CopyStep::kKind ? CopyStep::load(s.payload(), bufferBytes, why)
+        : s.extern_kind() == IndexCheckStep::kKind && bufferBytes.size() == 1
+            ? IndexCheckStep::load(s.payload(), bufferBytes[0], why)
         : s.extern_kind() == ReferenceStep::kKind
             ? ReferenceStep::load(s.payload(), bufferBytes, why)
             : onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
