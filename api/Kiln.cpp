@@ -67,11 +67,11 @@ public:
       throw Error(context.empty() ? fallback : context + ": " + fallback);
     throw Error(std::move(errors));
   }
-  /// The first error's message (empty when there is none).
+  /// The first error, where and what (empty when there is none).
   std::string message() const {
     for (const Diagnostic &d : collector_.diagnostics())
       if (d.severity == Severity::Error)
-        return d.message;
+        return d.loc.diagPrefix() + ": " + d.message;
     return "";
   }
 
@@ -270,9 +270,8 @@ private:
     sharedTried_ = true;
     for (const std::string &name : symbols_) {
       auto r = ranges_.find(name);
-      sharedRanges_.push_back(
-          {name, r == ranges_.end() ? 1 : r->second.min,
-           r == ranges_.end() ? kSharedMax : std::min(r->second.max, kSharedMax)});
+      sharedRanges_.push_back({name, r == ranges_.end() ? 1 : r->second.min,
+                               r == ranges_.end() ? kSharedMax : r->second.max});
     }
     Collect c;
     auto shared = codegen::compileSharedKernels(*graph_, sharedRanges_, options_, c.diag());
@@ -296,6 +295,8 @@ private:
     }
     for (const auto &[r, count] : narrower)
       line += "; " + std::to_string(count) + " of them for " + r + " only";
+    if (!narrower.empty() && !shared_->narrowedBecause.empty())
+      line += " (over the full ranges: " + shared_->narrowedBecause + ")";
     for (const auto &[name, why] : shared_->perSize)
       line += "; " + name + " compiles per size: " + why;
     say(line);

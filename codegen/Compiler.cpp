@@ -190,9 +190,10 @@ LogicalResult checkConstantIndices(const Graph &g, DiagnosticEngine &diag) {
     const int64_t rank = static_cast<int64_t>(n->operand(0)->type().rank());
     int64_t axis = GatherOp(*n).axis();
     axis = axis < 0 ? axis + rank : axis;
-    const Dim &dim = n->operand(0)->type().shape[static_cast<size_t>(axis)];
-    if (axis < 0 || axis >= rank || !dim.isStatic())
+    if (axis < 0 || axis >= rank ||
+        !n->operand(0)->type().shape[static_cast<size_t>(axis)].isStatic())
       continue;
+    const Dim &dim = n->operand(0)->type().shape[static_cast<size_t>(axis)];
     for (int64_t j = 0; j < indices.numel(); ++j)
       if (int64_t k = indices.getInt(j); k < -dim.size() || k >= dim.size())
         return diag.emitError(n->loc()) << "'gather' op index " << k << " is out of range for axis "
@@ -420,14 +421,20 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     }
     CompileOptions sampling = options;
     sampling.dims.clear();
-    auto shared = compileSharedKernels(*unbound, ranges, sampling, diag);
-    if (failed(shared))
-      return failure();
+    DiagnosticEngine quiet;
+    ScopedDiagnosticCollector collect(quiet);
+    auto shared = compileSharedKernels(*unbound, ranges, sampling, quiet);
     withShared = options;
-    withShared.sharedKernels = *shared;
-    report.runTimeSizes.clear();
-    for (const auto &[name, why] : (*shared)->perSize)
-      report.runTimeSizes.push_back(name + ": " + why);
+    if (shared.succeeded()) {
+      withShared.sharedKernels = *shared;
+      for (const auto &[name, why] : (*shared)->perSize)
+        report.runTimeSizes.push_back(name + ": " + why);
+    } else {
+      // As kiln::compile does: every kernel is then compiled for these sizes.
+      diag.emitWarning(collect.diagnostics().empty() ? Location() : collect.diagnostics()[0].loc)
+          << "--run-time-sizes: no kernel takes its sizes at run time: "
+          << (collect.diagnostics().empty() ? "" : collect.diagnostics()[0].message);
+    }
     endPhase("run-time sizes");
   }
 

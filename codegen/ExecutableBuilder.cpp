@@ -242,6 +242,7 @@ public:
       o.explain = o.emitKernels = o.emitLLVM = o.emitLLVMOptimized = false;
       o.dumpDir.clear();
       o.debugFaultKernel.clear();
+      o.sharedKernels = nullptr, o.runTimeSizes = false; // the kernels of the outer graph
       std::vector<TensorType> actual;
       for (unsigned i = 0; i < region->numInputs(); ++i) {
         const TensorType &declared = region->input(i)->type();
@@ -429,8 +430,9 @@ public:
     for (const auto *values : {&group.inputs, &group.outputs})
       if (std::any_of(values->begin(), values->end(), layouts.channelsLast))
         return false;
-    auto use = options_.sharedKernels ? findSharedKernel(*options_.sharedKernels, k, options_.dims)
-                                      : std::nullopt;
+    auto use = options_.sharedKernels
+                   ? findSharedKernel(*options_.sharedKernels, group, k, options_.dims)
+                   : std::nullopt;
     if (!use)
       return false;
     Schedule schedule = detail::threadSchedule(use->numOuter, use->inner);

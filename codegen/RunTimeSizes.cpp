@@ -81,9 +81,9 @@ std::optional<int64_t> evalPoly(const Poly &p, const std::vector<int64_t> &x) {
     __int128 term = c;
     for (size_t i = 0; i < e.size(); ++i)
       for (int k = 0; k < e[i]; ++k)
-        term *= x[i];
-    sum += term;
-    if (sum > INT64_MAX || sum < INT64_MIN)
+        if (__builtin_mul_overflow(term, static_cast<__int128>(x[i]), &term))
+          return std::nullopt;
+    if (__builtin_add_overflow(sum, term, &sum) || sum > INT64_MAX || sum < INT64_MIN)
       return std::nullopt;
   }
   return static_cast<int64_t>(sum);
@@ -433,12 +433,41 @@ std::optional<Kernel> Generalizer::run() {
   return out;
 }
 
-/// Makes `diag` keep the first error's message in `first` (and print
-/// nothing).
-void keepFirstError(DiagnosticEngine &diag, std::string &first) {
+} // namespace
+
+std::string groupSignature(const FusionGroup &group) {
+  // Each node as its op and where each operand comes from: a group input
+  // (by position), a result of an earlier node of the group, or outside.
+  std::map<const Node *, size_t> position;
+  std::string sig;
+  for (const auto *nodes : {&group.nodes, &group.recomputed})
+    for (const Node *n : *nodes) {
+      position[n] = position.size();
+      sig += std::string(n->mnemonic()) + "(";
+      for (const Value *v : n->operands()) {
+        auto in = std::find(group.inputs.begin(), group.inputs.end(), v);
+        auto def = position.find(v->definingNode());
+        sig += in != group.inputs.end() ? "i" + std::to_string(in - group.inputs.begin())
+               : def != position.end()  ? "n" + std::to_string(def->second)
+                                        : "c";
+        sig += ",";
+      }
+      sig += ");";
+    }
+  for (const Value *v : group.outputs) {
+    auto def = position.find(v->definingNode());
+    sig += "out" + (def != position.end() ? std::to_string(def->second) : std::string("?")) + ";";
+  }
+  return sig;
+}
+
+namespace {
+
+/// Makes `diag` keep its first error in `first` (and print nothing).
+void keepFirstError(DiagnosticEngine &diag, Diagnostic &first) {
   diag.pushHandler([&first](const Diagnostic &d) {
-    if (first.empty() && d.severity == Severity::Error)
-      first = d.message;
+    if (first.message.empty() && d.severity == Severity::Error)
+      first = d;
     return true;
   });
 }
@@ -520,9 +549,11 @@ std::optional<Kernel> generalizeKernel(const std::vector<std::string> &symbols,
 FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
                                             const std::map<std::string, int64_t> &sizes,
                                             const CompileOptions &options, DiagnosticEngine &diag,
-                                            std::vector<size_t> *splits) {
+                                            std::vector<size_t> *splits,
+                                            std::vector<std::string> *signatures) {
   CompileOptions bound = options;
-  bound.dims = sizes;
+  for (const auto &[name, size] : sizes)
+    bound.dims[name] = size;
   auto prepared = prepareGraph(g.clone(), bound, diag);
   if (failed(prepared))
     return failure();
@@ -546,6 +577,8 @@ FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
       return failure();
     if (splits && index >= splits->size())
       splits->push_back(split);
+    if (signatures)
+      signatures->push_back(groupSignature(group));
     kernels.push_back(std::move(*k));
     ++index;
   }
@@ -569,6 +602,9 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
   // Each group's inner loop as the first point's lowering chose it (Note
   // [Inner loop] in Lower.cpp weighs the sizes).
   std::vector<size_t> splits;
+  // Each group's nodes and wiring (groupSignature) at the first point.
+  std::vector<std::string> groupSignatures;
+  std::set<size_t> refused; // groups that differ between points
   for (const std::vector<int64_t> &p : points) {
     std::map<std::string, int64_t> sizes;
     std::string at;
@@ -577,29 +613,39 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
       at += (i ? ", " : "") + symbols[i] + "=" + std::to_string(p[i]);
     }
     DiagnosticEngine quiet;
-    std::string first;
+    Diagnostic first;
     keepFirstError(quiet, first);
-    auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits);
-    if (failed(kernels)) {
-      return diag.emitError(Location())
-             << "cannot compile kernels with run-time sizes: at " << at << ": " << first;
-    }
-    if (perGroup.empty())
+    std::vector<std::string> signatures;
+    auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits, &signatures);
+    if (failed(kernels))
+      return diag.emitError(first.loc)
+             << "cannot compile kernels with run-time sizes: at " << at << ": " << first.message;
+    if (perGroup.empty()) {
       perGroup.resize(kernels->size());
+      groupSignatures = signatures;
+    }
     if (kernels->size() != perGroup.size())
       return diag.emitError(Location())
              << "cannot compile kernels with run-time sizes: fusion makes " << perGroup.size()
              << " kernels at one size and " << kernels->size() << " at " << at;
-    for (size_t i = 0; i < kernels->size(); ++i)
+    for (size_t i = 0; i < kernels->size(); ++i) {
+      if (signatures[i] != groupSignatures[i])
+        refused.insert(i);
       perGroup[i].push_back({std::move((*kernels)[i]), p});
+    }
   }
   std::vector<SizedKernel> out;
-  for (const std::vector<SampledKernel> &samples : perGroup) {
+  for (size_t i = 0; i < perGroup.size(); ++i) {
     SizedKernel sk;
-    sk.name = samples.front().kernel.name;
-    std::string reason;
-    sk.kernel = generalizeKernel(symbols, samples, plan->fit.size(), reason);
-    sk.why = reason;
+    sk.name = perGroup[i].front().kernel.name;
+    sk.signature = groupSignatures[i];
+    if (refused.count(i)) {
+      sk.why = "fusion puts other nodes in it at other sizes";
+    } else {
+      std::string reason;
+      sk.kernel = generalizeKernel(symbols, perGroup[i], plan->fit.size(), reason);
+      sk.why = reason;
+    }
     out.push_back(std::move(sk));
   }
   return out;
@@ -631,14 +677,17 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   std::vector<std::string> order; // kernel names, in the first lowering's order
   std::map<std::string, std::string> why;
   std::vector<std::pair<Kernel, std::vector<SymbolRange>>> merged;
+  std::map<std::string, std::string> signatures;
   for (size_t a = 0; a < attempts.size(); ++a) {
     DiagnosticEngine quiet;
-    std::string error;
+    Diagnostic error;
     keepFirstError(quiet, error);
     auto kernels = lowerForAllSizes(g, attempts[a], options, quiet);
     if (failed(kernels)) {
       if (a + 1 == attempts.size() && order.empty())
-        return diag.emitError(Location()) << error;
+        return diag.emitError(error.loc) << error.message;
+      if (shared->narrowedBecause.empty())
+        shared->narrowedBecause = error.loc.diagPrefix() + ": " + error.message;
       continue;
     }
     for (SizedKernel &k : *kernels) {
@@ -655,6 +704,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
       } else {
         why.erase(k.name);
         merged.emplace_back(std::move(*k.kernel), attempts[a]);
+        signatures[k.name] = k.signature;
       }
     }
   }
@@ -675,7 +725,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     return failure();
   for (size_t i = 0; i < jobs.size(); ++i)
     shared->byName[merged[i].first.name] = {merged[i].first, (*fns)[i], (*jit)->objectOf((*fns)[i]),
-                                            merged[i].second};
+                                            merged[i].second, signatures[merged[i].first.name]};
   for (const std::string &name : order)
     if (auto it = why.find(name); it != why.end())
       shared->perSize.emplace_back(name, it->second);
@@ -684,7 +734,8 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   return std::shared_ptr<const SharedKernels>(std::move(shared));
 }
 
-std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Kernel &k,
+std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const FusionGroup &group,
+                                          const Kernel &k,
                                           const std::map<std::string, int64_t> &dims) {
   auto it = shared.byName.find(k.name);
   if (it == shared.byName.end())
@@ -692,16 +743,21 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Ker
   const Kernel &m = it->second.kernel;
   std::map<std::string, int64_t> values;
   SharedUse use{&it->second, {}, 1, 0};
-  for (const std::string &s : m.symbols) {
-    auto d = dims.find(s);
-    const std::vector<SymbolRange> &ranges = it->second.ranges;
-    auto r = std::find_if(ranges.begin(), ranges.end(),
-                          [&](const SymbolRange &x) { return x.name == s; });
-    if (d == dims.end() || r == ranges.end() || d->second < r->min || d->second > r->max)
+  // Every symbol the kernel was merged over must be inside its range, the
+  // ones it does not read too: the merge was checked for those sizes only.
+  for (const SymbolRange &r : it->second.ranges) {
+    auto d = dims.find(r.name);
+    if (d == dims.end() || d->second < std::max<int64_t>(r.min, 1) || d->second > r.max)
       return std::nullopt;
-    values[s] = d->second;
-    use.sizes.push_back(d->second);
+    values[r.name] = d->second;
   }
+  for (const std::string &s : m.symbols) {
+    if (!values.count(s))
+      return std::nullopt;
+    use.sizes.push_back(values[s]);
+  }
+  if (it->second.signature != groupSignature(group))
+    return std::nullopt;
   if (m.inputs.size() != k.inputs.size() || m.outputs.size() != k.outputs.size())
     return std::nullopt;
   for (size_t i = 0; i < m.bufferDims.size(); ++i) {

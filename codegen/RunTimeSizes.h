@@ -15,6 +15,7 @@
 #pragma once
 
 #include "codegen/Compiler.h"
+#include "codegen/Fusion.h"
 #include "codegen/KernelIR.h"
 #include "runtime/KernelABI.h"
 
@@ -67,6 +68,8 @@ std::optional<Kernel> generalizeKernel(const std::vector<std::string> &symbols,
 /// One kernel group of a graph lowered once for all sizes.
 struct SizedKernel {
   std::string name;
+  /// groupSignature of its group.
+  std::string signature;
   /// The kernel (with run-time sizes where a symbol reaches it), or none.
   std::optional<Kernel> kernel;
   /// Why there is no kernel: the lowering differed between sizes in a way
@@ -91,6 +94,8 @@ struct SharedKernel {
   std::shared_ptr<const runtime::KernelObject> object;
   /// The sizes it was merged for (SharedKernels::ranges, or narrower).
   std::vector<SymbolRange> ranges;
+  /// groupSignature of the group it computes.
+  std::string signature;
 };
 
 /// The kernels of one graph compiled once for every size of `ranges`
@@ -101,6 +106,9 @@ struct SharedKernels {
   std::map<std::string, SharedKernel> byName;
   /// The groups left to each size's compile: (kernel name, why).
   std::vector<std::pair<std::string, std::string>> perSize;
+  /// Why the kernels could not be merged over `ranges` themselves (the
+  /// first error of the widest failed try), or empty.
+  std::string narrowedBecause;
   /// The JIT session that owns the code.
   std::shared_ptr<const void> owner;
   /// What lowering at the sampled sizes and compiling took.
@@ -121,21 +129,29 @@ struct SharedUse {
   int64_t numOuter = 0, inner = 0;
 };
 
-/// The shared kernel that computes what `k` does, `k` being a kernel
-/// group's lowering with the symbols bound to `dims` (row-major buffers):
-/// one of the same name, reading and writing buffers of the same names,
-/// dtypes and (at `dims`) shapes, with `dims` inside the ranges. nullopt
-/// when there is none.
-std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Kernel &k,
+/// The shared kernel that computes what `k` does, `k` being `group`'s
+/// lowering with the symbols bound to `dims` (row-major buffers): one of
+/// the same name and group signature, reading and writing buffers of the
+/// same names, dtypes and (at `dims`) shapes, with `dims` inside every one
+/// of its ranges. nullopt when there is none.
+std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const FusionGroup &group,
+                                          const Kernel &k,
                                           const std::map<std::string, int64_t> &dims);
+
+/// A fusion group's nodes (ops, in order) and how their operands connect
+/// (group inputs by position, earlier nodes), and which nodes give its
+/// outputs: equal for the same group of a graph at any size.
+std::string groupSignature(const FusionGroup &group);
 
 /// The kernels of `g`'s kernel groups with every symbol bound to `sizes`
 /// (a static compile's lowering; the reference the tests compare with).
 /// `splits`, when given: each group's inner-loop split to use where it has
-/// an entry (lowerGroup), appended for the rest as chosen.
+/// an entry (lowerGroup), appended for the rest as chosen; `signatures`
+/// gets each group's groupSignature.
 FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
                                             const std::map<std::string, int64_t> &sizes,
                                             const CompileOptions &options, DiagnosticEngine &diag,
-                                            std::vector<size_t> *splits = nullptr);
+                                            std::vector<size_t> *splits = nullptr,
+                                            std::vector<std::string> *signatures = nullptr);
 
 } // namespace kiln::codegen

@@ -13,8 +13,9 @@ namespace kiln::runtime {
 
 /// A generated kernel: runs outer points [begin, end) of its iteration
 /// space; `buffers` are its inputs then its outputs (dense, row-major,
-/// aligned to 64 bytes). Kernels are reentrant: disjoint ranges may run on
-/// different threads at once.
+/// aligned to 64 bytes), and for a kernel with run-time sizes then a
+/// pointer to their int64 values (Step::sizes). Kernels are reentrant:
+/// disjoint ranges may run on different threads at once.
 using KernelFn = void (*)(void *const *buffers, int64_t begin, int64_t end);
 
 /// A kernel's machine code as the code generator emitted it: an ELF64

@@ -327,8 +327,8 @@ Value *KernelEmitter::emitSize(const ScalarNode &n) {
 }
 
 Value *KernelEmitter::extentValue(const DimExpr &e) {
-  // Extents are polynomials over the symbols (codegen/GeneralizeKernel.cpp
-  // builds no other kind).
+  // Extents are polynomials over the symbols (codegen/RunTimeSizes.cpp
+  // builds no other kind), with signed coefficients (S-1): no `nuw`.
   Value *sum = b_.getInt64(e.constant());
   for (const DimTerm &t : e.terms()) {
     Value *prod = b_.getInt64(t.coeff);
@@ -339,9 +339,9 @@ Value *KernelEmitter::extentValue(const DimExpr &e) {
       if (it == k_.symbols.end())
         return failValue("the extent " + e.str() + " is not a polynomial over the kernel's sizes");
       prod =
-          b_.CreateMul(prod, sizes_[static_cast<size_t>(it - k_.symbols.begin())], "", true, true);
+          b_.CreateMul(prod, sizes_[static_cast<size_t>(it - k_.symbols.begin())], "", false, true);
     }
-    sum = b_.CreateAdd(sum, prod, "", true, true);
+    sum = b_.CreateAdd(sum, prod, "", false, true);
   }
   return sum;
 }
@@ -685,7 +685,7 @@ bool KernelEmitter::emit(const std::string &symbol) {
     outerExtents_.push_back(sized ? extentValue(k_.outerDims[d]) : b_.getInt64(k_.outer[d]));
     if (!outerExtents_.back())
       return false;
-    numOuter = b_.CreateMul(numOuter, outerExtents_.back(), "", true, true);
+    numOuter = b_.CreateMul(numOuter, outerExtents_.back(), "", false, true);
   }
   innerExtent_ = sized ? extentValue(k_.innerDim) : b_.getInt64(k_.inner);
   if (!innerExtent_)

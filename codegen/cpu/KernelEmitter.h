@@ -97,7 +97,7 @@ private:
                                 const std::vector<Value *> &init, const LoopBody &body,
                                 bool innerLoop);
   /// An extent of a kernel with run-time sizes, from the size arguments
-  /// (Note [Kernels with run-time sizes] in codegen/KernelIR.h).
+  /// (Note [Kernels with run-time sizes] in codegen/RunTimeSizes.cpp).
   Value *extentValue(const DimExpr &e);
   void emitReduceStage(size_t stageIndex, const Stage &st);
   void emitMapStage(const Stage &st);

@@ -76,6 +76,19 @@ const Case kCases[] = {
 })",
      {{"N", 1, 8}, {"S", 1, 64}},
      {{1, 1}, {2, 3}, {3, 16}, {1, 64}}},
+    {"slice_and_window_extents_with_a_minus_sign",
+     R"(graph @g(%x: f32[N,S,8]) -> (f32[?,?,8], f32[?,?,8]) {
+  %s = slice(%x) {axes = [1], ends = [9223372036854775807], starts = [1]} : f32[?,?,8]
+  %y = sigmoid(%s) : f32[?,?,8]
+  %a = slice(%x) {axes = [1], ends = [-2], starts = [0]} : f32[?,?,8]
+  %b = slice(%x) {axes = [1], ends = [-1], starts = [1]} : f32[?,?,8]
+  %c = slice(%x) {axes = [1], ends = [9223372036854775807], starts = [2]} : f32[?,?,8]
+  %ab = add(%a, %b) : f32[?,?,8]
+  %w = add(%ab, %c) : f32[?,?,8]
+  return %y, %w
+})",
+     {{"N", 1, 8}, {"S", 3, 64}},
+     {{1, 3}, {2, 4}, {3, 17}, {1, 64}}},
     {"integer_rows",
      R"(graph @g(%x: i32[N,S]) -> (i32[N,1], i32[N,S]) {
   %s = reduce_sum(%x) {axes = [1]} : i32[N,1]
