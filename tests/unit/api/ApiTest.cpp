@@ -314,6 +314,45 @@ TEST(ApiTest, SymbolicModelNamesTheSizesAFailedCompileWasFor) {
   EXPECT_NE(e.find("cannot reshape"), std::string::npos) << e;
 }
 
+TEST(ApiTest, KernelsWithRunTimeSizesNarrowTheirRangesToWhatTheModelTakes) {
+  // Positions from a table of 100 rows: the model is valid for S <= 100, so
+  // the kernels are merged over S in 1..64 (the default 1..1024 cut twice,
+  // Note [Kernels with run-time sizes]); S = 80 compiles its own, S = 150
+  // is the gather's error.
+  kiln::Model model = modelFromText("positions", "graph @pos(%x: f32[S,8]) -> (f32[S,8]) {\n"
+                                                 "  %t = constant dense<0.25> : f32[100,8]\n"
+                                                 "  %r = iota() {shape = [S]} : i64[S]\n"
+                                                 "  %g = gather(%t, %r) : f32[S,8]\n"
+                                                 "  %y = add(%g, %x) : f32[S,8]\n"
+                                                 "  %z = tanh(%y) : f32[S,8]\n"
+                                                 "  return %z\n"
+                                                 "}\n");
+  std::vector<std::string> log;
+  kiln::CompileOptions options;
+  options.onSpecialize = [&](const std::string &line) { log.push_back(line); };
+  kiln::Executable exe = kiln::compile(model, options);
+  for (int64_t s : {50, 80}) {
+    std::vector<kiln::Tensor> in = {kiln::randn({s, 8}, static_cast<uint64_t>(s))};
+    expectClose(exe.run(in)[0], interpreted(model, in)[0]);
+  }
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_NE(log[0].find("once for S in 1..1024 in "), std::string::npos) << log[0];
+  EXPECT_NE(log[0].find("of them for S in 1..64 only (over the full ranges: "), std::string::npos)
+      << log[0];
+  EXPECT_NE(log[0].find("'gather' op index 100 is out of range for axis 0 of size 100"),
+            std::string::npos)
+      << log[0];
+  EXPECT_NE(log[1].find("compiling for S=50: no specialization for these sizes yet (1 of at most "
+                        "8 kept); its kernels with run-time sizes"),
+            std::string::npos)
+      << log[1];
+  EXPECT_EQ(log[2].find("kernels with run-time sizes"), std::string::npos) << log[2];
+  std::string e = errorOf([&] { exe.run({kiln::randn({150, 8}, 1)}); });
+  EXPECT_NE(e.find("'gather' op index 100 is out of range for axis 0 of size 100"),
+            std::string::npos)
+      << e;
+}
+
 TEST(ApiTest, SymbolicModelRunsManySizesOnManyThreads) {
   kiln::Model model = symbolicModel();
   kiln::CompileOptions options;
