@@ -588,7 +588,8 @@ FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
 FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
                                                      const std::vector<SymbolRange> &ranges,
                                                      const CompileOptions &options,
-                                                     DiagnosticEngine &diag) {
+                                                     DiagnosticEngine &diag,
+                                                     std::vector<int64_t> *failedAt) {
   std::string why;
   std::optional<SamplePlan> plan = samplePlan(ranges, why);
   if (!plan)
@@ -617,9 +618,12 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     keepFirstError(quiet, first);
     std::vector<std::string> signatures;
     auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits, &signatures);
-    if (failed(kernels))
+    if (failed(kernels)) {
+      if (failedAt)
+        *failedAt = p;
       return diag.emitError(first.loc)
              << "cannot compile kernels with run-time sizes: at " << at << ": " << first.message;
+    }
     if (perGroup.empty()) {
       perGroup.resize(kernels->size());
       groupSignatures = signatures;
@@ -656,58 +660,66 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag) {
   const auto start = std::chrono::steady_clock::now();
   // The ranges, then (for the kernels that do not merge over them) the
-  // ranges cut to a quarter and to a sixteenth (at least kMinCutRange): a
-  // model may be valid only up to a size (a causal LM up to its
-  // positions) or its lowering may change at a large one.
+  // ranges cut to a quarter, twice (not below kMinCutRange): a model may be
+  // valid only up to a size (a causal LM up to its positions) or its
+  // lowering may change at a large one. When the graph does not prepare at
+  // a point, only the symbols at their maximum there are cut.
   constexpr int64_t kMinCutRange = 64;
-  std::vector<std::vector<SymbolRange>> attempts{ranges};
-  for (int cuts = 0; cuts < 2; ++cuts) {
-    std::vector<SymbolRange> cut = attempts.back();
-    bool narrower = false;
-    for (SymbolRange &r : cut)
-      if (r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
-        r.max /= 4;
-        narrower = true;
-      }
-    if (narrower)
-      attempts.push_back(cut);
-  }
+  constexpr int kTries = 3;
   auto shared = std::make_shared<SharedKernels>();
   shared->ranges = ranges;
   std::vector<std::string> order; // kernel names, in the first lowering's order
+  std::set<std::string> seen;
   std::map<std::string, std::string> why;
   std::vector<std::pair<Kernel, std::vector<SymbolRange>>> merged;
   std::map<std::string, std::string> signatures;
-  for (size_t a = 0; a < attempts.size(); ++a) {
+  std::vector<SymbolRange> current = ranges;
+  for (int a = 0; a < kTries; ++a) {
     DiagnosticEngine quiet;
     Diagnostic error;
     keepFirstError(quiet, error);
-    auto kernels = lowerForAllSizes(g, attempts[a], options, quiet);
+    std::vector<int64_t> failedAt;
+    auto kernels = lowerForAllSizes(g, current, options, quiet, &failedAt);
     if (failed(kernels)) {
-      if (a + 1 == attempts.size() && order.empty())
-        return diag.emitError(error.loc) << error.message;
       if (shared->narrowedBecause.empty())
         shared->narrowedBecause = error.loc.diagPrefix() + ": " + error.message;
-      continue;
+    } else {
+      for (SizedKernel &k : *kernels) {
+        if (seen.insert(k.name).second)
+          order.push_back(k.name);
+        if (std::any_of(merged.begin(), merged.end(),
+                        [&](const auto &m) { return m.first.name == k.name; }))
+          continue;
+        if (!k.kernel) {
+          why[k.name] = k.why;
+        } else if (!k.kernel->hasRunTimeSizes()) {
+          // A kernel no symbol reaches is compiled with each size's others.
+          why[k.name] = "no run-time size reaches it";
+        } else {
+          why.erase(k.name);
+          merged.emplace_back(std::move(*k.kernel), current);
+          signatures[k.name] = k.signature;
+        }
+      }
+      if (std::all_of(why.begin(), why.end(),
+                      [](const auto &w) { return w.second == "no run-time size reaches it"; }))
+        break;
     }
-    for (SizedKernel &k : *kernels) {
-      if (!why.count(k.name) && !shared->byName.count(k.name))
-        order.push_back(k.name);
-      if (std::any_of(merged.begin(), merged.end(),
-                      [&](const auto &m) { return m.first.name == k.name; }))
-        continue;
-      if (!k.kernel) {
-        why[k.name] = k.why;
-      } else if (!k.kernel->hasRunTimeSizes()) {
-        // A kernel no symbol reaches is compiled with each size's others.
-        why[k.name] = "no run-time size reaches it";
-      } else {
-        why.erase(k.name);
-        merged.emplace_back(std::move(*k.kernel), attempts[a]);
-        signatures[k.name] = k.signature;
+    bool narrower = false;
+    for (size_t i = 0; i < current.size(); ++i) {
+      SymbolRange &r = current[i];
+      const bool cut = failedAt.empty() || failedAt[i] == r.max;
+      if (cut && r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
+        r.max /= 4;
+        narrower = true;
       }
     }
+    if (!narrower)
+      break;
   }
+  if (order.empty())
+    return diag.emitError(Location())
+           << "cannot compile kernels with run-time sizes: " << shared->narrowedBecause;
   auto target = cpu::resolveCpuTarget(options.cpu, diag);
   if (failed(target))
     return failure();

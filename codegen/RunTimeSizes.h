@@ -81,11 +81,13 @@ struct SizedKernel {
 /// (CompileOptions::dims set to the point; the graph's own fusion and
 /// pipeline options from `options`) and generalizes each kernel group.
 /// Errors: a range that cannot be sampled, a point at which the graph does
-/// not prepare, fusion plans that differ between points.
+/// not prepare (its sizes in `failedAt`, when given), fusion plans that
+/// differ between points.
 FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
                                                      const std::vector<SymbolRange> &ranges,
                                                      const CompileOptions &options,
-                                                     DiagnosticEngine &diag);
+                                                     DiagnosticEngine &diag,
+                                                     std::vector<int64_t> *failedAt = nullptr);
 
 /// A kernel with run-time sizes and its machine code.
 struct SharedKernel {
@@ -115,9 +117,9 @@ struct SharedKernels {
   double seconds = 0;
 };
 
-/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter and
-/// a sixteenth for the kernels that do not merge over wider ones, then one
-/// JIT compile of every merged kernel for options.cpu.
+/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter (and
+/// again) for the kernels that do not merge over wider ones, then one JIT
+/// compile of every merged kernel for options.cpu.
 FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag);
