@@ -660,12 +660,12 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag) {
   const auto start = std::chrono::steady_clock::now();
   // The ranges, then (for the kernels that do not merge over them) the
-  // ranges cut to a quarter, twice (not below kMinCutRange): a model may be
-  // valid only up to a size (a causal LM up to its positions) or its
+  // ranges halved, up to four times (not below kMinCutRange): a model may
+  // be valid only up to a size (a causal LM up to its positions) or its
   // lowering may change at a large one. When the graph does not prepare at
   // a point, only the symbols at their maximum there are cut.
   constexpr int64_t kMinCutRange = 64;
-  constexpr int kTries = 3;
+  constexpr int kTries = 5;
   auto shared = std::make_shared<SharedKernels>();
   shared->ranges = ranges;
   std::vector<std::string> order; // kernel names, in the first lowering's order
@@ -709,8 +709,8 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     for (size_t i = 0; i < current.size(); ++i) {
       SymbolRange &r = current[i];
       const bool cut = failedAt.empty() || failedAt[i] == r.max;
-      if (cut && r.max / 4 >= std::max(r.min + 3, kMinCutRange)) {
-        r.max /= 4;
+      if (cut && r.max / 2 >= std::max(r.min + 3, kMinCutRange)) {
+        r.max /= 2;
         narrower = true;
       }
     }

@@ -117,8 +117,8 @@ struct SharedKernels {
   double seconds = 0;
 };
 
-/// lowerForAllSizes over `ranges`, again over ranges cut to a quarter (and
-/// again) for the kernels that do not merge over wider ones, then one JIT
+/// lowerForAllSizes over `ranges`, again over ranges halved (up to four
+/// times) for the kernels that do not merge over wider ones, then one JIT
 /// compile of every merged kernel for options.cpu.
 FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,

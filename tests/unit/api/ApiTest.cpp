@@ -316,9 +316,9 @@ TEST(ApiTest, SymbolicModelNamesTheSizesAFailedCompileWasFor) {
 
 TEST(ApiTest, KernelsWithRunTimeSizesNarrowTheirRangesToWhatTheModelTakes) {
   // Positions from a table of 100 rows: the model is valid for S <= 100, so
-  // the kernels are merged over S in 1..64 (the default 1..1024 cut twice,
-  // Note [Kernels with run-time sizes]); S = 80 compiles its own, S = 150
-  // is the gather's error.
+  // the kernels are merged over S in 1..64 (the default 1..1024 halved
+  // four times, Note [Kernels with run-time sizes]); S = 80 compiles its
+  // own, S = 150 is the gather's error.
   kiln::Model model = modelFromText("positions", "graph @pos(%x: f32[S,8]) -> (f32[S,8]) {\n"
                                                  "  %t = constant dense<0.25> : f32[100,8]\n"
                                                  "  %r = iota() {shape = [S]} : i64[S]\n"
