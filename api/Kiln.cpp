@@ -6,9 +6,10 @@
 // collected and thrown as one kiln::Error.
 //
 // Note [Compiling per size]
-// Compiled code has static shapes (codegen binds every symbol before
-// lowering). An Executable compiled with symbols left unbound therefore
-// keeps a copy of the graph and compiles it for each run's sizes:
+// An executable has static shapes (codegen binds every symbol before
+// lowering; only kernels can take sizes at run time). An Executable
+// compiled with symbols left unbound therefore keeps a copy of the graph
+// and compiles it for each run's sizes:
 //   1. bindInputs (the interpreter's own check) gives the symbols' sizes
 //      from the inputs, or one error naming the inputs that disagree,
 //      including on dims the graph assumes equal (two batch symbols that
