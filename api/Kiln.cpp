@@ -68,13 +68,6 @@ public:
       throw Error(context.empty() ? fallback : context + ": " + fallback);
     throw Error(std::move(errors));
   }
-  /// The first error, where and what (empty when there is none).
-  std::string message() const {
-    for (const Diagnostic &d : collector_.diagnostics())
-      if (d.severity == Severity::Error)
-        return d.loc.diagPrefix() + ": " + d.message;
-    return "";
-  }
 
 private:
   DiagnosticEngine diag_;
@@ -265,23 +258,23 @@ private:
 
   /// Note [Compiling per size], step 0: the kernels that take their sizes
   /// at run time, compiled once (codegen/RunTimeSizes.h) for the symbols'
-  /// ranges (kSharedMax above a range left open); a failure leaves each
+  /// ranges (codegen::kDefaultSharedMax above a range left open); a failure leaves each
   /// size to compile all of its kernels, and says why.
   void compileShared() const {
     sharedTried_ = true;
     for (const std::string &name : symbols_) {
       auto r = ranges_.find(name);
       sharedRanges_.push_back({name, r == ranges_.end() ? 1 : r->second.min,
-                               r == ranges_.end() ? kSharedMax : r->second.max});
+                               r == ranges_.end() ? codegen::kDefaultSharedMax : r->second.max});
     }
-    Collect c;
-    auto shared = codegen::compileSharedKernels(*graph_, sharedRanges_, options_, c.diag());
+    Diagnostic error;
+    shared_ = codegen::tryCompileSharedKernels(*graph_, sharedRanges_, options_, error);
     const std::string ranges = codegen::rangesStr(sharedRanges_);
-    if (failed(shared)) {
-      say("kiln: every size compiles all of its kernels: " + c.message());
+    if (!shared_) {
+      say("kiln: every size compiles all of its kernels: " +
+          (error.loc.isUnknown() ? "" : error.loc.diagPrefix() + ": ") + error.message);
       return;
     }
-    shared_ = *shared;
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f s", shared_->seconds);
     std::string line = "kiln: compiled the kernels with run-time sizes (" +
@@ -337,7 +330,6 @@ private:
   mutable std::mutex compileMutex_; // one compile at a time
   mutable std::list<std::pair<Sizes, std::shared_ptr<const Compiled>>> kept_;
   // Set once, under compileMutex_.
-  static constexpr int64_t kSharedMax = 1024;
   mutable bool sharedTried_ = false;
   mutable std::vector<codegen::SymbolRange> sharedRanges_;
   mutable std::shared_ptr<const codegen::SharedKernels> shared_;
@@ -374,14 +366,10 @@ Executable compile(const Model &model, const CompileOptions &options) {
   const Graph &g = model.graph();
   auto impl = std::make_shared<Executable::Impl>();
   std::set<std::string> unbound = unboundSymbols(g, options.dims);
-  for (const auto &[name, range] : options.ranges) {
-    if (!unbound.count(name))
-      throw Error("CompileOptions::ranges names " + name +
-                  ", which is not a symbolic input dim left out of dims");
-    if (range.min < 0 || range.min > range.max)
-      throw Error("the range " + std::to_string(range.min) + ".." + std::to_string(range.max) +
-                  " of " + name + " is empty or negative");
-  }
+  for (const auto &[name, range] : options.ranges)
+    o.ranges.push_back({name, range.min, range.max});
+  if (Collect c; failed(codegen::checkRanges(g, o, c.diag())))
+    c.raise("the ranges do not fit the model", "CompileOptions::ranges");
   // An anonymous `?` has no size to compile for: compiling now names it.
   if (unbound.empty() || hasAnonymousDim(g))
     impl->one = std::make_shared<const Compiled>(compileGraph(g, o));

@@ -197,6 +197,15 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
                            static_cast<uint8_t>(o.recurrent),
                            static_cast<uint8_t>(o.runTimeSizes || o.sharedKernels)};
   h.bytes(flags, sizeof(flags));
+  // The ranges decide which kernels merge (RunTimeSizes.h), in any order.
+  std::vector<SymbolRange> ranges = o.ranges;
+  std::sort(ranges.begin(), ranges.end(),
+            [](const SymbolRange &a, const SymbolRange &b) { return a.name < b.name; });
+  for (const SymbolRange &r : ranges) {
+    h.str(r.name);
+    h.bytes(&r.min, sizeof(r.min));
+    h.bytes(&r.max, sizeof(r.max));
+  }
   h.bytes(&o.optLevel, sizeof(o.optLevel));
   return h.hex();
 }

@@ -358,6 +358,37 @@ void storeCached(const runtime::Executable &exe, const GraphPorts &ports,
 
 } // namespace
 
+LogicalResult checkRanges(const Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
+  const std::set<std::string> symbols = inputSymbols(g);
+  std::string names;
+  for (const std::string &s : symbols)
+    names += (names.empty() ? "" : ", ") + s;
+  const std::string known =
+      names.empty() ? std::string(" (it has none)") : " (its symbols: " + names + ")";
+  std::set<std::string> seen;
+  for (const SymbolRange &r : options.ranges) {
+    const std::string given = r.name + "=" + std::to_string(r.min) + ".." + std::to_string(r.max);
+    if (!symbols.count(r.name))
+      return diag.emitError(Location())
+             << "the range " << given << " names no symbolic dim of the graph's inputs" << known;
+    if (!seen.insert(r.name).second)
+      return diag.emitError(Location()) << "the symbol " << r.name << " has two ranges";
+    if (r.min < 0 || r.min > r.max)
+      return diag.emitError(Location()) << "the range " << given << " is empty or negative";
+    auto size = options.dims.find(r.name);
+    if (size != options.dims.end() && (size->second < r.min || size->second > r.max))
+      return diag.emitError(Location())
+             << r.name << "=" << size->second << " is outside its range " << r.min << ".." << r.max;
+  }
+  if (options.runTimeSizes) // the graph is the unbound one the sizes bind
+    for (const auto &[name, size] : options.dims)
+      if (!symbols.count(name))
+        return diag.emitError(Location())
+               << "the size " << name << "=" << size
+               << " names no symbolic dim of the graph's inputs" << known;
+  return success();
+}
+
 FailureOr<std::unique_ptr<runtime::Executable>> compile(const Graph &source,
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
@@ -394,6 +425,8 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   std::unique_ptr<GraphPorts> ports; // of the source graph, for the entry
   if (!cacheDir.empty())
     ports = std::make_unique<GraphPorts>(GraphPorts::of(*owned));
+  if (failed(checkRanges(*owned, options, diag)))
+    return failure();
   std::unique_ptr<Graph> unbound; // for --run-time-sizes
   if (options.runTimeSizes && !options.sharedKernels && !inputSymbols(*owned).empty())
     unbound = owned->clone();
@@ -413,27 +446,16 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
   CompileOptions withShared;
   const CompileOptions &opts = unbound ? withShared : options;
   if (unbound) {
-    std::vector<SymbolRange> ranges;
-    for (const std::string &sym : inputSymbols(*unbound)) {
-      auto it = options.dims.find(sym);
-      ranges.push_back(
-          {sym, 1, std::max<int64_t>(1024, it == options.dims.end() ? 1 : it->second)});
-    }
-    CompileOptions sampling = options;
-    sampling.dims.clear();
-    DiagnosticEngine quiet;
-    ScopedDiagnosticCollector collect(quiet);
-    auto shared = compileSharedKernels(*unbound, ranges, sampling, quiet);
+    Diagnostic error;
     withShared = options;
-    if (shared.succeeded()) {
-      withShared.sharedKernels = *shared;
-      for (const auto &[name, why] : (*shared)->perSize)
+    withShared.sharedKernels =
+        tryCompileSharedKernels(*unbound, sharedRanges(*unbound, options), options, error);
+    if (withShared.sharedKernels) {
+      for (const auto &[name, why] : withShared.sharedKernels->perSize)
         report.runTimeSizes.push_back(name + ": " + why);
     } else {
       // As kiln::compile does: every kernel is then compiled for these sizes.
-      diag.emitWarning(collect.diagnostics().empty() ? Location() : collect.diagnostics()[0].loc)
-          << "--run-time-sizes: no kernel takes its sizes at run time: "
-          << (collect.diagnostics().empty() ? "" : collect.diagnostics()[0].message);
+      diag.emitWarning(error.loc) << error.message << "; every kernel is compiled for these sizes";
     }
     endPhase("run-time sizes");
   }

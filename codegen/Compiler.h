@@ -38,6 +38,13 @@ namespace kiln::codegen {
 
 struct SharedKernels; // codegen/RunTimeSizes.h
 
+/// A symbol of a graph and the sizes it may take (inclusive).
+struct SymbolRange {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
 /// The pipeline compile() runs before fusion.
 inline constexpr const char *kDefaultPipeline =
     "infer-shapes,canonicalize,constant-fold,inline-regions,cse,hoist-loop-invariants,dce,"
@@ -90,10 +97,13 @@ struct CompileOptions {
   std::shared_ptr<const SharedKernels> sharedKernels;
   /// `--run-time-sizes`: when sharedKernels is not given, compile() first
   /// compiles them itself, for every symbol of the graph's inputs over
-  /// 1..max(1024, its size in `dims`), from the graph as given (its symbols
-  /// unbound; `dims` binds them for this compile). What that took is the
-  /// "run-time sizes" phase of the report.
+  /// its range in `ranges`, else 1..max(1024, its size in `dims`), from the
+  /// graph as given (its symbols unbound; `dims` binds them for this
+  /// compile). What that took is the "run-time sizes" phase of the report.
   bool runTimeSizes = false;
+  /// `--dim SYM=LO..HI`: the sizes a symbol of the graph's inputs may
+  /// take. A size in `dims` outside its symbol's range is an error.
+  std::vector<SymbolRange> ranges;
 };
 
 /// The memory plan of a compiled model (codegen/MemoryPlan.h).
@@ -180,6 +190,13 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> g
                                                         const CompileOptions &options,
                                                         DiagnosticEngine &diag,
                                                         CompileReport *report = nullptr);
+
+/// Checks options.ranges against `g` (its symbols unbound): each range
+/// names a symbol of its inputs once, is not empty or negative, and holds
+/// the symbol's size in options.dims when it has one; with runTimeSizes,
+/// each size in options.dims names a symbol too. compile() checks this
+/// first; a caller compiling several sizes checks once before.
+LogicalResult checkRanges(const Graph &g, const CompileOptions &options, DiagnosticEngine &diag);
 
 /// Steps 1-2 of compile(): binds the dims of `g`, runs the pipeline,
 /// requires static shapes and names every value. compile() and the

@@ -9,6 +9,7 @@
 #include "codegen/Fusion.h"
 #include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
+#include "ir/Interpreter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -482,6 +483,22 @@ std::string rangesStr(const std::vector<SymbolRange> &ranges) {
   return s;
 }
 
+std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options) {
+  std::vector<SymbolRange> out;
+  for (const std::string &sym : inputSymbols(g)) {
+    auto given = std::find_if(options.ranges.begin(), options.ranges.end(),
+                              [&](const SymbolRange &r) { return r.name == sym; });
+    if (given != options.ranges.end()) { // a kernel runs at sizes >= 1
+      out.push_back({sym, std::max<int64_t>(1, given->min), std::max<int64_t>(1, given->max)});
+      continue;
+    }
+    auto size = options.dims.find(sym);
+    out.push_back(
+        {sym, 1, std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second)});
+  }
+  return out;
+}
+
 std::optional<SamplePlan> samplePlan(const std::vector<SymbolRange> &ranges, std::string &why) {
   if (ranges.empty() || ranges.size() > kMaxSymbols) {
     why = ranges.empty() ? "no symbols" : "more than 3 symbols";
@@ -674,6 +691,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   std::vector<std::pair<Kernel, std::vector<SymbolRange>>> merged;
   std::map<std::string, std::string> signatures;
   std::vector<SymbolRange> current = ranges;
+  Diagnostic firstError; // of the widest failed try
   for (int a = 0; a < kTries; ++a) {
     DiagnosticEngine quiet;
     Diagnostic error;
@@ -681,8 +699,11 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     std::vector<int64_t> failedAt;
     auto kernels = lowerForAllSizes(g, current, options, quiet, &failedAt);
     if (failed(kernels)) {
-      if (shared->narrowedBecause.empty())
-        shared->narrowedBecause = error.loc.diagPrefix() + ": " + error.message;
+      if (shared->narrowedBecause.empty()) {
+        firstError = error;
+        shared->narrowedBecause =
+            (error.loc.isUnknown() ? "" : error.loc.diagPrefix() + ": ") + error.message;
+      }
     } else {
       for (SizedKernel &k : *kernels) {
         if (seen.insert(k.name).second)
@@ -717,9 +738,11 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     if (!narrower)
       break;
   }
-  if (order.empty())
-    return diag.emitError(Location())
-           << "cannot compile kernels with run-time sizes: " << shared->narrowedBecause;
+  if (order.empty()) // firstError says "cannot compile kernels with run-time sizes: ..."
+    return diag.emitError(firstError.loc)
+           << (firstError.message.empty()
+                   ? "cannot compile kernels with run-time sizes: the graph has no kernel group"
+                   : firstError.message);
   auto target = cpu::resolveCpuTarget(options.cpu, diag);
   if (failed(target))
     return failure();
@@ -786,6 +809,16 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Fus
     use.numOuter *= *d.evaluate(values);
   use.inner = *m.innerDim.evaluate(values);
   return use;
+}
+
+std::shared_ptr<const SharedKernels> tryCompileSharedKernels(const Graph &g,
+                                                             const std::vector<SymbolRange> &ranges,
+                                                             const CompileOptions &options,
+                                                             Diagnostic &error) {
+  DiagnosticEngine quiet;
+  keepFirstError(quiet, error);
+  auto shared = compileSharedKernels(g, ranges, options, quiet);
+  return shared.succeeded() ? *shared : nullptr;
 }
 
 } // namespace kiln::codegen

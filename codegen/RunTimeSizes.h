@@ -28,13 +28,6 @@
 
 namespace kiln::codegen {
 
-/// A symbol of a graph and the sizes it may take (inclusive).
-struct SymbolRange {
-  std::string name;
-  int64_t min = 1;
-  int64_t max = 1;
-};
-
 /// "N in 1..64, S in 1..512".
 std::string rangesStr(const std::vector<SymbolRange> &ranges);
 
@@ -117,12 +110,30 @@ struct SharedKernels {
   double seconds = 0;
 };
 
+/// The largest size a symbol without a range is compiled for.
+inline constexpr int64_t kDefaultSharedMax = 1024;
+
+/// The ranges compile() compiles the shared kernels of `g` over
+/// (CompileOptions::runTimeSizes): each symbol of `g`'s inputs over its
+/// range in options.ranges, else over 1..max(kDefaultSharedMax, its size in
+/// options.dims).
+std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options);
+
 /// lowerForAllSizes over `ranges`, again over ranges halved (up to four
 /// times) for the kernels that do not merge over wider ones, then one JIT
 /// compile of every merged kernel for options.cpu.
 FailureOr<std::shared_ptr<const SharedKernels>>
 compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
                      const CompileOptions &options, DiagnosticEngine &diag);
+
+/// compileSharedKernels with its errors kept: the kernels, or null with
+/// `error` set to the first error ("cannot compile kernels with run-time
+/// sizes: ...", at the node where it has one), for a caller that then
+/// compiles every kernel per size and says why.
+std::shared_ptr<const SharedKernels> tryCompileSharedKernels(const Graph &g,
+                                                             const std::vector<SymbolRange> &ranges,
+                                                             const CompileOptions &options,
+                                                             Diagnostic &error);
 
 /// A shared kernel at one set of sizes.
 struct SharedUse {

@@ -283,7 +283,8 @@ PYBIND11_MODULE(_kiln, m) {
       "compile",
       [](const kiln::Model &model, int threads, const std::string &cpu,
          const std::map<std::string, int64_t> &dims, bool fusion, bool libraries, bool cache,
-         size_t maxSpecializations) {
+         size_t maxSpecializations,
+         const std::map<std::string, std::pair<int64_t, int64_t>> &ranges) {
         if (threads < 0)
           throw kiln::Error("compile: threads = " + std::to_string(threads) +
                             " (0 means OpenMP's default)");
@@ -297,10 +298,14 @@ PYBIND11_MODULE(_kiln, m) {
         o.libraries = libraries;
         o.cache = cache;
         o.maxSpecializations = maxSpecializations;
+        for (const auto &[name, range] : ranges)
+          o.ranges[name] = {range.first, range.second};
         return withoutGil([&] { return kiln::compile(model, o); });
       },
       py::arg("model"), py::arg("threads") = 0, py::arg("cpu") = "native",
       py::arg("dims") = std::map<std::string, int64_t>{}, py::arg("fusion") = true,
       py::arg("libraries") = true, py::arg("cache") = false,
-      py::arg("max_specializations") = size_t(8), "Compiles a Model (kiln::compile).");
+      py::arg("max_specializations") = size_t(8),
+      py::arg("ranges") = std::map<std::string, std::pair<int64_t, int64_t>>{},
+      "Compiles a Model (kiln::compile).");
 }

@@ -53,8 +53,8 @@ const char kBenchUsage[] =
     "  --json                  print one JSON object instead of text\n"
     "  --serve                 the line protocol of bench/harness (see bench/README.md)\n"
     "  --graph NAME            the graph to compile (default: the first)\n"
-    "  (symbolic dims not given with --dim come from the inputs, else 1; the report\n"
-    "  says which sizes it measured)\n";
+    "  (symbolic dims not given with --dim SYM=N come from the inputs, else from the\n"
+    "  largest size of their --dim range, else 1; the report says which sizes it measured)\n";
 
 void printBenchUsage(FILE *f) {
   std::fputs(kBenchUsage, f);
@@ -247,7 +247,7 @@ int benchCommand(const Args &args) {
   } else {
     importDims = options.dims;
     auto loaded = loadModel(file, graphName, dimsAtImport(options), diag);
-    if (failed(loaded))
+    if (failed(loaded) || failed(codegen::checkRanges(*loaded->graph, options, diag)))
       return 1;
     model = loaded.take();
     g = model.graph;
@@ -284,11 +284,13 @@ int benchCommand(const Args &args) {
     }
     // Symbolic dims the user did not bind come from the inputs.
     if (g) {
+      if (!checkInputRanges("kiln bench", *g, inputs, options.ranges))
+        return 1;
       bindDimsFromInputs(*g, inputs, options.dims);
-      sizes = bindSymbolsForReport(*g, options.dims);
+      sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
     }
   } else if (g) {
-    sizes = bindSymbolsForReport(*g, options.dims);
+    sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
     inputs = randomInputs(*g, options.dims, 1234);
   } else {
     inputs = randomTensors(inputTypes, 1234);

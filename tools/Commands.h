@@ -67,11 +67,18 @@ std::string findDataFile(const std::string &dir, const std::string &stem, size_t
 std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int64_t> &dims,
                                  unsigned seed);
 /// For a command that compiles `g` at one size to report on it (inspect,
-/// bench): binds every symbol of the input dims that `dims` lacks to 1 and
-/// returns every size of `dims` as the report's line ("batch=1, seq=16
-/// (symbols not given are 1; give --dim batch=N for other sizes)"); empty
-/// when there are none.
-std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims);
+/// bench): binds every symbol of the input dims that `dims` lacks to the
+/// largest size of its range in `ranges`, else to 1, and returns every size
+/// of `dims` as the report's line ("batch=64, seq=1 (batch: the largest of
+/// --dim batch=1..64; symbols not given are 1; give --dim seq=N for other
+/// sizes)"); empty when there are none.
+std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
+                                 const std::vector<codegen::SymbolRange> &ranges = {});
+/// False, with one error on stderr from `cmd` naming the input, its dim,
+/// the symbol and the range, when an input tensor's size of a symbolic dim
+/// is outside that symbol's range in `ranges` (`--dim SYM=LO..HI`).
+bool checkInputRanges(const char *cmd, const Graph &g, std::span<const Tensor> inputs,
+                      const std::vector<codegen::SymbolRange> &ranges);
 /// Binds each symbol of `g`'s input dims that `dims` lacks to the size the
 /// input tensor gives it (an input of another rank is skipped: the compile
 /// names the mismatch).
@@ -107,7 +114,8 @@ void printCompileFlagsUsage(std::FILE *f);
 extern const char kToleranceUsage[];
 
 /// The compile options every compiling command takes (--cpu, --threads,
-/// --dim, --passes, --no-libraries, --no-kernels, --no-fusion,
+/// --dim SYM=N and SYM=LO..HI (a range: CompileOptions::ranges, and
+/// runTimeSizes), --passes, --no-libraries, --no-kernels, --no-fusion,
 /// --dnnl-layout). Bad values are reported as `cmd: error: ...` (Bad).
 /// `compileOnly` is set for a flag that means nothing without compiling
 /// (all but --dim), so `kiln run` can refuse it without --compile.

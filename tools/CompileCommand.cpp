@@ -1,6 +1,7 @@
 //===- CompileCommand.cpp - kiln compile: the CPU compiler -----*- C++ -*-===//
 //
-//   kiln compile MODEL [--explain-fusion] [--emit=kernels|llvm|llvm-opt] [--steps]
+//   kiln compile MODEL [-o FILE] [--dim SYM=A,B,...|SYM=LO..HI] ...
+//                [--explain-fusion] [--emit=kernels|llvm|llvm-opt] [--steps]
 //                [--report-memory] [--profile N] [--check [--bisect]] [--check-each]
 //                [--cpu NAME] [--threads N] [--dim SYM=N] ... (tools/CompileFlags.cpp)
 //
@@ -17,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
+#include "codegen/RunTimeSizes.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
@@ -42,7 +44,12 @@ const char kCompileUsageHead[] =
     "                          kiln run/bench/inspect and the runtime load without LLVM\n"
     "  --dim SYM=A,B,...       with -o: compile at each listed size (every combination\n"
     "                          of the listed symbols) into one artifact, a size set;\n"
-    "                          a run picks the size its inputs have\n"
+    "                          a run picks the size its inputs have; beside a range\n"
+    "                          --dim SYM=LO..HI the sizes share the kernels compiled once\n"
+    "                          for the range\n"
+    "  --dim SYM=LO..HI        (without -o) compile the kernels once for the range, then\n"
+    "                          the model at HI, and with --check, --check-each or --profile\n"
+    "                          also at LO and half way; every symbol needs a size or range\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
     "                          optimization) or llvm-opt (after O3); repeatable\n"
@@ -73,6 +80,13 @@ bool parseSizeList(const std::string &value, SizeLists &lists) {
     return false;
   }
   const std::string sym = value.substr(0, eq);
+  if (value.find("..") != std::string::npos) {
+    std::fprintf(stderr,
+                 "kiln compile: error: --dim %s takes a list A,B,... or a range LO..HI, not "
+                 "both in one flag, got '%s'\n",
+                 sym.c_str(), value.c_str());
+    return false;
+  }
   for (const auto &[name, sizes] : lists)
     if (name == sym) {
       std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
@@ -123,6 +137,38 @@ std::string sizesText(const std::map<std::string, int64_t> &dims) {
   return s;
 }
 
+/// The kernels of `g` with run-time sizes compiled once, over the ranges
+/// compile() would use at `dims` (codegen::sharedRanges), each kernel that
+/// stays per size printed with why; null, after a warning, when none could
+/// be compiled (then every size compiles all of its kernels).
+std::shared_ptr<const codegen::SharedKernels>
+compileSharedOnce(const std::string &file, const Graph &g, const codegen::CompileOptions &options,
+                  const std::map<std::string, int64_t> &dims) {
+  codegen::CompileOptions atDims = options;
+  atDims.dims = dims;
+  const std::vector<codegen::SymbolRange> ranges = codegen::sharedRanges(g, atDims);
+  Diagnostic error;
+  std::optional<CompileProgress> progress(std::in_place, file);
+  auto shared = codegen::tryCompileSharedKernels(g, ranges, options, error);
+  progress.reset();
+  if (!shared) {
+    std::fprintf(stderr, "%swarning: %s; every size compiles all of its kernels\n",
+                 error.loc.isUnknown() ? "kiln compile: " : (error.loc.diagPrefix() + ": ").c_str(),
+                 error.message.c_str());
+    return nullptr;
+  }
+  const std::string all = codegen::rangesStr(ranges);
+  std::printf("run-time sizes: kernels compiled once for %s: %zu, in %.2f s\n", all.c_str(),
+              shared->byName.size(), shared->seconds);
+  for (const auto &[name, k] : shared->byName)
+    if (codegen::rangesStr(k.ranges) != all)
+      std::printf("run-time sizes: %s only for %s\n", name.c_str(),
+                  codegen::rangesStr(k.ranges).c_str());
+  for (const auto &[name, why] : shared->perSize)
+    std::printf("run-time sizes: %s compiles per size: %s\n", name.c_str(), why.c_str());
+  return shared;
+}
+
 /// `kiln compile MODEL --dim SYM=A,B,... -o FILE`: one compile per
 /// combination of sizes, saved as a size set (runtime/artifact/Artifact.h).
 int compileSizeSet(const std::string &file, const std::string &graphName,
@@ -131,17 +177,44 @@ int compileSizeSet(const std::string &file, const std::string &graphName,
   std::vector<std::unique_ptr<runtime::Executable>> exes;
   std::vector<runtime::ArtifactInfo> infos;
   std::vector<std::string> labels;
-  for (const std::map<std::string, int64_t> &dims : combinations(lists, options.dims)) {
+  const auto sizes = combinations(lists, options.dims);
+  // With run-time sizes every size runs the kernels compiled once from the
+  // graph as given (its symbols unbound); else each size is imported bound.
+  std::optional<LoadedModel> unbound;
+  std::shared_ptr<const codegen::SharedKernels> shared;
+  if (options.runTimeSizes) {
     DiagnosticEngine diag;
     installStderrHandler(diag);
-    auto model = loadModel(file, graphName, dims, diag);
+    auto model = loadModel(file, graphName, {}, diag);
     if (failed(model))
       return 1;
+    unbound.emplace(model.take());
+    if (failed(codegen::checkRanges(*unbound->graph, options, diag)))
+      return 1;
+    std::map<std::string, int64_t> largest; // each symbol's largest listed size
+    for (const auto &dims : sizes)
+      for (const auto &[name, n] : dims)
+        largest[name] = std::max(largest[name], n);
+    shared = compileSharedOnce(file, *unbound->graph, options, largest);
+  }
+  for (const std::map<std::string, int64_t> &dims : sizes) {
+    DiagnosticEngine diag;
+    installStderrHandler(diag);
+    LoadedModel bound;
+    if (!unbound) {
+      auto model = loadModel(file, graphName, dims, diag);
+      if (failed(model))
+        return 1;
+      bound = model.take();
+    }
+    const Graph &graph = unbound ? *unbound->graph : *bound.graph;
     codegen::CompileOptions o = options;
     o.dims = dims;
+    o.sharedKernels = shared;
+    o.runTimeSizes = false; // compiled once above, or not at all
     codegen::CompileReport report;
     std::optional<CompileProgress> progress(std::in_place, file);
-    auto exe = codegen::compile(*model->graph, o, diag, &report);
+    auto exe = codegen::compile(graph, o, diag, &report);
     progress.reset();
     if (failed(exe)) {
       std::fprintf(stderr, "kiln compile: error: compiling for %s failed\n",
@@ -150,7 +223,7 @@ int compileSizeSet(const std::string &file, const std::string &graphName,
     }
     labels.push_back(sizesText(dims));
     std::printf("size %s: %s\n", labels.back().c_str(), report.summary().c_str());
-    infos.push_back(codegen::artifactInfo(codegen::GraphPorts::of(*model->graph), **exe, report,
+    infos.push_back(codegen::artifactInfo(codegen::GraphPorts::of(graph), **exe, report,
                                           std::filesystem::path(file).filename().string()));
     exes.push_back(exe.take());
   }
@@ -173,127 +246,24 @@ double secondsOf(const std::function<bool()> &fn, bool &ok) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-} // namespace
-
-int compileCommand(const Args &args) {
-  std::string file, graphName, outputPath;
-  codegen::CompileOptions options;
-  options.cache = true; // --no-cache turns it off
+/// What `kiln compile` prints and does besides compiling.
+struct ReportFlags {
   bool printSteps = false, reportMemory = false;
   int profileRuns = 0;
   CheckFlags checks;
-  SizeLists sizeLists;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string v;
-    const std::string &a = args[i];
-    if (size_t j = i; matchFlag(args, j, "--dim", v) && v.find(',') != std::string::npos) {
-      if (!parseSizeList(v, sizeLists))
-        return 2;
-      i = j;
-      continue;
-    }
-    FlagMatch m = matchCompileFlag("kiln compile", args, i, options);
-    if (m == FlagMatch::No)
-      m = matchCheckFlag("kiln compile", args, i, checks);
-    if (m == FlagMatch::Bad)
-      return 2;
-    if (m == FlagMatch::Taken)
-      continue;
-    if (a == "--help" || a == "-h") {
-      printCompileUsage(stdout);
-      return 0;
-    } else if (a == "--explain-fusion") {
-      options.explain = true;
-    } else if (a == "--steps") {
-      printSteps = true;
-    } else if (a == "--report-memory") {
-      reportMemory = true;
-    } else if (matchFlag(args, i, "--emit", v)) {
-      if (v == "kernels")
-        options.emitKernels = true;
-      else if (v == "llvm")
-        options.emitLLVM = true;
-      else if (v == "llvm-opt")
-        options.emitLLVMOptimized = true;
-      else {
-        std::fprintf(stderr,
-                     "kiln compile: error: --emit expects kernels, llvm or llvm-opt, got '%s'\n",
-                     v.c_str());
-        return 2;
-      }
-    } else if (matchFlag(args, i, "--profile", v)) {
-      int64_t n;
-      if (!parseIntArg("kiln compile", "--profile", v, 1, 1000000, n))
-        return 2;
-      profileRuns = static_cast<int>(n);
-    } else if (matchFlag(args, i, "--graph", v)) {
-      graphName = v;
-    } else if (matchFlag(args, i, "--output", v) || matchFlag(args, i, "-o", v)) {
-      if (v.empty()) {
-        std::fprintf(stderr, "kiln compile: error: -o expects a file name\n");
-        return 2;
-      }
-      outputPath = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n", a.c_str());
-      printCompileUsage(stderr);
-      return 2;
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      std::fprintf(stderr, "kiln compile: error: more than one model file\n");
-      return 2;
-    }
-  }
-  if (checks.bisect && !checks.check) {
-    std::fprintf(stderr, "kiln compile: error: --bisect needs --check\n");
-    return 2;
-  }
-  if (file.empty()) {
-    printCompileUsage(stderr);
-    return 2;
-  }
+  std::string outputPath;
+};
 
-  if (runtime::isArtifactFile(file)) {
-    std::fprintf(stderr,
-                 "kiln compile: error: '%s' is a compiled artifact already; compile the "
-                 "model it came from\n",
-                 file.c_str());
-    return 1;
-  }
+/// Compiles `g` at options.dims and prints, saves, checks and profiles as
+/// `flags` ask; the exit status.
+int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOptions options,
+                   const ReportFlags &flags, DiagnosticEngine &diag) {
+  Graph *g = &graph;
+  const bool printSteps = flags.printSteps, reportMemory = flags.reportMemory;
+  const int profileRuns = flags.profileRuns;
+  const CheckFlags &checks = flags.checks;
+  const std::string &outputPath = flags.outputPath;
   std::error_code ec;
-  if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
-      std::filesystem::equivalent(file, outputPath, ec)) {
-    std::fprintf(stderr,
-                 "kiln compile: error: refusing to overwrite the model '%s' with its "
-                 "artifact\n",
-                 file.c_str());
-    return 1;
-  }
-  if (!sizeLists.empty()) {
-    for (const auto &[sym, sizes] : sizeLists)
-      if (options.dims.count(sym)) {
-        std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
-        return 2;
-      }
-    if (outputPath.empty() || checks.check || checks.each || profileRuns > 0 || printSteps ||
-        reportMemory || options.explain || options.emitKernels || options.emitLLVM ||
-        options.emitLLVMOptimized) {
-      std::fprintf(stderr, "kiln compile: error: --dim SYM=A,B,... compiles a size set: it "
-                           "needs -o FILE and takes none of --check, --profile, --emit, "
-                           "--steps, --report-memory, --explain-fusion (compile one size "
-                           "with --dim SYM=N for those)\n");
-      return 2;
-    }
-    return compileSizeSet(file, graphName, options, sizeLists, outputPath);
-  }
-  DiagnosticEngine diag;
-  installStderrHandler(diag);
-  auto model = loadModel(file, graphName, dimsAtImport(options), diag);
-  if (failed(model))
-    return 1;
-  Graph *g = model->graph;
-
   codegen::CompileReport report;
   // The per-buffer memory table needs a real compile (a cache entry keeps
   // the plan's offsets, not its lifetimes).
@@ -383,6 +353,198 @@ int compileCommand(const Args &args) {
   allOk = bisectIfAsked(*g, inputs, options, checks, allOk,
                         "the whole schedule (memory plan, layouts across steps)", diag);
   return allOk ? 0 : 1;
+}
+
+/// The symbols of options.ranges that options.dims does not fix, with
+/// their ranges.
+std::vector<codegen::SymbolRange> rangedSizes(const codegen::CompileOptions &options) {
+  std::vector<codegen::SymbolRange> out;
+  for (const codegen::SymbolRange &r : options.ranges)
+    if (!options.dims.count(r.name))
+      out.push_back(r);
+  return out;
+}
+
+/// `kiln compile MODEL --dim SYM=LO..HI`: the kernels with run-time sizes
+/// compiled once for the ranges, then the model compiled at HI of every
+/// range, and with --check or --profile also at LO and in between: each
+/// size reuses the kernels (Note [Compiling per size] in api/Kiln.cpp).
+int compileOverRanges(const std::string &file, Graph &g, codegen::CompileOptions options,
+                      const ReportFlags &flags, DiagnosticEngine &diag) {
+  const std::vector<codegen::SymbolRange> ranged = rangedSizes(options);
+  std::vector<std::map<std::string, int64_t>> points;
+  auto at = [&](auto pick) {
+    std::map<std::string, int64_t> dims = options.dims;
+    for (const codegen::SymbolRange &r : ranged)
+      dims[r.name] = pick(r);
+    if (std::find(points.begin(), points.end(), dims) == points.end())
+      points.push_back(dims);
+  };
+  if (flags.checks.check || flags.checks.each || flags.profileRuns > 0) {
+    at([](const codegen::SymbolRange &r) { return r.min; });
+    at([](const codegen::SymbolRange &r) { return r.min + (r.max - r.min) / 2; });
+  }
+  at([](const codegen::SymbolRange &r) { return r.max; });
+  for (const std::string &sym : inputSymbols(g))
+    if (!points.front().count(sym)) {
+      std::fprintf(stderr,
+                   "kiln compile: error: the symbolic dim %s has no size: give --dim %s=N or a "
+                   "range --dim %s=LO..HI\n",
+                   sym.c_str(), sym.c_str(), sym.c_str());
+      return 1;
+    }
+
+  options.sharedKernels = compileSharedOnce(file, g, options, points.back());
+  options.runTimeSizes = false; // compiled once above, or not at all
+  int status = 0;
+  for (const std::map<std::string, int64_t> &dims : points) {
+    std::printf("// size %s\n", sizesText(dims).c_str());
+    options.dims = dims;
+    status = std::max(status, compileOneSize(file, g, options, flags, diag));
+  }
+  return status;
+}
+
+} // namespace
+
+int compileCommand(const Args &args) {
+  std::string file, graphName;
+  codegen::CompileOptions options;
+  options.cache = true; // --no-cache turns it off
+  ReportFlags flags;
+  bool &printSteps = flags.printSteps, &reportMemory = flags.reportMemory;
+  int &profileRuns = flags.profileRuns;
+  CheckFlags &checks = flags.checks;
+  std::string &outputPath = flags.outputPath;
+  SizeLists sizeLists;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string v;
+    const std::string &a = args[i];
+    if (size_t j = i; matchFlag(args, j, "--dim", v) && v.find(',') != std::string::npos) {
+      if (!parseSizeList(v, sizeLists))
+        return 2;
+      i = j;
+      continue;
+    }
+    FlagMatch m = matchCompileFlag("kiln compile", args, i, options);
+    if (m == FlagMatch::No)
+      m = matchCheckFlag("kiln compile", args, i, checks);
+    if (m == FlagMatch::Bad)
+      return 2;
+    if (m == FlagMatch::Taken)
+      continue;
+    if (a == "--help" || a == "-h") {
+      printCompileUsage(stdout);
+      return 0;
+    } else if (a == "--explain-fusion") {
+      options.explain = true;
+    } else if (a == "--steps") {
+      printSteps = true;
+    } else if (a == "--report-memory") {
+      reportMemory = true;
+    } else if (matchFlag(args, i, "--emit", v)) {
+      if (v == "kernels")
+        options.emitKernels = true;
+      else if (v == "llvm")
+        options.emitLLVM = true;
+      else if (v == "llvm-opt")
+        options.emitLLVMOptimized = true;
+      else {
+        std::fprintf(stderr,
+                     "kiln compile: error: --emit expects kernels, llvm or llvm-opt, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+    } else if (matchFlag(args, i, "--profile", v)) {
+      int64_t n;
+      if (!parseIntArg("kiln compile", "--profile", v, 1, 1000000, n))
+        return 2;
+      profileRuns = static_cast<int>(n);
+    } else if (matchFlag(args, i, "--graph", v)) {
+      graphName = v;
+    } else if (matchFlag(args, i, "--output", v) || matchFlag(args, i, "-o", v)) {
+      if (v.empty()) {
+        std::fprintf(stderr, "kiln compile: error: -o expects a file name\n");
+        return 2;
+      }
+      outputPath = v;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "kiln compile: error: unknown option '%s'\n", a.c_str());
+      printCompileUsage(stderr);
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "kiln compile: error: more than one model file\n");
+      return 2;
+    }
+  }
+  if (checks.bisect && !checks.check) {
+    std::fprintf(stderr, "kiln compile: error: --bisect needs --check\n");
+    return 2;
+  }
+  if (file.empty()) {
+    printCompileUsage(stderr);
+    return 2;
+  }
+
+  if (runtime::isArtifactFile(file)) {
+    std::fprintf(stderr,
+                 "kiln compile: error: '%s' is a compiled artifact already; compile the "
+                 "model it came from\n",
+                 file.c_str());
+    return 1;
+  }
+  std::error_code ec;
+  if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
+      std::filesystem::equivalent(file, outputPath, ec)) {
+    std::fprintf(stderr,
+                 "kiln compile: error: refusing to overwrite the model '%s' with its "
+                 "artifact\n",
+                 file.c_str());
+    return 1;
+  }
+  if (!outputPath.empty())
+    for (const codegen::SymbolRange &r : rangedSizes(options))
+      if (std::none_of(sizeLists.begin(), sizeLists.end(),
+                       [&](const auto &list) { return list.first == r.name; })) {
+        std::fprintf(stderr,
+                     "kiln compile: error: -o with --dim %s=%lld..%lld: an artifact holds the "
+                     "model compiled at given sizes, not over a range; list the sizes to store "
+                     "with --dim %s=A,B,... (a size set; the range then gives the kernels with "
+                     "run-time sizes they share)\n",
+                     r.name.c_str(), static_cast<long long>(r.min), static_cast<long long>(r.max),
+                     r.name.c_str());
+        return 2;
+      }
+  if (!sizeLists.empty()) {
+    for (const auto &[sym, sizes] : sizeLists)
+      if (options.dims.count(sym)) {
+        std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
+        return 2;
+      }
+    if (outputPath.empty() || checks.check || checks.each || profileRuns > 0 || printSteps ||
+        reportMemory || options.explain || options.emitKernels || options.emitLLVM ||
+        options.emitLLVMOptimized) {
+      std::fprintf(stderr, "kiln compile: error: --dim SYM=A,B,... compiles a size set: it "
+                           "needs -o FILE and takes none of --check, --profile, --emit, "
+                           "--steps, --report-memory, --explain-fusion (compile one size "
+                           "with --dim SYM=N for those)\n");
+      return 2;
+    }
+    return compileSizeSet(file, graphName, options, sizeLists, outputPath);
+  }
+  DiagnosticEngine diag;
+  installStderrHandler(diag);
+  auto model = loadModel(file, graphName, dimsAtImport(options), diag);
+  if (failed(model))
+    return 1;
+  Graph *g = model->graph;
+  if (failed(codegen::checkRanges(*g, options, diag)))
+    return 1;
+  if (!rangedSizes(options).empty())
+    return compileOverRanges(file, *g, options, flags, diag);
+  return compileOneSize(file, *g, options, flags, diag);
 }
 
 } // namespace kiln::tools

@@ -22,10 +22,14 @@ const char kCompileFlagsUsage[] =
     "                          JIT's features and caps oneDNN's ISA alike\n"
     "  --threads N             threads of the compiled model (default: OpenMP's)\n"
     "  --dim SYM=SIZE          bind symbolic input dim SYM (repeatable)\n"
+    "  --dim SYM=LO..HI        the sizes SYM may take: the kernels are compiled once for\n"
+    "                          the range (--run-time-sizes; a range of fewer than 4 sizes\n"
+    "                          above 1 shares none), inputs outside it are an error; the\n"
+    "                          size compiled is SYM's --dim SIZE, else the inputs', else HI\n"
     "  --run-time-sizes        first compile the kernels that can take their sizes at run\n"
-    "                          time once, for each symbol in 1..max(1024, its --dim size),\n"
-    "                          then run them at the --dim sizes (what kiln::compile does\n"
-    "                          for a model with symbols left open)\n"
+    "                          time once, for each symbol over its --dim range, else over\n"
+    "                          1..max(1024, its --dim size), then run them at the --dim\n"
+    "                          sizes (what kiln::compile does for symbols left open)\n"
     "  --passes=P1,P2          the pipeline before fusion (default: the standard one)\n"
     "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
@@ -68,6 +72,35 @@ bool matchChoice(const char *cmd, const char *flag, const std::string &v,
   std::fprintf(stderr, "%s: error: %s expects one of %s, got '%s'\n", cmd, flag, names.c_str(),
                v.c_str());
   return false;
+}
+
+/// `--dim SYM=LO..HI` (0 <= LO <= HI): a range of CompileOptions::ranges,
+/// whose kernels then take their sizes at run time (runTimeSizes).
+bool parseDimRange(const char *cmd, const std::string &value, codegen::CompileOptions &options) {
+  const size_t eq = value.find('='), dots = value.find("..");
+  if (eq == std::string::npos || eq == 0 || dots < eq) {
+    std::fprintf(stderr, "%s: error: --dim expects SYM=LO..HI, got '%s'\n", cmd, value.c_str());
+    return false;
+  }
+  const std::string sym = value.substr(0, eq);
+  const std::string flag = "--dim " + sym;
+  int64_t lo, hi;
+  if (!parseIntArg(cmd, flag, value.substr(eq + 1, dots - eq - 1), 0, int64_t(1) << 40, lo) ||
+      !parseIntArg(cmd, flag, value.substr(dots + 2), 0, int64_t(1) << 40, hi))
+    return false;
+  if (lo > hi) {
+    std::fprintf(stderr, "%s: error: --dim %s: the range is empty (LO..HI needs LO <= HI)\n", cmd,
+                 value.c_str());
+    return false;
+  }
+  for (const codegen::SymbolRange &r : options.ranges)
+    if (r.name == sym) {
+      std::fprintf(stderr, "%s: error: --dim %s=LO..HI is given twice\n", cmd, sym.c_str());
+      return false;
+    }
+  options.ranges.push_back({sym, lo, hi});
+  options.runTimeSizes = true;
+  return true;
 }
 
 } // namespace
@@ -125,8 +158,11 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     options.debugFaultKernel = v;
     return compileOnlyFlag();
   }
-  if (matchFlag(args, i, "--dim", v))
+  if (matchFlag(args, i, "--dim", v)) {
+    if (v.find("..") != std::string::npos)
+      return parseDimRange(cmd, v, options) ? FlagMatch::Taken : FlagMatch::Bad;
     return parseDimArg(cmd, v, options.dims) ? FlagMatch::Taken : FlagMatch::Bad;
+  }
   if (matchFlag(args, i, "--passes", v)) {
     options.pipeline = v;
     return compileOnlyFlag();
@@ -158,7 +194,7 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
   const codegen::CompileOptions d;
   if (o.cpu != d.cpu)
     return "--cpu";
-  if (!o.dims.empty())
+  if (!o.dims.empty() || !o.ranges.empty())
     return "--dim";
   if (o.runTimeSizes)
     return "--run-time-sizes";

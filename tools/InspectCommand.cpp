@@ -30,7 +30,8 @@ const char kInspectUsage[] =
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
-    "  (symbolic dims not given with --dim are 1; the report says which sizes it is for)\n";
+    "  (symbolic dims not given with --dim SYM=N are the largest of their --dim range,\n"
+    "  else 1; the report says which sizes it is for)\n";
 
 void printInspectUsage(FILE *f) {
   std::fputs(kInspectUsage, f);
@@ -145,10 +146,11 @@ int inspectCommand(const Args &args) {
   DiagnosticEngine diag;
   installStderrHandler(diag);
   auto model = loadModel(file, graphName, dimsAtImport(options), diag);
-  if (failed(model))
+  if (failed(model) || failed(codegen::checkRanges(*model->graph, options, diag)))
     return 1;
   Graph *g = model->graph;
-  const std::string sizes = bindSymbolsForReport(*g, options.dims);
+  std::map<std::string, int64_t> given = options.dims;
+  const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
 
   std::printf("model: %s, graph @%s\n", file.c_str(), g->name().c_str());
   for (const Value *v : g->inputs())
@@ -163,8 +165,15 @@ int inspectCommand(const Args &args) {
       if (const std::string &s = v->type().shape[d].symbol(); !s.empty())
         sources.emplace(s, "%" + v->name() + " dim " + std::to_string(d));
   std::string symbols;
-  for (const auto &[s, where] : sources)
-    symbols += (symbols.empty() ? "" : ", ") + s + " (" + where + ")";
+  for (const auto &[s, where] : sources) {
+    std::string range;
+    for (const codegen::SymbolRange &r : options.ranges)
+      if (r.name == s)
+        range = ", " + std::to_string(r.min) + ".." + std::to_string(r.max);
+    if (range.empty() && !options.ranges.empty() && given.count(s))
+      range = ", fixed at " + std::to_string(given.at(s)); // beside ranges: a specialization
+    symbols += (symbols.empty() ? "" : ", ") + s + " (" + where + range + ")";
+  }
   if (!symbols.empty())
     std::printf("symbols: %s\n", symbols.c_str());
   // Note [Assumed equal dims] in ir/Interpreter.cpp: checked at every run.

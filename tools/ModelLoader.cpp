@@ -10,6 +10,8 @@
 #include "ir/Parser.h"
 #include "tools/Commands.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -121,18 +123,56 @@ void bindDimsFromInputs(const Graph &g, std::span<const Tensor> inputs,
   }
 }
 
-std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims) {
-  std::string defaulted;
-  for (const std::string &s : inputSymbols(g))
-    if (dims.emplace(s, 1).second)
-      defaulted += (defaulted.empty() ? "" : " ") + std::string("--dim ") + s + "=N";
+std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
+                                 const std::vector<codegen::SymbolRange> &ranges) {
+  std::string defaulted, largest;
+  for (const std::string &s : inputSymbols(g)) {
+    if (dims.count(s))
+      continue;
+    auto r = std::find_if(ranges.begin(), ranges.end(),
+                          [&](const codegen::SymbolRange &x) { return x.name == s; });
+    if (r != ranges.end()) {
+      dims[s] = r->max;
+      largest += (largest.empty() ? "" : ", ") + s + ": the largest of --dim " + s + "=" +
+                 std::to_string(r->min) + ".." + std::to_string(r->max);
+      continue;
+    }
+    dims[s] = 1;
+    defaulted += (defaulted.empty() ? "" : " ") + std::string("--dim ") + s + "=N";
+  }
   // Every size, whether --dim bound it at import or here.
   std::string line;
   for (const auto &[name, size] : dims)
     line += (line.empty() ? "" : ", ") + name + "=" + std::to_string(size);
+  std::string why = largest;
   if (!defaulted.empty())
-    line += " (symbols not given are 1; give " + defaulted + " for other sizes)";
-  return line;
+    why += (why.empty() ? "" : "; ") + std::string("symbols not given are 1; give ") + defaulted +
+           " for other sizes";
+  return why.empty() ? line : line + " (" + why + ")";
+}
+
+bool checkInputRanges(const char *cmd, const Graph &g, std::span<const Tensor> inputs,
+                      const std::vector<codegen::SymbolRange> &ranges) {
+  for (unsigned i = 0; i < g.numInputs() && i < inputs.size(); ++i) {
+    const Shape &shape = g.input(i)->type().shape;
+    if (inputs[i].shape().size() != shape.size())
+      continue; // the run names the wrong rank
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t n = inputs[i].shape()[d];
+      for (const codegen::SymbolRange &r : ranges)
+        if (shape[d].isSymbolic() && shape[d].symbol() == r.name && (n < r.min || n > r.max)) {
+          std::fprintf(stderr,
+                       "%s: error: input %%%s has %s=%lld (dim %zu), outside its range "
+                       "%lld..%lld (--dim %s=%lld..%lld)\n",
+                       cmd, g.input(i)->name().c_str(), r.name.c_str(), static_cast<long long>(n),
+                       d, static_cast<long long>(r.min), static_cast<long long>(r.max),
+                       r.name.c_str(), static_cast<long long>(r.min),
+                       static_cast<long long>(r.max));
+          return false;
+        }
+    }
+  }
+  return true;
 }
 
 } // namespace kiln::tools

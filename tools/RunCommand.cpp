@@ -190,7 +190,7 @@ int runCommand(const Args &args) {
   LoadedModel model;
   if (!isArtifact) {
     auto loaded = loadModel(file, graphName, dimsAtImport(copts), diag);
-    if (failed(loaded))
+    if (failed(loaded) || failed(codegen::checkRanges(*loaded->graph, copts, diag)))
       return 1;
     model = loaded.take();
   }
@@ -282,6 +282,8 @@ int runCommand(const Args &args) {
   if (!ok)
     return 1;
 
+  if (!isArtifact && !checkInputRanges("kiln run", *g, values, copts.ranges))
+    return 1;
   if (isArtifact) {
     const int k = pickSetMember("kiln run", file, sizeSet, values);
     if (k < 0)

@@ -50,8 +50,11 @@ struct CompileOptions {
   /// the sizes of each run's inputs, once per distinct set of sizes (a
   /// specialization, kept for later runs; see Executable::run).
   std::map<std::string, int64_t> dims;
-  /// The sizes a symbol left out of `dims` may take, inclusive; a run with
-  /// inputs outside is an error naming the symbol and the range.
+  /// The sizes a symbol may take, inclusive: a run with inputs outside is
+  /// an error naming the symbol and the range, and so is a size in `dims`
+  /// outside (compile() throws). The kernels with run-time sizes of the
+  /// symbols left out of `dims` are compiled for these ranges (1..1024 for
+  /// a symbol without one).
   struct Range {
     int64_t min = 0, max = INT64_MAX;
   };

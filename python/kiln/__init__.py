@@ -40,17 +40,19 @@ def load(path, dims=None):
 
 
 def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=True,
-            cache=False, max_specializations=8):
+            cache=False, max_specializations=8, ranges=None):
     """Compiles a Model, or the model at a path, for this CPU (or `cpu`).
     Symbols left out of `dims` stay symbolic: the Executable compiles each
-    new set of input sizes on first use (one line on stderr each)."""
+    new set of input sizes on first use (one line on stderr each).
+    `ranges` maps a symbol to the inclusive (min, max) of its sizes: a run
+    outside is a kiln.Error."""
     if not isinstance(model, Model):
         model = load(model, dims)
         if isinstance(model, Executable):
             raise Error("compile: the model is a compiled artifact already; use kiln.load")
     return _compile_model(model, threads=threads, cpu=cpu, dims=dims or {}, fusion=fusion,
                           libraries=libraries, cache=cache,
-                          max_specializations=max_specializations)
+                          max_specializations=max_specializations, ranges=ranges or {})
 
 
 def from_torch(module, example_inputs, dynamic_shapes=None, capture="auto"):

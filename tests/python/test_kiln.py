@@ -122,6 +122,14 @@ def test_symbolic_model_and_size_set():
                  "no size of this size set fits the inputs (f32[1,1,8])", "N=2, S=3; N=5, S=7")
 
 
+def test_ranges():
+    exe = kiln.compile(SIZE_SET, threads=1, ranges={"N": (1, 6)})
+    x = np.random.default_rng(4).standard_normal((6, 3, 8)).astype(np.float32)
+    assert exe(x).shape == (6, 3, 4)
+    expect_error(lambda: exe(np.zeros((7, 3, 8), np.float32)), "N", "7", "1..6")
+    expect_error(lambda: kiln.compile(SIZE_SET, ranges={"Q": (1, 6)}), "Q")
+
+
 def test_threads_share_one_executable():
     exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
     x, want = mlp_data()

@@ -289,14 +289,25 @@ TEST(ApiTest, SymbolicModelChecksSizes) {
       << e;
   std::vector<kiln::Tensor> in = symbolicInputs(2, 4, 1);
   expectClose(half.run(in)[0], interpreted(model, in)[0]);
-  // Ranges name symbols left out of dims, and are not empty.
+  // Ranges name symbols of the inputs, are not empty, and hold a size
+  // fixed in dims (the rule codegen::checkRanges gives the CLI too).
   kiln::CompileOptions wrong;
   wrong.ranges["T"] = {1, 2};
   e = errorOf([&] { kiln::compile(model, wrong); });
-  EXPECT_NE(e.find("ranges names T"), std::string::npos) << e;
+  EXPECT_NE(e.find("CompileOptions::ranges: the range T=1..2 names no symbolic dim of the "
+                   "graph's inputs (its symbols: N, S)"),
+            std::string::npos)
+      << e;
   wrong.ranges = {{"S", {5, 4}}};
   e = errorOf([&] { kiln::compile(model, wrong); });
-  EXPECT_NE(e.find("the range 5..4 of S is empty"), std::string::npos) << e;
+  EXPECT_NE(e.find("the range S=5..4 is empty or negative"), std::string::npos) << e;
+  wrong.ranges = {{"N", {1, 8}}};
+  wrong.dims["N"] = 9;
+  e = errorOf([&] { kiln::compile(model, wrong); });
+  EXPECT_NE(e.find("N=9 is outside its range 1..8"), std::string::npos) << e;
+  kiln::CompileOptions inside = fixed;
+  inside.ranges["N"] = {1, 8};
+  expectClose(kiln::compile(model, inside).run(in)[0], interpreted(model, in)[0]);
 }
 
 TEST(ApiTest, SymbolicModelNamesTheSizesAFailedCompileWasFor) {
