@@ -14,9 +14,11 @@ venv) with symbolic dims into BUILD/bench-dynamic (cached):
 For each size, in fresh processes, at --threads:
   kiln       `kiln bench MODEL --dim ... --no-cache --json`: a static compile
              for that size, the median latency and the peak RSS
-  symbolic   `kiln bench MODEL --dim ... --run-time-sizes --no-cache --json`:
-             the kernels with run-time sizes compiled from the unbound model,
-             then the compile for that size running them; its median latency
+  symbolic   `kiln bench MODEL --dim SYM=N --dim SYM=LO..HI --no-cache --json`
+             (resnet18: batch 1..64; causal_lm: batch 1..8, seq 1..512): the
+             kernels with run-time sizes compiled once for the ranges from the
+             unbound model, then the compile for that size running them; its
+             median latency
   api        one process: kiln.compile(MODEL) with the dims left symbolic
              (the embedding API: its kernels with run-time sizes compiled
              once, then a specialization per size that runs them, Note
@@ -44,32 +46,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # generated text; update it when the figures move.
 READING = [
     "",
-    "Reading (this AVX2 host, one thread; each figure is one process's median, and between "
-    'processes the same compile moved by up to 30% in three runs of this script this '
-    'session): symbolic / static is 0.70-1.00 on every size but resnet18 batch 1, where two '
-    'of three runs gave 1.29 and 1.36 and the first 0.99. There the kernels with run-time '
-    'sizes are two of its 24 steps: `kiln compile --dim batch=1 --profile 30` with and '
-    'without `--run-time-sizes` gives the same steps within 2-5% (kernel_max_pool2d 162.8 vs '
-    '164.3 us, the convs 2-5% apart), so the gap is not in the shared kernels and is not '
-    "explained yet. The decoder's are all its kernels, and its sizes are level or faster. "
-    'Against ONNX Runtime: ahead on the decoder at sequence 16 and 128, level at 512 (1.08), '
-    'behind on resnet18 (1.10-1.18 at batch 8-64 on this AVX2 host). The one-time compile of '
-    'the kernels with run-time sizes took 0.03 s (resnet18, 2 kernels) and 0.28 s (decoder, '
-    '16); a new size then costs its specialization (0.01-0.03 s on the decoder) instead of a '
-    "full compile. The decoder's table of 512 positions makes it invalid past sequence 512, "
-    "so its kernels are merged for sequence up to 512 (the log says why). The api process's "
-    "peak RSS keeps every specialization's arena (batch 64's most of it)."
+    "Reading (this host: 2 vCPUs of an Intel Xeon with AVX-512 (LLVM: icelake-server), one "
+    "thread; each figure is one process's median, and the host is noisy: the same static "
+    "compile of resnet18 at batch 8 gave 291 ms in the table above and 212-218 ms in three "
+    "processes run right after it). Run one after the other, static and symbolic (the range) "
+    "are level: resnet18 batch 8 medians 212.4/217.7/214.5 ms static against "
+    "217.9/213.4/248.8 ms with `--dim batch=1..64`; batch 1 28.9/28.6/27.6 against "
+    "29.1/38.7/26.9 ms (minimums 27.3/26.8/26.6 against 26.9/28.8/26.3); causal_lm at "
+    "sequence 512 6.72/6.82 against 7.96/6.93 ms (minimums 6.44/6.65 against 7.51/6.62). So "
+    "the resnet18 batch-1 gap of the AVX2 host does not show here, and the spread between "
+    "processes (up to 1.3x) is larger than any difference between the two. Against ONNX "
+    "Runtime: ahead on the decoder (0.43-0.72), behind on resnet18 at batch 8 and 64 "
+    "(1.17-1.20 in the table; 213 against 207 ms at batch 8 when run one after the other). "
+    "The one-time compile of the kernels with run-time sizes took 0.04 s (resnet18, 2 "
+    "kernels) and 0.28 s (decoder, 16); a new size then costs its specialization (0.01-0.05 s "
+    "on the decoder; resnet18 at batch 64 compiles in 63 ms, `kiln compile --dim "
+    "batch=1..64` says, 28 ms of it its 21 oneDNN calls, so most of the api's 3.12 s first run "
+    "there is the run itself, cold, against 2.1-2.3 s warm). The "
+    "decoder's table of 512 positions makes it invalid past sequence 512, so its kernels are "
+    "merged for sequence up to 512 (the log says why). Every size's arena is its lower bound "
+    "(the last column). The api process's peak RSS keeps every specialization's arena (batch "
+    "64's most of it).",
     "",
 ]
 
 MODELS = {
     "resnet18": dict(inputs=[("input", "image", (1, 3, 224, 224))],
                      axes={"input": {0: "batch"}}, out_axes={0: "batch"},
-                     sizes=[{"batch": 1}, {"batch": 8}, {"batch": 64}]),
+                     sizes=[{"batch": 1}, {"batch": 8}, {"batch": 64}],
+                     ranges={"batch": (1, 64)}),
     "causal_lm": dict(inputs=[("ids", "ids", (2, 32))],
                       axes={"ids": {0: "batch", 1: "seq"}}, out_axes={0: "batch", 1: "seq"},
                       sizes=[{"batch": 1, "seq": 16}, {"batch": 1, "seq": 128},
-                             {"batch": 1, "seq": 512}]),
+                             {"batch": 1, "seq": 512}],
+                      ranges={"batch": (1, 8), "seq": (1, 512)}),
 }
 
 
@@ -224,8 +234,10 @@ def main():
             bench = [kiln, "bench", path, "--json", "--no-cache", "--threads", str(args.threads),
                      "--runs", str(args.runs), "--warmup", str(args.warmup)] + dims
             r = run_json(bench, env=env)
-            rs = run_json(bench + ["--run-time-sizes"], env=env)
-            rows.append((sizes, r, ort["median_s"][k], rs["median_s"], sym["first_s"][k]))
+            ranges = [a for s, (lo, hi) in MODELS[name]["ranges"].items()
+                      for a in ("--dim", "%s=%d..%d" % (s, lo, hi))]
+            rs = run_json(bench + ranges, env=env)
+            rows.append((sizes, r, ort["median_s"][k], rs, sym["first_s"][k]))
             print("%s %s: kiln static %.3f ms (compile %.2f s), symbolic %.3f ms (first run "
                   "%.2f s), ort %.3f ms" % (
                       name, sizes, r["median_s"] * 1e3, r["compile_s"], rs["median_s"] * 1e3,
@@ -235,14 +247,17 @@ def main():
             "%s: %s" % (i, "x".join(str(d) for d in s)) for i, _, s in MODELS[name]["inputs"])))
         lines.append("| sizes | static median | symbolic median | symbolic / static | "
                      "ORT median | symbolic / ORT | static compile | api first run | "
-                     "static peak RSS |")
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for sizes, r, o, sm, sf in rows:
+                     "static peak RSS | symbolic arena / lower bound |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for sizes, r, o, rs, sf in rows:
+            sm = rs["median_s"]
             lines.append("| %s | %.3f ms | %.3f ms | %.2f | %.3f ms | %.2f | %.2f s | %.2f s | "
-                         "%.0f MiB |" % (
+                         "%.0f MiB | %.1f / %.1f MiB = %.2f |" % (
                              ", ".join("%s=%d" % kv for kv in sizes.items()),
                              r["median_s"] * 1e3, sm * 1e3, sm / r["median_s"], o * 1e3, sm / o,
-                             r["compile_s"], sf, r["peak_rss_kb"] / 1024))
+                             r["compile_s"], sf, r["peak_rss_kb"] / 1024,
+                             rs["arena_bytes"] / 2**20, rs["lower_bound_bytes"] / 2**20,
+                             rs["arena_bytes"] / max(rs["lower_bound_bytes"], 1)))
         lines.append("")
         lines.append("Compile: static %.2f s over the %d sizes (one compile each); api: "
                      "%s, then %.2f s of first runs (the first one's includes that compile); "
@@ -263,9 +278,10 @@ def main():
             os.cpu_count(), platform.platform(), args.threads, args.runs, args.warmup),
         "",
         "Static: one compile per set of sizes (`kiln bench --dim`). Symbolic: the kernels with "
-        "run-time sizes compiled once from the unbound model, then the compile for the size "
-        "running them (`kiln bench --dim ... --run-time-sizes`; memory plan and oneDNN calls "
-        "per size, kernels that do not merge over the ranges compiled per size). Api: the "
+        "run-time sizes compiled once for the ranges from the unbound model, then the compile "
+        "for the size running them (`kiln bench --dim SYM=N --dim SYM=LO..HI`; resnet18 batch "
+        "1..64, causal_lm batch 1..8 and seq 1..512; memory plan and oneDNN calls per size, "
+        "kernels that do not merge over the ranges compiled per size). Api: the "
         "embedding API's one Executable for all sizes, which does the same in one process; "
         "its first run at each size includes that size's compile.",
         "",
