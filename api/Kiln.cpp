@@ -24,6 +24,13 @@
 // specialization inside the ranges runs them and compiles only the rest
 // (kernels that stay per size, oneDNN calls, the memory plan). The compile
 // cache makes a specialization compiled before by another process a load.
+// oneDNN primitives are therefore made per concrete shape, on a size's
+// first run, and kept in the bounded LRU of specializations; not with
+// oneDNN's run-time dims (DNNL_RUNTIME_DIM_VAL), which only its matmul
+// takes (convolution and pooling need their shapes at creation) and which
+// oneDNN documents as slower the less is known at creation. Measured
+// (bench/DYNAMIC.md): resnet18 at a new batch of 64 compiles in 63 ms, 28
+// ms of it for its 21 oneDNN calls, against 2.1 s for one run there.
 //
 //===----------------------------------------------------------------------===//
 #include "kiln/kiln.h"

@@ -100,8 +100,10 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
         std::string sym = symbols.empty() ? std::string("?") : *unbound;
         diag.emitError(Location())
             << "input %" << v->name() << " : " << v->type().str() << " has a dynamic dim " << sym
-            << "; bind it with --dim " << (symbols.empty() ? "N" : sym)
-            << "=SIZE (compiled code needs static shapes)";
+            << "; bind it with --dim " << (symbols.empty() ? "N" : sym) << "=SIZE"
+            << (symbols.empty() ? std::string()
+                                : ", or compile it for a range with --dim " + sym + "=LO..HI")
+            << " (each compile is for one size)";
         ok = false;
         break;
       }
