@@ -143,6 +143,10 @@ BisectStep runGroup(size_t index, const FusionGroup &group, const Graph &g,
   subOptions.emitKernels = true;
   subOptions.explain = subOptions.emitLLVM = subOptions.emitLLVMOptimized = false;
   subOptions.dims.clear();
+  // The group's graph is static: no symbols to range over or size at run time.
+  subOptions.ranges.clear();
+  subOptions.runTimeSizes = false;
+  subOptions.sharedKernels = nullptr;
   CompileReport report;
   auto exe = compile(std::move(sub), subOptions, quiet, &report);
   if (failed(exe)) {

@@ -158,12 +158,19 @@ compileSharedOnce(const std::string &file, const Graph &g, const codegen::Compil
     return nullptr;
   }
   const std::string all = codegen::rangesStr(ranges);
-  std::printf("run-time sizes: kernels compiled once for %s: %zu, in %.2f s\n", all.c_str(),
-              shared->byName.size(), shared->seconds);
+  std::printf("run-time sizes: %zu kernel%s compiled once for %s in %.2f s\n",
+              shared->byName.size(), shared->byName.size() == 1 ? "" : "s", all.c_str(),
+              shared->seconds);
+  bool narrowed = false;
   for (const auto &[name, k] : shared->byName)
-    if (codegen::rangesStr(k.ranges) != all)
+    if (codegen::rangesStr(k.ranges) != all) {
+      narrowed = true;
       std::printf("run-time sizes: %s only for %s\n", name.c_str(),
                   codegen::rangesStr(k.ranges).c_str());
+    }
+  if (narrowed && !shared->narrowedBecause.empty())
+    std::printf("run-time sizes: not over the full ranges because %s\n",
+                shared->narrowedBecause.c_str());
   for (const auto &[name, why] : shared->perSize)
     std::printf("run-time sizes: %s compiles per size: %s\n", name.c_str(), why.c_str());
   return shared;
@@ -189,8 +196,12 @@ int compileSizeSet(const std::string &file, const std::string &graphName,
     if (failed(model))
       return 1;
     unbound.emplace(model.take());
-    if (failed(codegen::checkRanges(*unbound->graph, options, diag)))
-      return 1;
+    for (const std::map<std::string, int64_t> &dims : sizes) { // every size, before compiling
+      codegen::CompileOptions o = options;
+      o.dims = dims;
+      if (failed(codegen::checkRanges(*unbound->graph, o, diag)))
+        return 1;
+    }
     std::map<std::string, int64_t> largest; // each symbol's largest listed size
     for (const auto &dims : sizes)
       for (const auto &[name, n] : dims)
