@@ -264,22 +264,19 @@ private:
   }
 
   /// Note [Compiling per size], step 0: the kernels that take their sizes
-  /// at run time, compiled once (codegen/RunTimeSizes.h) for the symbols'
-  /// ranges (codegen::kDefaultSharedMax above a range left open); a failure leaves each
+  /// at run time, compiled once (codegen/RunTimeSizes.h) for the ranges of
+  /// the symbols left open (codegen::sharedRanges); a failure leaves each
   /// size to compile all of its kernels, and says why.
   void compileShared() const {
     sharedTried_ = true;
-    for (const std::string &name : symbols_) {
-      auto r = ranges_.find(name);
-      sharedRanges_.push_back({name, r == ranges_.end() ? 1 : r->second.min,
-                               r == ranges_.end() ? codegen::kDefaultSharedMax : r->second.max});
-    }
+    for (const codegen::SymbolRange &r : codegen::sharedRanges(*graph_, options_))
+      if (symbols_.count(r.name)) // the symbols not fixed in dims
+        sharedRanges_.push_back(r);
     Diagnostic error;
     shared_ = codegen::tryCompileSharedKernels(*graph_, sharedRanges_, options_, error);
     const std::string ranges = codegen::rangesStr(sharedRanges_);
     if (!shared_) {
-      say("kiln: every size compiles all of its kernels: " +
-          (error.loc.isUnknown() ? "" : error.loc.diagPrefix() + ": ") + error.message);
+      say("kiln: every size compiles all of its kernels: " + error.located());
       return;
     }
     char secs[32];

@@ -701,8 +701,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     if (failed(kernels)) {
       if (shared->narrowedBecause.empty()) {
         firstError = error;
-        shared->narrowedBecause =
-            (error.loc.isUnknown() ? "" : error.loc.diagPrefix() + ": ") + error.message;
+        shared->narrowedBecause = error.located();
       }
     } else {
       for (SizedKernel &k : *kernels) {

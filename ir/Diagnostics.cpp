@@ -19,11 +19,18 @@ const char *severityName(Severity s) {
   return "error";
 }
 
+std::string prefix(const Diagnostic &d) {
+  return d.loc.isUnknown() ? std::string() : d.loc.diagPrefix() + ": ";
+}
+
 std::string plain(const Diagnostic &d) {
-  std::string s = d.loc.isUnknown() ? std::string() : d.loc.diagPrefix() + ": ";
-  return s + severityName(d.severity) + ": " + d.message;
+  return prefix(d) + severityName(d.severity) + ": " + d.message;
 }
 } // namespace
+
+std::string Diagnostic::located() const {
+  return prefix(*this) + message;
+}
 
 std::string Diagnostic::str() const {
   std::string s = plain(*this);

@@ -34,6 +34,9 @@ struct Diagnostic {
 
   /// `prefix: error: message` plus notes, one per line (no source excerpt).
   std::string str() const;
+  /// `prefix: message` (just the message where the location is unknown),
+  /// for quoting a diagnostic inside another line.
+  std::string located() const;
 };
 
 class DiagnosticEngine;
