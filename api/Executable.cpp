@@ -101,6 +101,9 @@ Executable Executable::load(const std::string &path) {
 }
 
 void Executable::save(const std::string &path) const {
+  if (impl_->staged)
+    throw Error("cannot save a model compiled in stages (" + impl_->staged->summary() +
+                "): an artifact holds compiled code only");
   if (impl_->perSize || !impl_->set.empty()) {
     // A size set of the specializations kept (Note [Size sets]).
     KeptSizes kept = impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set;
@@ -143,11 +146,16 @@ std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &in
 } // namespace
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
+  if (impl_->staged)
+    return impl_->staged->run(inputs);
   std::shared_ptr<const Compiled> hold;
   return runCompiled(impl_->forInputs(inputs, hold), inputs);
 }
 
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
+  if (impl_->staged)
+    throw Error("runInto: the model's output sizes are decided by its run (" +
+                impl_->staged->summary() + "); use run()");
   std::shared_ptr<const Compiled> hold; // one specialization for the check and the run
   const Compiled &c = impl_->forInputs(inputs, hold);
   const std::vector<PortInfo> want = portsOf(c.info.outputs);
@@ -165,12 +173,18 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
 }
 
 std::vector<PortInfo> Executable::inputs() const {
+  if (impl_->staged)
+    return impl_->staged->inputs();
   return impl_->perSize ? impl_->perSize->inputs() : portsOf(impl_->one->info.inputs);
 }
 std::vector<PortInfo> Executable::outputs() const {
+  if (impl_->staged)
+    return impl_->staged->outputs();
   return impl_->perSize ? impl_->perSize->outputs() : portsOf(impl_->one->info.outputs);
 }
 std::string Executable::summary() const {
+  if (impl_->staged)
+    return impl_->staged->summary();
   if (impl_->perSize)
     return impl_->perSize->summary();
   if (impl_->set.empty())
@@ -183,6 +197,8 @@ std::string Executable::summary() const {
 }
 std::vector<std::map<std::string, int64_t>> Executable::specializations() const {
   std::vector<std::map<std::string, int64_t>> out;
+  if (impl_->staged)
+    return out;
   for (const auto &[sizes, compiled] : impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set)
     out.push_back(sizes);
   return out;

@@ -60,7 +60,21 @@ public:
   virtual std::vector<PortInfo> outputs() const = 0;
 };
 
+/// A model compiled in stages (Note [Data-dependent shapes] in
+/// codegen/Staged.cpp): it runs through the compiler's half.
+class StagedRunner {
+public:
+  virtual ~StagedRunner() = default;
+  /// Throws Error.
+  virtual std::vector<Tensor> run(std::span<const Tensor> inputs) const = 0;
+  virtual std::string summary() const = 0;
+  virtual std::vector<PortInfo> inputs() const = 0;
+  virtual std::vector<PortInfo> outputs() const = 0;
+};
+
 struct Executable::Impl {
+  /// A model compiled in stages; the members below are then unset.
+  std::unique_ptr<StagedRunner> staged;
   /// Compiled for one size (a loaded size set's first); null with `perSize`.
   std::shared_ptr<const Compiled> one;
   std::unique_ptr<Specializer> perSize;

@@ -57,14 +57,11 @@ void nameValues(Graph &g) {
   }
 }
 
-/// Replaces symbolic dims of the inputs by their bound sizes. A symbol the
-/// graph assumes equal to a bound one (Note [Assumed equal dims] in
-/// ir/Interpreter.cpp) takes its size; bound sizes that break an
-/// assumption are an error at the node that makes it.
-LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
-  bool ok = true;
+} // namespace
+
+std::map<std::string, int64_t> withAssumedDims(const Graph &g,
+                                               std::map<std::string, int64_t> dims) {
   const std::vector<DimAssumption> assumed = dimAssumptions(g);
-  std::map<std::string, int64_t> dims = options.dims;
   for (bool grew = true; grew;) {
     grew = false;
     for (const DimAssumption &a : assumed)
@@ -75,6 +72,19 @@ LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine
             grew = true;
           }
   }
+  return dims;
+}
+
+namespace {
+
+/// Replaces symbolic dims of the inputs by their bound sizes. A symbol the
+/// graph assumes equal to a bound one (Note [Assumed equal dims] in
+/// ir/Interpreter.cpp) takes its size; bound sizes that break an
+/// assumption are an error at the node that makes it.
+LogicalResult bindDims(Graph &g, const CompileOptions &options, DiagnosticEngine &diag) {
+  bool ok = true;
+  const std::vector<DimAssumption> assumed = dimAssumptions(g);
+  const std::map<std::string, int64_t> dims = withAssumedDims(g, options.dims);
   for (const DimAssumption &a : assumed) {
     std::optional<int64_t> lhs = evaluateDim(a.dims.lhs, dims), rhs = evaluateDim(a.dims.rhs, dims);
     if (lhs && rhs && *lhs != *rhs) {
@@ -284,7 +294,7 @@ std::string MemoryReport::str(bool perBuffer) const {
 }
 
 FailureOr<std::unique_ptr<Graph>>
-prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
+preparePipeline(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
   if (!g)
     return diag.emitError(Location()) << "compile: no graph given";
   if (failed(bindDims(*g, options, diag)))
@@ -292,10 +302,18 @@ prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, Diagnostic
   PassManager pm;
   if (failed(parsePassPipeline(options.pipeline, pm, diag)) || failed(pm.run(*g, diag)))
     return failure();
-  if (failed(requireStatic(*g, diag)) || failed(checkConstantIndices(*g, diag)))
-    return failure();
   nameValues(*g);
   return g;
+}
+
+FailureOr<std::unique_ptr<Graph>>
+prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
+  auto prepared = preparePipeline(std::move(g), options, diag);
+  if (failed(prepared))
+    return failure();
+  if (failed(requireStatic(**prepared, diag)) || failed(checkConstantIndices(**prepared, diag)))
+    return failure();
+  return prepared;
 }
 
 namespace {
@@ -320,6 +338,8 @@ std::unique_ptr<runtime::Executable> loadCached(const std::string &path, Compile
   report.numKernels = info.report.kernels;
   report.numLibraryCalls = info.report.libraryCalls;
   report.numFallbacks = info.report.fallbacks;
+  for (const runtime::Step &st : exe->steps()) // the kernels' size arguments are in the entry
+    report.numSharedKernels += st.kind == runtime::Step::Kind::Kernel && !st.sizes.empty();
   report.target = info.report.target;
   report.libraryCalls = info.report.libraryLines;
   report.fallbacks = info.report.fallbackLines;

@@ -198,6 +198,17 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> g
 /// first; a caller compiling several sizes checks once before.
 LogicalResult checkRanges(const Graph &g, const CompileOptions &options, DiagnosticEngine &diag);
 
+/// `dims` and every input symbol of `g` that the graph assumes equal to a
+/// dim `dims` gives (Note [Assumed equal dims] in ir/Interpreter.cpp),
+/// transitively, with that size: what compile() binds.
+std::map<std::string, int64_t> withAssumedDims(const Graph &g, std::map<std::string, int64_t> dims);
+
+/// Binds the dims of `g`, runs the pipeline and names every value: what
+/// prepareGraph does before it requires static shapes (a graph with shapes
+/// sized by its run, codegen/Staged.h, is split here).
+FailureOr<std::unique_ptr<Graph>>
+preparePipeline(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag);
+
 /// Steps 1-2 of compile(): binds the dims of `g`, runs the pipeline,
 /// requires static shapes and names every value. compile() and the
 /// bisection (codegen/Bisect.h) start from this graph.

@@ -485,17 +485,27 @@ std::string rangesStr(const std::vector<SymbolRange> &ranges) {
 
 std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options) {
   std::vector<SymbolRange> out;
-  for (const std::string &sym : inputSymbols(g)) {
-    auto given = std::find_if(options.ranges.begin(), options.ranges.end(),
-                              [&](const SymbolRange &r) { return r.name == sym; });
-    if (given != options.ranges.end()) { // a kernel runs at sizes >= 1
-      out.push_back({sym, std::max<int64_t>(1, given->min), std::max<int64_t>(1, given->max)});
-      continue;
+  std::map<std::string, int64_t> ranged; // a symbol each, to find the ones tied to them
+  // The symbols with a range of their own first: a symbol the graph assumes
+  // equal to one ranged already takes its size (compile() binds it so), and
+  // sampling it apart would break the assumption.
+  for (bool givenPass : {true, false})
+    for (const std::string &sym : inputSymbols(g)) {
+      auto given = std::find_if(options.ranges.begin(), options.ranges.end(),
+                                [&](const SymbolRange &r) { return r.name == sym; });
+      if ((given != options.ranges.end()) != givenPass || withAssumedDims(g, ranged).count(sym))
+        continue;
+      ranged[sym] = 1;
+      if (givenPass) { // a kernel runs at sizes >= 1
+        out.push_back({sym, std::max<int64_t>(1, given->min), std::max<int64_t>(1, given->max)});
+        continue;
+      }
+      auto size = options.dims.find(sym);
+      out.push_back(
+          {sym, 1, std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second)});
     }
-    auto size = options.dims.find(sym);
-    out.push_back(
-        {sym, 1, std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second)});
-  }
+  std::sort(out.begin(), out.end(),
+            [](const SymbolRange &a, const SymbolRange &b) { return a.name < b.name; });
   return out;
 }
 
@@ -569,7 +579,7 @@ FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
                                             std::vector<size_t> *splits,
                                             std::vector<std::string> *signatures) {
   CompileOptions bound = options;
-  for (const auto &[name, size] : sizes)
+  for (const auto &[name, size] : withAssumedDims(g, sizes)) // tied symbols follow (sharedRanges)
     bound.dims[name] = size;
   auto prepared = prepareGraph(g.clone(), bound, diag);
   if (failed(prepared))

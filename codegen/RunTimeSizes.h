@@ -116,7 +116,8 @@ inline constexpr int64_t kDefaultSharedMax = 1024;
 /// The ranges compile() compiles the shared kernels of `g` over
 /// (CompileOptions::runTimeSizes): each symbol of `g`'s inputs over its
 /// range in options.ranges, else over 1..max(kDefaultSharedMax, its size in
-/// options.dims).
+/// options.dims); none for a symbol the graph assumes equal to one of these
+/// (withAssumedDims: a compile binds it from that one), by name.
 std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options);
 
 /// lowerForAllSizes over `ranges`, again over ranges halved (up to four

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,22 @@ inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions
   return o.runTimeSizes ? std::map<std::string, int64_t>{} : o.dims;
 }
 
+/// Note [Symbolic without --dim]
+/// A model whose input dims have symbols that no --dim names is compiled
+/// symbolic, not at a silent size: each such symbol gets the range
+/// 1..codegen::kDefaultSharedMax (its kernels take their sizes at run time,
+/// compiled once), and the compile and inspect reports are at 1, which the
+/// report says. `kiln bench` and `kiln run` take their sizes from their
+/// inputs instead, and an artifact (-o) needs the sizes it stores.
+///
+/// loadModel for a command that compiles with `options`: the symbols left
+/// open (in `open`) get the default range in options.ranges, and
+/// options.runTimeSizes is set. An ONNX model imported with some --dim bound
+/// is imported again unbound then (run-time sizes bind at compile time).
+FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string &graphName,
+                                      codegen::CompileOptions &options, std::set<std::string> &open,
+                                      DiagnosticEngine &diag);
+
 /// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
 FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag);
 /// The member of a loaded size set (runtime/artifact/Artifact.h) whose
@@ -68,12 +85,14 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
                                  unsigned seed);
 /// For a command that compiles `g` at one size to report on it (inspect,
 /// bench): binds every symbol of the input dims that `dims` lacks to the
-/// largest size of its range in `ranges`, else to 1, and returns every size
+/// largest size of its range in `ranges` (the smallest for a symbol in
+/// `open`, Note [Symbolic without --dim]), else to 1, and returns every size
 /// of `dims` as the report's line ("batch=64, seq=1 (batch: the largest of
 /// --dim batch=1..64; symbols not given are 1; give --dim seq=N for other
 /// sizes)"); empty when there are none.
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
-                                 const std::vector<codegen::SymbolRange> &ranges = {});
+                                 const std::vector<codegen::SymbolRange> &ranges = {},
+                                 const std::set<std::string> &open = {});
 /// False, with one error on stderr from `cmd` naming the input, its dim,
 /// the symbol and the range, when an input tensor's size of a symbolic dim
 /// is outside that symbol's range in `ranges` (`--dim SYM=LO..HI`).

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/RunTimeSizes.h"
+#include "codegen/Staged.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
@@ -49,7 +50,8 @@ const char kCompileUsageHead[] =
     "                          for the range\n"
     "  --dim SYM=LO..HI        (without -o) compile the kernels once for the range, then\n"
     "                          the model at HI, and with --check, --check-each or --profile\n"
-    "                          also at LO and half way; every symbol needs a size or range\n"
+    "                          also at LO and half way; a symbol with no --dim is compiled\n"
+    "                          so over 1..1024, at 1 (and 7); -o needs a size for each\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
     "                          optimization) or llvm-opt (after O3); repeatable\n"
@@ -265,6 +267,54 @@ struct ReportFlags {
   std::string outputPath;
 };
 
+/// A model compiled in stages (Note [Data-dependent shapes] in
+/// codegen/Staged.cpp): its first stage's report, and with --check a run
+/// on random inputs against the interpreter; it cannot be saved.
+int compileStaged(const codegen::StagedModel &model, const Graph &g,
+                  const std::map<std::string, int64_t> &dims, const codegen::CompileReport &report,
+                  const ReportFlags &flags, DiagnosticEngine &diag) {
+  std::printf("%s\n", model.stages().c_str());
+  if (flags.checks.each || flags.checks.bisect || flags.profileRuns > 0 || flags.printSteps ||
+      flags.reportMemory)
+    std::fprintf(stderr, "kiln compile: warning: --check-each, --bisect, --profile, --steps and "
+                         "--report-memory take one executable and are not run on a model "
+                         "compiled in stages\n");
+  if (!flags.outputPath.empty()) {
+    std::fprintf(stderr,
+                 "kiln compile: error: -o: the model is compiled in stages, the last compiled "
+                 "when a run gives its sizes, and an artifact holds compiled code only; '%s' is "
+                 "not written\n",
+                 flags.outputPath.c_str());
+    return 1;
+  }
+  if (model.firstStage()) {
+    std::printf("summary: first stage: %s\n", report.summary().c_str());
+    std::printf("target: %s\n", report.target.c_str());
+  }
+  if (!flags.checks.check)
+    return 0;
+  std::vector<Tensor> inputs = randomInputs(g, dims, 1234);
+  std::vector<std::string> log;
+  auto compiled = model.run(inputs, diag, {}, &log);
+  auto reference = interpret(g, inputs, diag);
+  if (failed(compiled) || failed(reference))
+    return 1;
+  for (const std::string &line : log)
+    std::printf("%s\n", line.c_str());
+  bool allOk = true;
+  for (size_t k = 0; k < reference->size(); ++k) {
+    Comparison c = (*compiled)[k].shape() == (*reference)[k].shape()
+                       ? compareTensors((*compiled)[k], (*reference)[k], flags.checks.tol)
+                       : Comparison{};
+    std::printf("check output %zu (%%%s): %s\n", k, g.outputs()[k]->name().c_str(),
+                (*compiled)[k].shape() == (*reference)[k].shape()
+                    ? describe(c, flags.checks.tol).c_str()
+                    : "FAIL: the shapes differ");
+    allOk &= (*compiled)[k].shape() == (*reference)[k].shape() && c.ok();
+  }
+  return allOk ? 0 : 1;
+}
+
 /// Compiles `g` at options.dims and prints, saves, checks and profiles as
 /// `flags` ask; the exit status.
 int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOptions options,
@@ -280,10 +330,13 @@ int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOption
   // the plan's offsets, not its lifetimes).
   options.cache &= !reportMemory;
   std::optional<CompileProgress> progress(std::in_place, file);
-  auto exe = codegen::compile(*g, options, diag, &report);
+  auto model = codegen::StagedModel::compile(*g, options, diag, &report);
   progress.reset();
-  if (failed(exe))
+  if (failed(model))
     return 1;
+  if (!(*model)->whole())
+    return compileStaged(**model, *g, options.dims, report, flags, diag);
+  auto exe = (*model)->takeWhole();
   if (options.explain)
     std::printf("// fusion decisions\n%s", report.fusion.c_str());
   if (options.emitKernels)
@@ -301,10 +354,9 @@ int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOption
   std::printf("summary: %s\n", report.summary().c_str());
   std::printf("target: %s\n", report.target.c_str());
   if (!outputPath.empty()) {
-    const runtime::ArtifactInfo info =
-        codegen::artifactInfo(codegen::GraphPorts::of(*g), **exe, report,
-                              std::filesystem::path(file).filename().string());
-    if (runtime::Status st = runtime::saveArtifact(**exe, info, outputPath); !st.ok()) {
+    const runtime::ArtifactInfo info = codegen::artifactInfo(
+        codegen::GraphPorts::of(*g), *exe, report, std::filesystem::path(file).filename().string());
+    if (runtime::Status st = runtime::saveArtifact(*exe, info, outputPath); !st.ok()) {
       std::fprintf(stderr, "kiln compile: error: %s\n", st.error.c_str());
       return 1;
     }
@@ -322,18 +374,18 @@ int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOption
   runOptions.profile = profileRuns > 0;
   // One warm-up run, then the timed ones.
   for (int r = 0; r <= profileRuns; ++r) {
-    auto outs = codegen::runCompiled(**exe, inputs, diag, runOptions, r > 0 ? &profile : nullptr);
+    auto outs = codegen::runCompiled(*exe, inputs, diag, runOptions, r > 0 ? &profile : nullptr);
     if (failed(outs))
       return 1;
     compiled = outs.take();
   }
   if (profileRuns > 0) {
-    const auto &steps = (*exe)->steps();
+    const auto &steps = exe->steps();
     double total = 0;
     for (double s : profile.stepSeconds)
       total += s;
     std::printf("// profile: %d runs, %d threads\n", profileRuns,
-                (*exe)->resolveThreads(options.threads));
+                exe->resolveThreads(options.threads));
     for (size_t i = 0; i < steps.size(); ++i)
       std::printf("step %zu %-60s %10.1f us\n", i, steps[i].name.c_str(),
                   profile.stepSeconds[i] * 1e6 / profileRuns);
@@ -379,31 +431,40 @@ std::vector<codegen::SymbolRange> rangedSizes(const codegen::CompileOptions &opt
 /// `kiln compile MODEL --dim SYM=LO..HI`: the kernels with run-time sizes
 /// compiled once for the ranges, then the model compiled at HI of every
 /// range, and with --check or --profile also at LO and in between: each
-/// size reuses the kernels (Note [Compiling per size] in api/Kiln.cpp).
+/// size reuses the kernels (Note [Compiling per size] in api/Kiln.cpp). A
+/// symbol in `open` (no --dim, its range the default) is compiled at 1, and
+/// also at 7 with --check or --profile: its range's HI would be a batch of
+/// 1024 (Note [Symbolic without --dim] in tools/Commands.h).
 int compileOverRanges(const std::string &file, Graph &g, codegen::CompileOptions options,
-                      const ReportFlags &flags, DiagnosticEngine &diag) {
+                      const std::set<std::string> &open, const ReportFlags &flags,
+                      DiagnosticEngine &diag) {
   const std::vector<codegen::SymbolRange> ranged = rangedSizes(options);
   std::vector<std::map<std::string, int64_t>> points;
-  auto at = [&](auto pick) {
+  enum class Pick { Lo, Mid, Hi };
+  auto at = [&](Pick pick) {
     std::map<std::string, int64_t> dims = options.dims;
     for (const codegen::SymbolRange &r : ranged)
-      dims[r.name] = pick(r);
+      dims[r.name] = pick == Pick::Lo     ? r.min
+                     : open.count(r.name) ? (pick == Pick::Mid ? std::min<int64_t>(7, r.max) : 1)
+                     : pick == Pick::Mid  ? r.min + (r.max - r.min) / 2
+                                          : r.max;
     if (std::find(points.begin(), points.end(), dims) == points.end())
       points.push_back(dims);
   };
   if (flags.checks.check || flags.checks.each || flags.profileRuns > 0) {
-    at([](const codegen::SymbolRange &r) { return r.min; });
-    at([](const codegen::SymbolRange &r) { return r.min + (r.max - r.min) / 2; });
+    at(Pick::Lo);
+    at(Pick::Mid);
   }
-  at([](const codegen::SymbolRange &r) { return r.max; });
-  for (const std::string &sym : inputSymbols(g))
-    if (!points.front().count(sym)) {
-      std::fprintf(stderr,
-                   "kiln compile: error: the symbolic dim %s has no size: give --dim %s=N or a "
-                   "range --dim %s=LO..HI\n",
-                   sym.c_str(), sym.c_str(), sym.c_str());
-      return 1;
-    }
+  at(Pick::Hi);
+  if (!open.empty()) {
+    std::string names;
+    for (const std::string &s : open)
+      names += (names.empty() ? "" : ", ") + s;
+    std::printf("symbolic: %s (no --dim): compiled for 1..%lld, reported at %s; give --dim "
+                "SYM=N or SYM=LO..HI for other sizes\n",
+                names.c_str(), static_cast<long long>(codegen::kDefaultSharedMax),
+                points.size() == 1 ? "1" : "1 and 7");
+  }
 
   options.sharedKernels = compileSharedOnce(file, g, options, points.back());
   options.runTimeSizes = false; // compiled once above, or not at all
@@ -547,14 +608,27 @@ int compileCommand(const Args &args) {
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);
-  auto model = loadModel(file, graphName, dimsAtImport(options), diag);
+  std::set<std::string> open; // Note [Symbolic without --dim] in tools/Commands.h
+  auto model = loadForCompile(file, graphName, options, open, diag);
   if (failed(model))
     return 1;
   Graph *g = model->graph;
+  if (!outputPath.empty() && !open.empty()) {
+    std::string names;
+    for (const std::string &s : open)
+      names += (names.empty() ? "" : ", ") + s;
+    std::fprintf(stderr,
+                 "kiln compile: error: -o: the model's input dim%s %s %s symbolic and an "
+                 "artifact holds the model compiled at given sizes; give %s a size (--dim %s=N) "
+                 "or sizes (--dim %s=A,B,...)\n",
+                 open.size() == 1 ? "" : "s", names.c_str(), open.size() == 1 ? "is" : "are",
+                 open.size() == 1 ? "it" : "each", open.begin()->c_str(), open.begin()->c_str());
+    return 2;
+  }
   if (failed(codegen::checkRanges(*g, options, diag)))
     return 1;
   if (!rangedSizes(options).empty())
-    return compileOverRanges(file, *g, options, flags, diag);
+    return compileOverRanges(file, *g, options, open, flags, diag);
   return compileOneSize(file, *g, options, flags, diag);
 }
 

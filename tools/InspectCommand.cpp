@@ -30,8 +30,9 @@ const char kInspectUsage[] =
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
-    "  (symbolic dims not given with --dim SYM=N are the largest of their --dim range,\n"
-    "  else 1; the report says which sizes it is for)\n";
+    "  (symbolic dims not given with --dim SYM=N are the largest of their --dim range;\n"
+    "  without --dim they are compiled symbolic over 1..1024 and reported at 1; the\n"
+    "  report says which sizes it is for)\n";
 
 void printInspectUsage(FILE *f) {
   std::fputs(kInspectUsage, f);
@@ -145,12 +146,13 @@ int inspectCommand(const Args &args) {
   }
   DiagnosticEngine diag;
   installStderrHandler(diag);
-  auto model = loadModel(file, graphName, dimsAtImport(options), diag);
+  std::map<std::string, int64_t> given = options.dims;
+  std::set<std::string> open; // Note [Symbolic without --dim]
+  auto model = loadForCompile(file, graphName, options, open, diag);
   if (failed(model) || failed(codegen::checkRanges(*model->graph, options, diag)))
     return 1;
   Graph *g = model->graph;
-  std::map<std::string, int64_t> given = options.dims;
-  const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
+  const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
 
   std::printf("model: %s, graph @%s\n", file.c_str(), g->name().c_str());
   for (const Value *v : g->inputs())
@@ -169,7 +171,8 @@ int inspectCommand(const Args &args) {
     std::string range;
     for (const codegen::SymbolRange &r : options.ranges)
       if (r.name == s)
-        range = ", " + std::to_string(r.min) + ".." + std::to_string(r.max);
+        range = std::string(open.count(s) ? ", no --dim: " : ", ") + std::to_string(r.min) + ".." +
+                std::to_string(r.max);
     if (range.empty() && !options.ranges.empty() && given.count(s))
       range = ", fixed at " + std::to_string(given.at(s)); // beside ranges: a specialization
     symbols += (symbols.empty() ? "" : ", ") + s + " (" + where + range + ")";

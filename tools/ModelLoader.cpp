@@ -4,6 +4,7 @@
 // model (by extension), then the graph the user named (or the first).
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/RunTimeSizes.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
@@ -40,6 +41,31 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
   if (!m.graph)
     return diag.emitError(Location::file(path)) << "no graph named '@" << graphName << "'";
   return m;
+}
+
+FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string &graphName,
+                                      codegen::CompileOptions &options, std::set<std::string> &open,
+                                      DiagnosticEngine &diag) {
+  auto model = loadModel(path, graphName, dimsAtImport(options), diag);
+  if (failed(model))
+    return failure();
+  open.clear();
+  std::map<std::string, int64_t> given = options.dims; // and the ranged symbols, at any size
+  for (const codegen::SymbolRange &r : options.ranges)
+    given.emplace(r.name, r.max);
+  given = codegen::withAssumedDims(*model->graph, given); // the symbols tied to those
+  for (const std::string &s : inputSymbols(*model->graph))
+    if (!given.count(s))
+      open.insert(s);
+  if (open.empty())
+    return model;
+  for (const std::string &s : open)
+    options.ranges.push_back({s, 1, codegen::kDefaultSharedMax});
+  const bool wasBound = !dimsAtImport(options).empty() && isOnnxPath(path);
+  options.runTimeSizes = true;
+  if (!wasBound)
+    return model;
+  return loadModel(path, graphName, dimsAtImport(options), diag);
 }
 
 int pickSetMember(const char *cmd, const std::string &file,
@@ -124,13 +150,19 @@ void bindDimsFromInputs(const Graph &g, std::span<const Tensor> inputs,
 }
 
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
-                                 const std::vector<codegen::SymbolRange> &ranges) {
-  std::string defaulted, largest;
+                                 const std::vector<codegen::SymbolRange> &ranges,
+                                 const std::set<std::string> &open) {
+  std::string defaulted, largest, symbolic;
   for (const std::string &s : inputSymbols(g)) {
     if (dims.count(s))
       continue;
     auto r = std::find_if(ranges.begin(), ranges.end(),
                           [&](const codegen::SymbolRange &x) { return x.name == s; });
+    if (r != ranges.end() && open.count(s)) { // Note [Symbolic without --dim]
+      dims[s] = r->min;
+      symbolic += (symbolic.empty() ? "" : ", ") + s;
+      continue;
+    }
     if (r != ranges.end()) {
       dims[s] = r->max;
       largest += (largest.empty() ? "" : ", ") + s + ": the largest of --dim " + s + "=" +
@@ -145,6 +177,10 @@ std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> 
   for (const auto &[name, size] : dims)
     line += (line.empty() ? "" : ", ") + name + "=" + std::to_string(size);
   std::string why = largest;
+  if (!symbolic.empty())
+    why += (why.empty() ? "" : "; ") + symbolic + (open.size() == 1 ? " has" : " have") +
+           " no --dim: compiled for 1.." + std::to_string(codegen::kDefaultSharedMax) +
+           ", reported at 1; give --dim SYM=N or SYM=LO..HI for other sizes";
   if (!defaulted.empty())
     why += (why.empty() ? "" : "; ") + std::string("symbols not given are 1; give ") + defaulted +
            " for other sizes";

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
+#include "codegen/Staged.h"
 #include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
@@ -159,6 +160,7 @@ int runCommand(const Args &args) {
   installStderrHandler(diag);
   // An artifact: compiled already; its signature stands in for the graph.
   std::unique_ptr<runtime::Executable> exe;
+  std::unique_ptr<codegen::StagedModel> staged; // exe is null when it has stages
   runtime::ArtifactInfo artifact;
   // A size set's members (runtime/artifact/Artifact.h); a lone artifact is
   // a set of one. The inputs pick the member that runs.
@@ -313,13 +315,19 @@ int runCommand(const Args &args) {
       g = model.graph;
     }
     std::optional<CompileProgress> progress(std::in_place, file);
-    auto e = codegen::compile(*g, copts, diag, &report);
+    auto e = codegen::StagedModel::compile(*g, copts, diag, &report);
     progress.reset();
     if (failed(e))
       return 1;
-    exe = e.take();
+    staged = e.take();
+    exe = staged->takeWhole();
+    if (!exe)
+      std::printf("%s\n", staged->stages().c_str());
   }
+  std::vector<std::string> stageLog; // Note [Data-dependent shapes] in codegen/Staged.cpp
   auto runOnce = [&]() -> FailureOr<std::vector<Tensor>> {
+    if (staged && !exe)
+      return staged->run(values, diag, {copts.threads, false}, &stageLog);
     if (!exe)
       return interpret(*g, values, diag);
     runtime::RunOptions ropts;
@@ -331,7 +339,8 @@ int runCommand(const Args &args) {
   // Compiled code: the first run (cold caches, oneDNN's first-call setup,
   // pools being filled) is reported apart, not as the time.
   double firstMs = -1;
-  if (exe) {
+  const bool compiledRun = exe || staged;
+  if (compiledRun) {
     auto start = std::chrono::steady_clock::now();
     if (failed(runOnce()))
       return 1;
@@ -356,7 +365,9 @@ int runCommand(const Args &args) {
                 previewValues(t, printLimit).c_str());
   }
   const std::string how = isArtifact ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
-                                     : std::string(exe ? "compiled" : "reference interpreter") +
+                                     : std::string(exe      ? "compiled"
+                                                   : staged ? "compiled in stages"
+                                                            : "reference interpreter") +
                                            ", " + std::to_string(g->numNodes()) + " nodes";
   const std::string first = firstMs >= 0 ? ", after a first run of " + formatMs(firstMs) : "";
   if (repeat > 1)
@@ -368,7 +379,12 @@ int runCommand(const Args &args) {
     std::printf("artifact: %s; --cpu %s (%s), Kiln %s\n", artifact.summary.c_str(),
                 artifact.target.requested.c_str(), artifact.target.cpu.c_str(),
                 artifact.kilnVersion.c_str());
-  else if (exe) {
+  else if (staged && !exe) {
+    if (staged->firstStage())
+      std::printf("compile: first stage: %s\n", report.summary().c_str());
+    for (const std::string &line : stageLog)
+      std::printf("compile: %s\n", line.c_str());
+  } else if (exe) {
     const codegen::MemoryReport &m = report.memory;
     std::printf("compile: %s\n", report.summary().c_str());
     std::printf("target: %s\n", report.target.c_str());
@@ -403,6 +419,9 @@ int runCommand(const Args &args) {
     checksOk &= c.ok();
   }
   // Against the interpreter on the same inputs, step by step.
+  if (staged && !exe && (checks.each || checks.bisect))
+    std::fprintf(stderr, "kiln run: warning: --check-each and --bisect take one executable and "
+                         "are not run on a model compiled in stages\n");
   if (exe && g)
     checksOk = bisectIfAsked(*g, values, copts, checks, checksOk,
                              "the reference data (compare with the interpreter: run without "

@@ -164,6 +164,34 @@ std::string errorOf(const std::function<void()> &fn) {
   return "no error";
 }
 
+// Note [Data-dependent shapes] in codegen/Staged.cpp: x[x > 0] * 2 compiles
+// in stages; each count (0 included) runs the rest compiled for it.
+TEST(ApiTest, ModelSizedByItsRunCompilesInStages) {
+  kiln::Model model = modelFromText("mask", "graph @mask(%x: f32[3,4]) -> (f32[?]) {\n"
+                                            "  %z = constant dense<0.0> : f32[]\n"
+                                            "  %two = constant dense<2.0> : f32[]\n"
+                                            "  %m = greater(%x, %z) : bool[3,4]\n"
+                                            "  %nz = nonzero(%m) : i64[2,?]\n"
+                                            "  %t = transpose(%nz) {perm = [1, 0]} : i64[?,2]\n"
+                                            "  %v = gather_nd(%x, %t) : f32[?]\n"
+                                            "  %y = mul(%v, %two) : f32[?]\n"
+                                            "  return %y\n"
+                                            "}\n");
+  kiln::Executable exe = kiln::compile(model, {});
+  EXPECT_NE(exe.summary().find("stages at %nz ('nonzero'"), std::string::npos) << exe.summary();
+  for (uint64_t seed : {1, 2, 3}) {
+    std::vector<kiln::Tensor> in = {kiln::randn({3, 4}, seed)};
+    std::vector<kiln::Tensor> got = exe.run(in);
+    ASSERT_EQ(got.size(), 1u);
+    expectClose(got[0], interpreted(model, in)[0]);
+  }
+  std::vector<kiln::Tensor> none = {kiln::Tensor::zeros(kiln::DType::F32, {3, 4})};
+  EXPECT_EQ(exe.run(none)[0].shape(), (std::vector<int64_t>{0}));
+  std::vector<kiln::Tensor> out = {kiln::Tensor::zeros(kiln::DType::F32, {0})};
+  EXPECT_THROW(exe.runInto(none, out), kiln::Error);
+  EXPECT_THROW(exe.save(tempPath("staged")), kiln::Error);
+}
+
 TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
   kiln::Model model = symbolicModel();
   std::vector<std::string> log;

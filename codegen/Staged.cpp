@@ -1,0 +1,351 @@
+//===- Staged.cpp - Graphs whose sizes a run decides ----------------------===//
+//
+// Note [Data-dependent shapes]
+// Compiled code has static shapes (an executable's buffers and memory plan
+// are sized at compile time), but some results are sized by their run:
+// nonzero's count, the scan results of a loop whose trip count the run
+// decides. A graph with such a node (after the pipeline: a nonzero of a
+// constant folds away) is compiled in three stages:
+//   1. the nodes before it, compiled as one executable whose outputs are
+//      the values the rest reads;
+//   2. the node itself, on its reference kernel, whose results give each of
+//      their `?` dims a size;
+//   3. the nodes after it, as a graph whose inputs are the values it reads
+//      (the node's results with each `?` dim a symbol, `y_1` for dim 1 of
+//      %y), compiled when a run first reaches it at those sizes, by
+//      StagedModel::compile again (it may stage again at a later
+//      data-dependent node), and kept per sizes (a bounded LRU; one compile
+//      at a time).
+// Nothing fuses across the node, and a run whose count is new pays a
+// compile of the third stage (the compile cache makes it a load when
+// another process compiled those sizes). Stage 3 needs the compiler at run
+// time, so a staged model is not saved as an artifact: `kiln compile -o`
+// refuses it at the node.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Staged.h"
+
+#include "ir/Builder.h"
+#include "ir/Interpreter.h"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace kiln::codegen {
+
+const Node *firstDataDependent(const Graph &prepared) {
+  for (const Node *n : prepared.nodes()) {
+    bool operandsStatic = std::all_of(n->operands().begin(), n->operands().end(),
+                                      [](const Value *v) { return v->type().isStatic(); });
+    if (!operandsStatic)
+      continue;
+    for (unsigned r = 0; r < n->numResults(); ++r)
+      if (!n->result(r)->type().isStatic())
+        return n;
+  }
+  return nullptr;
+}
+
+namespace {
+
+/// The symbol stage 3 gives dim `d` of `v`: `y_1`, its characters other
+/// than letters, digits and `_` replaced by `_`.
+std::string symbolFor(const Value &v, size_t d) {
+  std::string s = v.name() + "_" + std::to_string(d);
+  for (char &c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      c = '_';
+  if (std::isdigit(static_cast<unsigned char>(s[0])))
+    s = "v" + s;
+  return s;
+}
+
+/// `nodes` (in order, from one graph) as a graph of their own: the
+/// constants they read copied, every other outside value they read an input
+/// (appended to `inputs` in first-use order, typed by `retype` when it has
+/// the value), `outputs` its outputs. With `reinfer`, each node's result
+/// types are inferred again from its operands' (new) types.
+FailureOr<std::unique_ptr<Graph>>
+extract(const std::string &name, const std::vector<const Node *> &nodes,
+        const std::vector<const Value *> &outputs, std::vector<const Value *> &inputs,
+        const std::map<const Value *, TensorType> &retype, bool reinfer, DiagnosticEngine &diag) {
+  auto sub = std::make_unique<Graph>(name);
+  std::map<const Value *, Value *> mapped;
+  auto operandOf = [&](const Value *v) -> Value * {
+    if (auto it = mapped.find(v); it != mapped.end())
+      return it->second;
+    const Node *def = v->definingNode();
+    Value *nv;
+    if (def && def->kind() == OpKind::Constant &&
+        std::find(nodes.begin(), nodes.end(), def) == nodes.end()) {
+      std::vector<Attribute> attrs(def->attrs().begin(), def->attrs().end());
+      nv = sub->createNode(def->info(), {}, {v->type()}, attrs, def->loc())->result();
+    } else {
+      auto t = retype.find(v);
+      nv = sub->addInput(t == retype.end() ? v->type() : t->second, v->name());
+      inputs.push_back(v);
+    }
+    nv->setName(v->name());
+    return mapped[v] = nv;
+  };
+  for (const Node *n : nodes) {
+    std::vector<Value *> operands;
+    std::vector<TensorType> operandTypes;
+    for (const Value *v : n->operands()) {
+      operands.push_back(operandOf(v));
+      operandTypes.push_back(operands.back()->type());
+    }
+    std::vector<TensorType> types;
+    for (unsigned i = 0; i < n->numResults(); ++i)
+      types.push_back(n->result(i)->type());
+    std::vector<Attribute> attrs(n->attrs().begin(), n->attrs().end());
+    if (reinfer) {
+      auto inferred = inferTypes(n->info(), operandTypes, attrs, n->numResults(), n->loc(), diag);
+      if (failed(inferred))
+        return failure();
+      for (unsigned i = 0; i < n->numResults(); ++i) // a `?` the run decides stays
+        if (!n->hasTrait(ValueDependentShape) || (*inferred)[i].isStatic())
+          types[i] = (*inferred)[i];
+    }
+    Node *copy = sub->createNode(n->info(), operands, types, attrs, n->loc());
+    for (unsigned i = 0; i < n->numResults(); ++i) {
+      copy->result(i)->setName(n->result(i)->name());
+      mapped[n->result(i)] = copy->result(i);
+    }
+  }
+  std::vector<Value *> outs;
+  for (const Value *v : outputs)
+    outs.push_back(operandOf(v));
+  sub->setOutputs(outs);
+  return sub;
+}
+
+} // namespace
+
+struct StagedModel::Impl {
+  std::unique_ptr<runtime::Executable> whole;
+  std::string stages;
+  /// Stage 1 (null when nothing before the node is read after it) and the
+  /// values it computes, by its outputs' order.
+  std::unique_ptr<runtime::Executable> first;
+  std::vector<const Value *> firstInputs, firstOutputs;
+  /// Stage 2: the node as a graph (its constants inside), interpreted.
+  std::unique_ptr<Graph> node;
+  std::vector<const Value *> nodeInputs, nodeOutputs;
+  /// Stage 3: the rest, and the symbols of its inputs: (node result, dim).
+  std::unique_ptr<Graph> rest;
+  std::vector<const Value *> restInputs;
+  std::vector<std::pair<unsigned, size_t>> symbolDims;
+  std::vector<std::string> symbols;
+  CompileOptions restOptions;
+  /// The prepared graph the Value pointers above point into.
+  std::unique_ptr<Graph> prepared;
+
+  mutable std::mutex mutex;
+  /// Stage 3 per sizes, most recently used first.
+  mutable std::list<std::pair<std::map<std::string, int64_t>, std::shared_ptr<const StagedModel>>>
+      kept;
+};
+
+StagedModel::StagedModel() : impl_(std::make_unique<Impl>()) {}
+StagedModel::~StagedModel() = default;
+
+const runtime::Executable *StagedModel::whole() const {
+  return impl_->whole.get();
+}
+
+const runtime::Executable *StagedModel::firstStage() const {
+  return impl_->first.get();
+}
+
+std::unique_ptr<runtime::Executable> StagedModel::takeWhole() {
+  return std::move(impl_->whole);
+}
+
+const std::string &StagedModel::stages() const {
+  return impl_->stages;
+}
+
+FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
+                                                             const CompileOptions &options,
+                                                             DiagnosticEngine &diag,
+                                                             CompileReport *report) {
+  std::unique_ptr<StagedModel> model(new StagedModel());
+  Impl &m = *model->impl_;
+  // Only a graph with a value-dependent op with a `?` in its results can
+  // stage: the others compile whole without preparing twice.
+  bool mayStage = false;
+  for (const Node *n : g.nodes())
+    for (unsigned r = 0; r < n->numResults() && n->hasTrait(ValueDependentShape); ++r)
+      for (const Dim &d : n->result(r)->type().shape)
+        mayStage |= d.isDynamic();
+  const Node *at = nullptr;
+  if (mayStage) {
+    CompileOptions o = options;
+    o.ranges.clear();
+    auto prepared = preparePipeline(g.clone(), o, diag);
+    if (failed(prepared))
+      return failure();
+    m.prepared = prepared.take();
+    at = firstDataDependent(*m.prepared);
+  }
+  if (!at) {
+    auto exe = codegen::compile(g, options, diag, report);
+    if (failed(exe))
+      return failure();
+    m.whole = exe.take();
+    return model;
+  }
+  const Graph &pg = *m.prepared;
+  for (const Value *v : pg.inputs())
+    if (!v->type().isStatic())
+      return diag.emitError(at->loc())
+             << "'" << at->mnemonic() << "' op: a graph sized by its run is compiled in stages at "
+             << "concrete input sizes, but input %" << v->name() << " is " << v->type().str();
+
+  // Which values each stage reads.
+  std::vector<const Node *> before, after;
+  bool seen = false;
+  for (const Node *n : pg.nodes()) {
+    if (n == at)
+      seen = true;
+    else
+      (seen ? after : before).push_back(n);
+  }
+  std::set<const Value *> readLater(pg.outputs().begin(), pg.outputs().end());
+  for (const Node *n : after)
+    readLater.insert(n->operands().begin(), n->operands().end());
+  readLater.insert(at->operands().begin(), at->operands().end());
+  for (const Node *n : before)
+    if (n->kind() != OpKind::Constant)
+      for (unsigned r = 0; r < n->numResults(); ++r)
+        if (readLater.count(n->result(r)))
+          m.firstOutputs.push_back(n->result(r));
+
+  CompileOptions staticOptions = options;
+  staticOptions.dims.clear();
+  staticOptions.ranges.clear();
+  staticOptions.runTimeSizes = false;
+  staticOptions.sharedKernels = nullptr;
+  if (!m.firstOutputs.empty()) {
+    auto first = extract(pg.name() + ".before", before, m.firstOutputs, m.firstInputs, {},
+                         /*reinfer=*/false, diag);
+    if (failed(first))
+      return failure();
+    auto exe = codegen::compile(**first, staticOptions, diag, report);
+    if (failed(exe))
+      return failure();
+    m.first = exe.take();
+  }
+  std::vector<const Value *> nodeResults;
+  for (unsigned r = 0; r < at->numResults(); ++r)
+    nodeResults.push_back(at->result(r));
+  auto node = extract(pg.name() + ".node", {at}, nodeResults, m.nodeInputs, {}, false, diag);
+  if (failed(node))
+    return failure();
+  m.node = node.take();
+  m.nodeOutputs = nodeResults;
+
+  std::map<const Value *, TensorType> retype;
+  std::string sized;
+  for (unsigned r = 0; r < at->numResults(); ++r) {
+    TensorType t = at->result(r)->type();
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      if (!t.shape[d].isStatic()) {
+        m.symbolDims.emplace_back(r, d);
+        m.symbols.push_back(symbolFor(*at->result(r), d));
+        t.shape[d] = Dim::symbolic(m.symbols.back());
+      }
+    retype[at->result(r)] = t;
+    sized += (sized.empty() ? "" : ", ") + ("%" + at->result(r)->name()) + " : " +
+             at->result(r)->type().str();
+  }
+  auto rest = extract(pg.name(), after,
+                      std::vector<const Value *>(pg.outputs().begin(), pg.outputs().end()),
+                      m.restInputs, retype, /*reinfer=*/true, diag);
+  if (failed(rest))
+    return failure();
+  m.rest = rest.take();
+  m.restOptions = staticOptions;
+  m.restOptions.explain = m.restOptions.emitKernels = false;
+  m.restOptions.emitLLVM = m.restOptions.emitLLVMOptimized = false;
+  m.stages = "stages at %" + at->result(0)->name() + " ('" + std::string(at->mnemonic()) + "' at " +
+             at->loc().diagPrefix() + "): " + sized +
+             " is sized by its run; the nodes after it are compiled when a run gives those sizes";
+  return model;
+}
+
+FailureOr<std::vector<Tensor>> StagedModel::run(std::span<const Tensor> inputs,
+                                                DiagnosticEngine &diag,
+                                                const runtime::RunOptions &options,
+                                                std::vector<std::string> *log) const {
+  const Impl &m = *impl_;
+  if (m.whole)
+    return runCompiled(*m.whole, inputs, diag, options);
+  const Graph &pg = *m.prepared;
+  if (failed(checkInputs(pg, inputs, diag)))
+    return failure();
+  std::map<const Value *, Tensor> values;
+  for (unsigned i = 0; i < pg.numInputs(); ++i)
+    values.emplace(pg.input(i), inputs[i]);
+  auto feed = [&](const std::vector<const Value *> &wanted) {
+    std::vector<Tensor> out;
+    for (const Value *v : wanted)
+      out.push_back(values.at(v));
+    return out;
+  };
+  auto keep = [&](const std::vector<const Value *> &names, std::vector<Tensor> &got) {
+    for (size_t i = 0; i < names.size(); ++i)
+      values.insert_or_assign(names[i], std::move(got[i]));
+  };
+  if (m.first) {
+    auto outs = runCompiled(*m.first, feed(m.firstInputs), diag, options);
+    if (failed(outs))
+      return failure();
+    keep(m.firstOutputs, *outs);
+  }
+  auto nodeOuts = interpret(*m.node, feed(m.nodeInputs), diag);
+  if (failed(nodeOuts))
+    return failure();
+  keep(m.nodeOutputs, *nodeOuts);
+
+  std::map<std::string, int64_t> sizes;
+  for (size_t k = 0; k < m.symbols.size(); ++k) {
+    const auto [r, d] = m.symbolDims[k];
+    sizes[m.symbols[k]] = values.at(m.nodeOutputs[r]).shape()[d];
+  }
+  std::shared_ptr<const StagedModel> rest;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto hit =
+        std::find_if(m.kept.begin(), m.kept.end(), [&](const auto &e) { return e.first == sizes; });
+    if (hit != m.kept.end()) {
+      m.kept.splice(m.kept.begin(), m.kept, hit);
+      rest = hit->second;
+    } else {
+      CompileOptions o = m.restOptions;
+      o.dims = sizes;
+      CompileReport report;
+      auto compiled = StagedModel::compile(*m.rest, o, diag, &report);
+      if (failed(compiled))
+        return failure();
+      rest = std::shared_ptr<const StagedModel>(compiled.take());
+      if (log) {
+        std::string at;
+        for (const auto &[name, n] : sizes)
+          at += (at.empty() ? "" : ", ") + name + "=" + std::to_string(n);
+        log->push_back("the nodes after %" + m.nodeOutputs[0]->name() + " compiled for " + at +
+                       ": " + report.summary());
+      }
+      m.kept.emplace_front(sizes, rest);
+      if (m.kept.size() > kMaxKept)
+        m.kept.pop_back();
+    }
+  }
+  return rest->run(feed(m.restInputs), diag, options, log);
+}
+
+} // namespace kiln::codegen
