@@ -161,7 +161,9 @@ LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
         return diag.emitError(n->loc())
                << "'" << n->mnemonic() << "' op result %" << n->result(i)->name() << " : "
                << n->result(i)->type().str()
-               << " has a dynamic shape after shape inference; compiled code needs static shapes";
+               << " has a dynamic shape after shape inference; one executable needs static shapes "
+                  "(kiln run --compile and kiln::compile compile such a graph in stages, "
+                  "codegen/Staged.h)";
   // A tensor no machine holds is refused here, before a library sees its
   // sizes (oneDNN's matmul setup divides by zero on a 2^43-element one).
   constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;

@@ -29,6 +29,7 @@
 #include "ir/Interpreter.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <list>
 #include <map>
 #include <mutex>
@@ -337,8 +338,15 @@ FailureOr<std::vector<Tensor>> StagedModel::run(std::span<const Tensor> inputs,
         std::string at;
         for (const auto &[name, n] : sizes)
           at += (at.empty() ? "" : ", ") + name + "=" + std::to_string(n);
+        const MemoryReport &mem = report.memory;
+        char ratio[64];
+        std::snprintf(ratio, sizeof(ratio), "%.3f",
+                      mem.lowerBound ? static_cast<double>(mem.arenaBytes) /
+                                           static_cast<double>(mem.lowerBound)
+                                     : 1.0);
         log->push_back("the nodes after %" + m.nodeOutputs[0]->name() + " compiled for " + at +
-                       ": " + report.summary());
+                       ": " + report.summary() + "; arena " + std::to_string(mem.arenaBytes) +
+                       " bytes, arena / lower bound " + ratio + " (plan checked)");
       }
       m.kept.emplace_front(sizes, rest);
       if (m.kept.size() > kMaxKept)

@@ -481,6 +481,20 @@ class ScriptedAppend(nn.Module):
         return torch.stack(outs, 1), torch.cat(outs, 1), last
 
 
+class MaskedSelect(nn.Module):
+    """Boolean-mask indexing, h[h > 0] (NonZero, GatherND): the output's size
+    is the count of the run's positive values, not known before it runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.lin(x)
+        v = h[h > 0]
+        return torch.tanh(v) * 2.0 + v.sum()
+
+
 def tv(name, **kw):
     def build():
         return getattr(torchvision.models, name)(weights=None, **kw)
@@ -554,6 +568,10 @@ MODELS = {
                                                                           [(1, 16), (2,)]],
                             dynamic_axes={"x": {0: "batch"}, "steps": {0: "n"},
                                           "output_0": {0: "batch"}}),
+    # A size the run decides (Note [Data-dependent shapes] in codegen/Staged.cpp):
+    # each data set has another count of positive values.
+    "masked_select": dict(build=MaskedSelect, inputs=[("x", (4, 16), "randn")],
+                          data_inputs=[(4, 16)], more_data_inputs=[[(4, 16)], [(4, 16)]]),
     "scripted_append": dict(build=ScriptedAppend, script=True, inputs=[("x", (2, 4, 8), "randn")],
                             data_inputs=[(3, 5, 8)], more_data_inputs=[[(1, 1, 8)], [(2, 7, 8)]],
                             dynamic_axes={"x": {0: "batch", 1: "steps"}}),

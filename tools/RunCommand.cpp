@@ -379,14 +379,9 @@ int runCommand(const Args &args) {
     std::printf("artifact: %s; --cpu %s (%s), Kiln %s\n", artifact.summary.c_str(),
                 artifact.target.requested.c_str(), artifact.target.cpu.c_str(),
                 artifact.kilnVersion.c_str());
-  else if (staged && !exe) {
-    if (staged->firstStage())
-      std::printf("compile: first stage: %s\n", report.summary().c_str());
-    for (const std::string &line : stageLog)
-      std::printf("compile: %s\n", line.c_str());
-  } else if (exe) {
+  else if (exe || (staged && staged->firstStage())) {
     const codegen::MemoryReport &m = report.memory;
-    std::printf("compile: %s\n", report.summary().c_str());
+    std::printf("compile: %s%s\n", exe ? "" : "first stage: ", report.summary().c_str());
     std::printf("target: %s\n", report.target.c_str());
     std::printf("memory: arena %llu bytes, lower bound %llu bytes, naive %llu bytes, %d in "
                 "place; arena / lower bound = %.3f (plan checked)\n",
@@ -396,6 +391,8 @@ int runCommand(const Args &args) {
                 m.lowerBound ? static_cast<double>(m.arenaBytes) / static_cast<double>(m.lowerBound)
                              : 1.0);
   }
+  for (const std::string &line : stageLog) // each stage compiled after a data-dependent node
+    std::printf("compile: %s\n", line.c_str());
 
   bool checksOk = true;
   for (auto &[k, path] : expects) {
