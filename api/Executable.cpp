@@ -101,9 +101,11 @@ Executable Executable::load(const std::string &path) {
 }
 
 void Executable::save(const std::string &path) const {
-  if (impl_->staged)
-    throw Error("cannot save a model compiled in stages (" + impl_->staged->summary() +
-                "): an artifact holds compiled code only");
+  auto refuseStaged = [](const Compiled &c) {
+    if (c.staged)
+      throw Error("cannot save a model compiled in stages (" + c.staged->summary() +
+                  "): an artifact holds compiled code only");
+  };
   if (impl_->perSize || !impl_->set.empty()) {
     // A size set of the specializations kept (Note [Size sets]).
     KeptSizes kept = impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set;
@@ -112,6 +114,8 @@ void Executable::save(const std::string &path) const {
                   impl_->perSize->summary() +
                   "): run it at each size to keep, then save; or compile with every symbol "
                   "in CompileOptions::dims");
+    for (const auto &[sizes, compiled] : kept)
+      refuseStaged(*compiled);
     std::sort(kept.begin(), kept.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
     std::vector<std::string> labels;
@@ -124,6 +128,7 @@ void Executable::save(const std::string &path) const {
       throw Error(st.error);
     return;
   }
+  refuseStaged(*impl_->one);
   if (runtime::Status st = runtime::saveArtifact(*impl_->one->exe, impl_->one->info, path);
       !st.ok())
     throw Error(st.error);
@@ -131,6 +136,8 @@ void Executable::save(const std::string &path) const {
 
 namespace {
 std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &inputs) {
+  if (c.staged)
+    return c.staged->run(inputs);
   std::vector<runtime::HostTensor> in, out;
   in.reserve(inputs.size());
   for (const Tensor &t : inputs)
@@ -146,18 +153,16 @@ std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &in
 } // namespace
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor> &inputs) const {
-  if (impl_->staged)
-    return impl_->staged->run(inputs);
   std::shared_ptr<const Compiled> hold;
   return runCompiled(impl_->forInputs(inputs, hold), inputs);
 }
 
 void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) const {
-  if (impl_->staged)
-    throw Error("runInto: the model's output sizes are decided by its run (" +
-                impl_->staged->summary() + "); use run()");
   std::shared_ptr<const Compiled> hold; // one specialization for the check and the run
   const Compiled &c = impl_->forInputs(inputs, hold);
+  if (c.staged)
+    throw Error("runInto: the model's output sizes are decided by its run (" + c.staged->summary() +
+                "); use run()");
   const std::vector<PortInfo> want = portsOf(c.info.outputs);
   if (outputs.size() != want.size())
     throw Error("runInto: " + std::to_string(outputs.size()) +
@@ -173,18 +178,16 @@ void Executable::runInto(const std::vector<Tensor> &inputs, std::vector<Tensor> 
 }
 
 std::vector<PortInfo> Executable::inputs() const {
-  if (impl_->staged)
-    return impl_->staged->inputs();
+  if (!impl_->perSize && impl_->one->staged)
+    return impl_->one->staged->inputs();
   return impl_->perSize ? impl_->perSize->inputs() : portsOf(impl_->one->info.inputs);
 }
 std::vector<PortInfo> Executable::outputs() const {
-  if (impl_->staged)
-    return impl_->staged->outputs();
+  if (!impl_->perSize && impl_->one->staged)
+    return impl_->one->staged->outputs();
   return impl_->perSize ? impl_->perSize->outputs() : portsOf(impl_->one->info.outputs);
 }
 std::string Executable::summary() const {
-  if (impl_->staged)
-    return impl_->staged->summary();
   if (impl_->perSize)
     return impl_->perSize->summary();
   if (impl_->set.empty())
@@ -197,8 +200,6 @@ std::string Executable::summary() const {
 }
 std::vector<std::map<std::string, int64_t>> Executable::specializations() const {
   std::vector<std::map<std::string, int64_t>> out;
-  if (impl_->staged)
-    return out;
   for (const auto &[sizes, compiled] : impl_->perSize ? impl_->perSize->keptCompiled() : impl_->set)
     out.push_back(sizes);
   return out;

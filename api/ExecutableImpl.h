@@ -36,10 +36,15 @@ using detail::parseSizes;
 using detail::portsOf;
 using detail::sizesStr;
 
-/// One compiled size: the runtime executable and what save() records.
+class StagedRunner;
+
+/// One compiled size: the runtime executable and what save() records; or,
+/// for a model whose sizes its run decides, its stages (`exe` null, `info`
+/// holding only the summary).
 struct Compiled {
   std::shared_ptr<const runtime::Executable> exe;
   runtime::ArtifactInfo info;
+  std::shared_ptr<const StagedRunner> staged;
 };
 
 using KeptSizes = std::vector<std::pair<Sizes, std::shared_ptr<const Compiled>>>;
@@ -73,8 +78,6 @@ public:
 };
 
 struct Executable::Impl {
-  /// A model compiled in stages; the members below are then unset.
-  std::unique_ptr<StagedRunner> staged;
   /// Compiled for one size (a loaded size set's first); null with `perSize`.
   std::shared_ptr<const Compiled> one;
   std::unique_ptr<Specializer> perSize;

@@ -150,18 +150,46 @@ std::vector<PortInfo> Model::outputs() const {
 
 namespace {
 
-/// Compiles `g`; a failure throws an Error, prefixed with `context` (the
-/// sizes of a specialization) when it is not empty.
+/// A model compiled in stages (codegen/Staged.h).
+class Staged final : public StagedRunner {
+public:
+  Staged(const Graph &g, std::unique_ptr<codegen::StagedModel> model)
+      : model_(std::move(model)), inputs_(portsOf(g.inputs())), outputs_(portsOf(g.outputs())) {}
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+    Collect c;
+    auto outs = model_->run(inputs, c.diag());
+    if (failed(outs))
+      c.raise("the run failed");
+    return outs.take();
+  }
+  std::string summary() const override { return "compiled in " + model_->stages(); }
+  std::vector<PortInfo> inputs() const override { return inputs_; }
+  std::vector<PortInfo> outputs() const override { return outputs_; }
+
+private:
+  std::unique_ptr<codegen::StagedModel> model_;
+  std::vector<PortInfo> inputs_, outputs_;
+};
+
+/// Compiles `g`: whole, or in stages when its sizes are decided by its run
+/// (Note [Data-dependent shapes] in codegen/Staged.cpp). A failure throws
+/// an Error, prefixed with `context` (the sizes of a specialization) when
+/// it is not empty.
 Compiled compileGraph(const Graph &g, const codegen::CompileOptions &o,
                       const std::string &context = "") {
   Collect c;
   codegen::CompileReport report;
-  auto exe = codegen::compile(g, o, c.diag(), &report);
-  if (failed(exe))
+  auto model = codegen::StagedModel::compile(g, o, c.diag(), &report);
+  if (failed(model))
     c.raise("cannot compile the model", context);
   Compiled out;
-  out.info = codegen::artifactInfo(codegen::GraphPorts::of(g), **exe, report, "");
-  out.exe = std::shared_ptr<const runtime::Executable>(exe.take());
+  if (!(*model)->whole()) {
+    out.staged = std::make_shared<Staged>(g, model.take());
+    out.info.summary = out.staged->summary();
+    return out;
+  }
+  out.exe = std::shared_ptr<const runtime::Executable>((*model)->takeWhole());
+  out.info = codegen::artifactInfo(codegen::GraphPorts::of(g), *out.exe, report, "");
   return out;
 }
 
@@ -350,47 +378,6 @@ std::set<std::string> unboundSymbols(const Graph &g, const Sizes &dims) {
 }
 
 /// True when an input dim is an anonymous `?` (no name to compile per).
-/// A model compiled in stages (codegen/Staged.h).
-class Staged final : public StagedRunner {
-public:
-  Staged(const Graph &g, std::unique_ptr<codegen::StagedModel> model)
-      : model_(std::move(model)), inputs_(portsOf(g.inputs())), outputs_(portsOf(g.outputs())) {}
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
-    Collect c;
-    auto outs = model_->run(inputs, c.diag());
-    if (failed(outs))
-      c.raise("the run failed");
-    return outs.take();
-  }
-  std::string summary() const override { return "compiled in " + model_->stages(); }
-  std::vector<PortInfo> inputs() const override { return inputs_; }
-  std::vector<PortInfo> outputs() const override { return outputs_; }
-
-private:
-  std::unique_ptr<codegen::StagedModel> model_;
-  std::vector<PortInfo> inputs_, outputs_;
-};
-
-/// Compiles `g`: in stages (into `staged`) when its sizes are decided by
-/// its run (Note [Data-dependent shapes] in codegen/Staged.cpp), else whole
-/// (into `one`).
-void compileOnce(const Graph &g, const codegen::CompileOptions &o,
-                 std::unique_ptr<StagedRunner> &staged, std::shared_ptr<const Compiled> &one) {
-  Collect c;
-  codegen::CompileReport report;
-  auto model = codegen::StagedModel::compile(g, o, c.diag(), &report);
-  if (failed(model))
-    c.raise("cannot compile the model");
-  if (!(*model)->whole()) {
-    staged = std::make_unique<Staged>(g, model.take());
-    return;
-  }
-  auto compiled = std::make_shared<Compiled>();
-  compiled->exe = (*model)->takeWhole();
-  compiled->info = codegen::artifactInfo(codegen::GraphPorts::of(g), *compiled->exe, report, "");
-  one = std::move(compiled);
-}
-
 bool hasAnonymousDim(const Graph &g) {
   for (const Value *v : g.inputs())
     for (const Dim &d : v->type().shape)
@@ -418,7 +405,7 @@ Executable compile(const Model &model, const CompileOptions &options) {
     c.raise("the ranges do not fit the model", "CompileOptions::ranges");
   // An anonymous `?` has no size to compile for: compiling now names it.
   if (unbound.empty() || hasAnonymousDim(g))
-    compileOnce(g, o, impl->staged, impl->one);
+    impl->one = std::make_shared<const Compiled>(compileGraph(g, o));
   else
     impl->perSize = std::make_unique<PerSize>(g, o, options, std::move(unbound));
   return Executable::Impl::wrap(std::move(impl));

@@ -190,6 +190,26 @@ TEST(ApiTest, ModelSizedByItsRunCompilesInStages) {
   std::vector<kiln::Tensor> out = {kiln::Tensor::zeros(kiln::DType::F32, {0})};
   EXPECT_THROW(exe.runInto(none, out), kiln::Error);
   EXPECT_THROW(exe.save(tempPath("staged")), kiln::Error);
+
+  // With its batch left symbolic: a specialization per batch, each staged.
+  kiln::Model symbolic = modelFromText("masks", "graph @mask(%x: f32[N,4]) -> (f32[?]) {\n"
+                                                "  %z = constant dense<0.0> : f32[]\n"
+                                                "  %m = greater(%x, %z) : bool[N,4]\n"
+                                                "  %nz = nonzero(%m) : i64[2,?]\n"
+                                                "  %t = transpose(%nz) {perm = [1, 0]} : i64[?,2]\n"
+                                                "  %y = gather_nd(%x, %t) : f32[?]\n"
+                                                "  return %y\n"
+                                                "}\n");
+  kiln::CompileOptions options;
+  options.onSpecialize = [](const std::string &) {};
+  kiln::Executable perSize = kiln::compile(symbolic, options);
+  for (int64_t n : {3, 5, 3}) {
+    std::vector<kiln::Tensor> in = {kiln::randn({n, 4}, static_cast<uint64_t>(n))};
+    expectClose(perSize.run(in)[0], interpreted(symbolic, in)[0]);
+  }
+  EXPECT_EQ(perSize.specializations().size(), 2u);
+  EXPECT_NE(perSize.summary().find("stages at %nz"), std::string::npos) << perSize.summary();
+  EXPECT_THROW(perSize.save(tempPath("staged-per-size")), kiln::Error);
 }
 
 TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
