@@ -130,6 +130,19 @@ def test_ranges():
     expect_error(lambda: kiln.compile(SIZE_SET, ranges={"Q": (1, 6)}), "Q")
 
 
+def test_sizes_the_run_decides():
+    # x[x > 0] * 2 (nonzero): compiled in stages, each count its own
+    # (Note [Data-dependent shapes] in codegen/Staged.cpp).
+    exe = kiln.compile(os.path.join(SRC, "tests", "lit", "tools", "compile", "staged.kir"),
+                       threads=1)
+    for seed, n in ((1, 3), (2, 5), (3, 3)):
+        x = np.random.default_rng(seed).standard_normal((n, 4)).astype(np.float32)
+        y, nz = exe(x)
+        np.testing.assert_allclose(y, x[x > 0] * 2, rtol=1e-6)
+        np.testing.assert_array_equal(nz, np.stack(np.nonzero(x > 0)))
+    assert "stages at %nz" in exe.summary, exe.summary  # per batch N, each staged
+
+
 def test_threads_share_one_executable():
     exe = kiln.compile(os.path.join(MLP, "mlp.kir"), threads=1)
     x, want = mlp_data()
