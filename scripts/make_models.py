@@ -495,6 +495,35 @@ class MaskedSelect(nn.Module):
         return torch.tanh(v) * 2.0 + v.sum()
 
 
+class TopKHalf(nn.Module):
+    """torch.topk with k = seq // 2 of a dynamic seq: K computed from a dim,
+    known once the dim is bound."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.lin(x).sum(-1)
+        v, i = torch.topk(h, h.shape[1] // 2, dim=1)
+        return v * 2.0, i
+
+
+class TopKCounted(nn.Module):
+    """torch.topk with k the count of positive values (scripted): a K, and an
+    output size, that only the run knows."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.lin(x).flatten()
+        k = (h > 0).sum().clamp(min=1)
+        v, i = torch.topk(h, int(k))
+        return torch.tanh(v), i
+
+
 def tv(name, **kw):
     def build():
         return getattr(torchvision.models, name)(weights=None, **kw)
@@ -572,6 +601,12 @@ MODELS = {
     # each data set has another count of positive values.
     "masked_select": dict(build=MaskedSelect, inputs=[("x", (4, 16), "randn")],
                           data_inputs=[(4, 16)], more_data_inputs=[[(4, 16)], [(4, 16)]]),
+    "topk_half": dict(build=TopKHalf, inputs=[("x", (2, 10, 16), "randn")],
+                      data_inputs=[(3, 12, 16)], more_data_inputs=[[(1, 5, 16)]],
+                      dynamic_axes={"x": {0: "batch", 1: "seq"}}),
+    "topk_counted": dict(build=TopKCounted, script=True, inputs=[("x", (4, 16), "randn")],
+                         data_inputs=[(4, 16)], more_data_inputs=[[(2, 16)], [(5, 16)]],
+                         dynamic_axes={"x": {0: "batch"}}),
     "scripted_append": dict(build=ScriptedAppend, script=True, inputs=[("x", (2, 4, 8), "randn")],
                             data_inputs=[(3, 5, 8)], more_data_inputs=[[(1, 1, 8)], [(2, 7, 8)]],
                             dynamic_axes={"x": {0: "batch", 1: "steps"}}),

@@ -4,11 +4,13 @@
 // gather_elements, scatter_elements, gather_nd and top_k (ir/ops/Indexing.cpp):
 //   - ScatterElements reads `reduction` (opset 16: add, mul; 18: max, min);
 //   - GatherND reads `batch_dims` (opset 12);
-//   - TopK's K is an input from opset 10, known at import time (Kiln's k is
-//     an attribute: the result shape depends on it); `largest` and `sorted`
-//     are attributes from opset 11 (both 1 before).
-// NonZero maps onto nonzero, whose count the run decides (the interpreter
-// runs it; a compile refuses its `?` dim, naming the node).
+//   - TopK's K is an input from opset 10: Kiln's attribute k when known at
+//     import time, else top_k's second operand, and the results are sized
+//     by the run; `largest` and `sorted` are attributes from opset 11 (both
+//     1 before).
+// NonZero maps onto nonzero, whose count the run decides. Both are run
+// between compiled stages (Note [Data-dependent shapes] in
+// codegen/Staged.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/Internal.h"
@@ -46,19 +48,20 @@ Values convertGatherND(NodeContext &ctx) {
 
 Values convertTopK(NodeContext &ctx) {
   Value *x = ctx.input(0, "X");
-  auto k = ctx.intsInput(1, "K");
+  Value *k = ctx.input(1, "K");
   if (!x || !k)
     return {};
-  if (k->size() != 1) {
-    ctx.emitError() << "needs one K, got " << *k;
-    return {};
+  std::vector<NamedAttr> attrs = {{"axis", ctx.attrInt("axis", -1)},
+                                  {"largest", ctx.attrInt("largest", 1) != 0},
+                                  {"sorted", ctx.attrInt("sorted", 1) != 0}};
+  // A K the run computes (from the data, or from a dim not bound at import)
+  // is an operand: the results are sized by the run.
+  if (std::optional<SymInts> known = ctx.shapeValueOf(k);
+      known && known->size() == 1 && known->front().isKnown()) {
+    attrs.push_back({"k", *known->front().value});
+    return ctx.createMulti(OpKind::TopK, {x}, attrs, 2);
   }
-  return ctx.createMulti(OpKind::TopK, {x},
-                         {{"k", (*k)[0]},
-                          {"axis", ctx.attrInt("axis", -1)},
-                          {"largest", ctx.attrInt("largest", 1) != 0},
-                          {"sorted", ctx.attrInt("sorted", 1) != 0}},
-                         2);
+  return ctx.createMulti(OpKind::TopK, {x, k}, attrs, 2);
 }
 
 /// NonZero's count is known only when it runs: the result is i64[rank, ?]

@@ -154,6 +154,9 @@ constexpr bool isEagerName(std::string_view name, std::string_view mnemonic) {
 #define KILN_EAGER_OPERANDS_3_6(X, ...)                                                            \
   KILN_EAGER_OPERANDS_3_5(X, __VA_ARGS__)                                                          \
   KILN_EAGER_OPERANDS_6_6(X, __VA_ARGS__)
+#define KILN_EAGER_OPERANDS_1_2(X, ...)                                                            \
+  KILN_EAGER_OPERANDS_1_1(X, __VA_ARGS__)                                                          \
+  KILN_EAGER_OPERANDS_2_2(X, __VA_ARGS__)
 #define KILN_EAGER_OPERANDS_2_3(X, ...)                                                            \
   KILN_EAGER_OPERANDS_2_2(X, __VA_ARGS__)                                                          \
   KILN_EAGER_OPERANDS_3_3(X, __VA_ARGS__)

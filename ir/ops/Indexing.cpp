@@ -13,6 +13,8 @@
 //                                             (op)= updates[i, rest]
 //   top_k(x) {k, axis, largest, sorted}       the k largest (smallest) along axis
 //                                             and their indices (i64)
+//   top_k(x, k) {axis, largest, sorted}       the same with k a one-element
+//                                             integer tensor the run gives
 //   nonzero(x)                                i64[rank, count]: the index of each
 //                                             non-zero element, row-major order
 //
@@ -25,9 +27,10 @@
 // is honoured by returning them sorted anyway.
 //
 // These ops have no kernel lowering: compiled graphs run them on these
-// reference kernels (fusion rule F10). nonzero's count is known only when it
-// runs (ValueDependentShape: inference gives `?`, the kernel the size), so
-// the interpreter runs it and a compile refuses it as a dynamic shape.
+// reference kernels (fusion rule F10). nonzero's count, and top_k's k when
+// it is an operand, are known only when they run (ValueDependentShape:
+// inference gives `?`, the kernel the size): a compile runs them between
+// stages (Note [Data-dependent shapes] in codegen/Staged.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/Internal.h"
@@ -356,10 +359,21 @@ FailureOr<Types> inferTopK(const OpContext &ctx) {
   if (failed(axis))
     return failure();
   const Dim &d = x.shape[static_cast<size_t>(*axis)];
+  Shape out = x.shape;
+  if (ctx.numOperands() == 2) { // k given by the run
+    const TensorType &k = ctx.operandType(1);
+    if (!isInteger(k.dtype) || k.rank() > 1 ||
+        (k.isStatic() && numElements(staticSizes(k.shape)) != 1))
+      return ctx.emitError() << "k must be one integer, got " << k.str();
+    if (op.k() != -1)
+      return ctx.emitError() << "k is given twice: the attribute k = " << op.k()
+                             << " and an operand";
+    out[static_cast<size_t>(*axis)] = Dim::dynamic();
+    return Types{TensorType(x.dtype, out), TensorType(DType::I64, out)};
+  }
   if (op.k() < 0 || (d.isStatic() && op.k() > d.size()))
     return ctx.emitError() << "k " << op.k() << " is out of range for dim " << *axis << " of "
                            << x.str();
-  Shape out = x.shape;
   out[static_cast<size_t>(*axis)] = Dim(op.k());
   return Types{TensorType(x.dtype, out), TensorType(DType::I64, out)};
 }
@@ -371,15 +385,19 @@ FailureOr<Tensors> referenceTopK(const OpContext &ctx, std::span<const Tensor> i
   auto axis = axisOf(ctx, op.axis(), x.rank());
   if (failed(axis))
     return failure();
-  if (op.k() > x.dim(*axis))
-    return ctx.emitError() << "k " << op.k() << " is larger than dim " << *axis << " of "
+  if (in.size() == 2 && in[1].numel() != 1)
+    return ctx.emitError() << "k must be one integer, got " << in[1].numel() << " of them";
+  const int64_t k = in.size() == 2 ? in[1].getInt(0) : op.k();
+  if (k < 0 || k > x.dim(*axis))
+    return ctx.emitError() << "k " << k << " is out of range for dim " << *axis << " of "
                            << x.shape();
-  Tensor values = Tensor::zeros(rt[0].dtype, staticSizes(rt[0].shape));
-  Tensor indices = Tensor::zeros(DType::I64, staticSizes(rt[1].shape));
+  std::vector<int64_t> outShape = x.shape();
+  outShape[static_cast<size_t>(*axis)] = k;
+  Tensor values = Tensor::zeros(rt[0].dtype, outShape);
+  Tensor indices = Tensor::zeros(DType::I64, outShape);
   const std::vector<int64_t> &s = x.shape();
   size_t ax = static_cast<size_t>(*axis);
   int64_t outer = product(s, 0, ax), n = s[ax], inner = product(s, ax + 1, s.size());
-  int64_t k = op.k();
   bool largest = op.largest(), fl = isFloat(x.dtype());
   std::vector<int64_t> order(static_cast<size_t>(n));
   // a before b: the larger (smaller) first, NaN above every number, equal

@@ -363,6 +363,11 @@ struct StructuredCase {
 
 using CaseGen = std::vector<StructuredCase> (*)(int64_t n);
 
+StructuredCase withRefusal(StructuredCase c, std::string refusal) {
+  c.refusal = std::move(refusal);
+  return c;
+}
+
 /// The one graph of `text`, as a region attribute.
 GraphAttr region(const char *text) {
   DiagnosticEngine diag;
@@ -543,9 +548,8 @@ const std::map<std::string, CaseGen> &structuredCases() {
        }},
       {"nonzero",
        [](int64_t n) -> std::vector<StructuredCase> {
-         StructuredCase c{{{kRows, n}}, {false}, {}};
-         c.refusal = "has a dynamic shape after shape inference";
-         return {c};
+         return {
+             withRefusal({{{kRows, n}}, {false}, {}}, "has a dynamic shape after shape inference")};
        }},
       {"pad",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -656,7 +660,11 @@ const std::map<std::string, CaseGen> &structuredCases() {
                  {{{kRows, n}},
                   {false},
                   {{"k", int64_t(1)}, {"axis", int64_t(0)}, {"largest", false}},
-                  2}};
+                  2},
+                 // k an operand (n / 2; from the data in a model): sized by
+                 // the run, so the graph compiles in stages.
+                 withRefusal({{{kRows, n}, {1}}, {false, true}, {}, 2, {DType::F32, DType::I64}},
+                             "has a dynamic shape after shape inference")};
        }},
       {"transpose",
        [](int64_t n) -> std::vector<StructuredCase> {
@@ -722,6 +730,8 @@ TEST_P(StructuredOpTest, CompiledEqualsInterpreter) {
         for (int64_t i = 0; i < v.numel(); ++i) {
           if (op.kind == OpKind::Loop && k == 0) // trip counts 0 to 4
             v.setInt(i, n % 5);
+          else if (op.kind == OpKind::TopK && k == 1) // its k operand
+            v.setInt(i, n / 2);
           else if (t == DType::Bool) // both branches of an if
             v.setInt(i, (n + ci) % 2);
           else if (t == DType::I64) // gather indices, negative ones too
