@@ -35,6 +35,8 @@
 #include <mutex>
 #include <set>
 
+#include <omp.h>
+
 namespace kiln::codegen {
 
 const Node *firstDataDependent(const Graph &prepared) {
@@ -48,6 +50,15 @@ const Node *firstDataDependent(const Graph &prepared) {
         return n;
   }
   return nullptr;
+}
+
+bool mayStage(const Graph &g) {
+  for (const Node *n : g.nodes())
+    for (unsigned r = 0; r < n->numResults() && n->hasTrait(ValueDependentShape); ++r)
+      for (const Dim &d : n->result(r)->type().shape)
+        if (d.isDynamic())
+          return true;
+  return false;
 }
 
 namespace {
@@ -162,6 +173,12 @@ const runtime::Executable *StagedModel::firstStage() const {
   return impl_->first.get();
 }
 
+int StagedModel::resolveThreads(int requested) const {
+  if (const runtime::Executable *e = impl_->whole ? impl_->whole.get() : impl_->first.get())
+    return e->resolveThreads(requested);
+  return std::max(requested > 0 ? requested : omp_get_max_threads(), 1);
+}
+
 std::unique_ptr<runtime::Executable> StagedModel::takeWhole() {
   return std::move(impl_->whole);
 }
@@ -176,15 +193,9 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
                                                              CompileReport *report) {
   std::unique_ptr<StagedModel> model(new StagedModel());
   Impl &m = *model->impl_;
-  // Only a graph with a value-dependent op with a `?` in its results can
-  // stage: the others compile whole without preparing twice.
-  bool mayStage = false;
-  for (const Node *n : g.nodes())
-    for (unsigned r = 0; r < n->numResults() && n->hasTrait(ValueDependentShape); ++r)
-      for (const Dim &d : n->result(r)->type().shape)
-        mayStage |= d.isDynamic();
+  // The others compile whole without preparing twice.
   const Node *at = nullptr;
-  if (mayStage) {
+  if (mayStage(g)) {
     CompileOptions o = options;
     o.ranges.clear();
     auto prepared = preparePipeline(g.clone(), o, diag);

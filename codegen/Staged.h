@@ -24,6 +24,11 @@ namespace kiln::codegen {
 /// operands have none; null when there is none.
 const Node *firstDataDependent(const Graph &prepared);
 
+/// Whether `g` may compile in stages: a value-dependent node of it has a
+/// `?` in its results (whether it still has after the pipeline, only
+/// StagedModel::compile knows).
+bool mayStage(const Graph &g);
+
 /// A graph compiled whole, or in stages around its first data-dependent node.
 class StagedModel {
 public:
@@ -44,6 +49,9 @@ public:
   /// The first stage of a staged model; null when nothing runs before the
   /// data-dependent node, and for a whole one.
   const runtime::Executable *firstStage() const;
+  /// The threads a run with `requested` (0: the default) uses, as
+  /// runtime::Executable::resolveThreads says.
+  int resolveThreads(int requested) const;
   /// The same, taken out (the model then runs nothing); null for stages.
   std::unique_ptr<runtime::Executable> takeWhole();
   /// Runs on `inputs` (checked as runCompiled checks them). The stage after

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "codegen/Staged.h"
 #include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "runtime/artifact/Artifact.h"
 #include "runtime/reference/HostTensors.h"
@@ -218,6 +219,7 @@ int benchCommand(const Args &args) {
     return 2;
   // What is run, and what the report says about it.
   std::unique_ptr<runtime::Executable> exe;
+  std::unique_ptr<codegen::StagedModel> staged; // exe is null when it has stages
   codegen::CompileReport report;
   std::vector<Tensor> inputs, expected;
   std::string sizes; // the symbols' sizes, for the report
@@ -336,27 +338,48 @@ int benchCommand(const Args &args) {
         owned = std::move(graph);
     numNodes = g->numNodes();
     std::optional<CompileProgress> progress(std::in_place, file);
-    auto compiled = codegen::compile(std::move(owned), options, diag, &report);
+    if (codegen::mayStage(*owned)) { // Note [Data-dependent shapes] in codegen/Staged.cpp
+      auto model = codegen::StagedModel::compile(*owned, options, diag, &report);
+      if (failed(model))
+        return 1;
+      staged = model.take();
+      exe = staged->takeWhole();
+    } else {
+      auto compiled = codegen::compile(std::move(owned), options, diag, &report);
+      if (failed(compiled))
+        return 1;
+      exe = compiled.take();
+    }
     progress.reset();
-    if (failed(compiled))
-      return 1;
     compileSeconds = secondsSince(compileStart);
-    exe = compiled.take();
     // The compiled model owns what it needs; the loaded one can go (as in an
     // application that compiles once and keeps only the executable).
     model.module.reset();
     g = nullptr;
   }
-  const runtime::Executable &e = *exe;
-  const int threads = e.resolveThreads(options.threads);
+  // A staged model reports on its first stage (its steps, its memory).
+  const runtime::Executable *first = exe ? exe.get() : staged->firstStage();
+  const int threads =
+      exe ? exe->resolveThreads(options.threads) : staged->resolveThreads(options.threads);
+  const size_t numSteps = first ? first->steps().size() : 0;
 
   std::vector<runtime::HostTensor> in, outs;
   for (const Tensor &t : inputs)
     in.push_back(runtime::toHostTensor(t));
   runtime::RunOptions ropts;
   ropts.threads = options.threads;
+  std::vector<std::string> stageLog;
   auto runOnce = [&]() -> bool {
-    runtime::Status st = e.run(in, outs, ropts);
+    if (!exe) {
+      auto got = staged->run(inputs, diag, ropts, &stageLog);
+      if (failed(got))
+        return false;
+      outs.clear();
+      for (const Tensor &t : *got)
+        outs.push_back(runtime::toHostTensor(t));
+      return true;
+    }
+    runtime::Status st = exe->run(in, outs, ropts);
     if (!st.ok()) {
       std::fprintf(stderr, "kiln bench: error: %s\n", st.error.c_str());
       return false;
@@ -384,7 +407,8 @@ int benchCommand(const Args &args) {
         << ",\"first_run_s\":" << number(firstRunSeconds) << ",\"check\":" << jsonString(check)
         << ",\"max_abs_err\":" << number(maxAbsErr) << ",\"kernels\":" << report.numKernels
         << ",\"library_calls\":" << report.numLibraryCalls
-        << ",\"fallbacks\":" << report.numFallbacks << ",\"steps\":" << e.steps().size()
+        << ",\"fallbacks\":" << report.numFallbacks << ",\"steps\":" << numSteps
+        << ",\"staged\":" << jsonString(staged && !exe ? staged->stages() : "")
         << ",\"arena_bytes\":" << m.arenaBytes << ",\"lower_bound_bytes\":" << m.lowerBound
         << ",\"naive_bytes\":" << m.naiveBytes << ",\"output_bytes\":" << m.outputBytes
         << ",\"constant_bytes\":" << m.constantBytes << ",\"in_place\":" << m.inPlace << "}";
@@ -459,11 +483,17 @@ int benchCommand(const Args &args) {
     return check == "ok" || expected.empty() ? 0 : 1;
   }
   if (isArtifact) {
-    std::printf("model:       %s (artifact, %zu steps)\n", file.c_str(), e.steps().size());
+    std::printf("model:       %s (artifact, %zu steps)\n", file.c_str(), numSteps);
     std::printf("loaded:      %s in %.1f ms\n", report.counts().c_str(), loadSeconds * 1e3);
   } else {
     std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
-    std::printf("compiled:    %s\n", report.summary().c_str());
+    if (first)
+      std::printf("compiled:    %s%s\n", exe ? "" : "first stage: ", report.summary().c_str());
+    if (staged && !exe) {
+      std::printf("stages:      %s\n", staged->stages().c_str());
+      for (const std::string &line : stageLog)
+        std::printf("stages:      %s\n", line.c_str());
+    }
   }
   std::printf("target:      %s\n", report.target.c_str());
   if (!sizes.empty())
@@ -481,10 +511,10 @@ int benchCommand(const Args &args) {
                 formatBytes(m.arenaBytes).c_str(), formatBytes(m.outputBytes).c_str(),
                 formatBytes(m.constantBytes).c_str());
   else
-    std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s\n",
+    std::printf("memory:      arena %s (lower bound %s, naive %s), outputs %s, constants %s%s\n",
                 formatBytes(m.arenaBytes).c_str(), formatBytes(m.lowerBound).c_str(),
                 formatBytes(m.naiveBytes).c_str(), formatBytes(m.outputBytes).c_str(),
-                formatBytes(m.constantBytes).c_str());
+                formatBytes(m.constantBytes).c_str(), exe ? "" : " (the first stage's)");
   std::printf("peak RSS:    %.1f MiB\n", static_cast<double>(peakRssKb()) / 1024);
   return check == "ok" || expected.empty() ? 0 : 1;
 }
