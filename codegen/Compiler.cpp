@@ -162,7 +162,7 @@ LogicalResult requireStatic(const Graph &g, DiagnosticEngine &diag) {
                << "'" << n->mnemonic() << "' op result %" << n->result(i)->name() << " : "
                << n->result(i)->type().str()
                << " has a dynamic shape after shape inference; one executable needs static shapes "
-                  "(kiln run --compile and kiln::compile compile such a graph in stages, "
+                  "(the kiln commands and kiln::compile compile such a graph in stages, "
                   "codegen/Staged.h)";
   // A tensor no machine holds is refused here, before a library sees its
   // sizes (oneDNN's matmul setup divides by zero on a 2^43-element one).

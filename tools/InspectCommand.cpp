@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
+#include "codegen/Staged.h"
 #include "ir/Interpreter.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
@@ -207,10 +208,16 @@ int inspectCommand(const Args &args) {
   codegen::CompileReport report;
   options.cache &= !buffers; // the per-buffer table needs a real compile
   std::optional<CompileProgress> progress(std::in_place, file);
-  auto exe = codegen::compile(*g, options, diag, &report);
+  auto compiled = codegen::StagedModel::compile(*g, options, diag, &report);
   progress.reset();
-  if (failed(exe))
+  if (failed(compiled))
     return 1;
+  if (!(*compiled)->whole()) { // Note [Data-dependent shapes] in codegen/Staged.cpp
+    std::printf("%s\n", (*compiled)->stages().c_str());
+    if (!(*compiled)->firstStage())
+      return 0;
+    std::printf("the plan and figures below are the first stage's\n");
+  }
   std::printf("compiled: %s\n", report.summary().c_str());
   std::printf("target: %s\n", report.target.c_str());
   if (steps)
