@@ -86,11 +86,12 @@ std::string symbolFor(const Value &v, size_t d) {
 /// constants they read copied, every other outside value they read an input
 /// (appended to `inputs` in first-use order, typed by `retype` when it has
 /// the value), `outputs` its outputs. With `reinfer`, each node's result
-/// types are inferred again from its operands' (new) types.
-FailureOr<std::unique_ptr<Graph>>
-extract(const std::string &name, const std::vector<const Node *> &nodes,
-        const std::vector<const Value *> &outputs, std::vector<const Value *> &inputs,
-        const std::map<const Value *, TensorType> &retype, bool reinfer, DiagnosticEngine &diag) {
+/// types are inferred again from its operands' (new) types where inference
+/// can say (else they stay as recorded: the compile infers them again).
+std::unique_ptr<Graph> extract(const std::string &name, const std::vector<const Node *> &nodes,
+                               const std::vector<const Value *> &outputs,
+                               std::vector<const Value *> &inputs,
+                               const std::map<const Value *, TensorType> &retype, bool reinfer) {
   auto sub = std::make_unique<Graph>(name);
   std::map<const Value *, Value *> mapped;
   auto operandOf = [&](const Value *v) -> Value * {
@@ -122,12 +123,13 @@ extract(const std::string &name, const std::vector<const Node *> &nodes,
       types.push_back(n->result(i)->type());
     std::vector<Attribute> attrs(n->attrs().begin(), n->attrs().end());
     if (reinfer) {
-      auto inferred = inferTypes(n->info(), operandTypes, attrs, n->numResults(), n->loc(), diag);
-      if (failed(inferred))
-        return failure();
-      for (unsigned i = 0; i < n->numResults(); ++i) // a `?` the run decides stays
+      DiagnosticEngine scratch;
+      scratch.pushHandler([](const Diagnostic &) { return true; });
+      auto inferred =
+          inferTypes(n->info(), operandTypes, attrs, n->numResults(), n->loc(), scratch);
+      for (unsigned i = 0; inferred.succeeded() && i < n->numResults(); ++i)
         if (!n->hasTrait(ValueDependentShape) || (*inferred)[i].isStatic())
-          types[i] = (*inferred)[i];
+          types[i] = (*inferred)[i]; // a `?` the run decides stays
     }
     Node *copy = sub->createNode(n->info(), operands, types, attrs, n->loc());
     for (unsigned i = 0; i < n->numResults(); ++i) {
@@ -272,10 +274,8 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
   staticOptions.sharedKernels = nullptr;
   if (!m.firstOutputs.empty()) {
     auto first = extract(pg.name() + ".before", before, m.firstOutputs, m.firstInputs, {},
-                         /*reinfer=*/false, diag);
-    if (failed(first))
-      return failure();
-    auto exe = codegen::compile(**first, staticOptions, diag, report);
+                         /*reinfer=*/false);
+    auto exe = codegen::compile(*first, staticOptions, diag, report);
     if (failed(exe))
       return failure();
     m.first = exe.take();
@@ -283,10 +283,7 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
   std::vector<const Value *> nodeResults;
   for (unsigned r = 0; r < at->numResults(); ++r)
     nodeResults.push_back(at->result(r));
-  auto node = extract(pg.name() + ".node", {at}, nodeResults, m.nodeInputs, {}, false, diag);
-  if (failed(node))
-    return failure();
-  m.node = node.take();
+  m.node = extract(pg.name() + ".node", {at}, nodeResults, m.nodeInputs, {}, /*reinfer=*/false);
   m.nodeOutputs = nodeResults;
 
   std::map<const Value *, TensorType> retype;
@@ -306,12 +303,9 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
     sized += (sized.empty() ? "" : ", ") + ("%" + at->result(r)->name()) + " : " +
              at->result(r)->type().str();
   }
-  auto rest = extract(pg.name(), after,
-                      std::vector<const Value *>(pg.outputs().begin(), pg.outputs().end()),
-                      m.restInputs, retype, /*reinfer=*/true, diag);
-  if (failed(rest))
-    return failure();
-  m.rest = rest.take();
+  m.rest = extract(pg.name(), after,
+                   std::vector<const Value *>(pg.outputs().begin(), pg.outputs().end()),
+                   m.restInputs, retype, /*reinfer=*/true);
   m.restOptions = staticOptions;
   m.restOptions.explain = m.restOptions.emitKernels = false;
   m.restOptions.emitLLVM = m.restOptions.emitLLVMOptimized = false;
