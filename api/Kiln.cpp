@@ -298,6 +298,8 @@ private:
   /// size to compile all of its kernels, and says why.
   void compileShared() const {
     sharedTried_ = true;
+    if (codegen::mayStage(*graph_)) // its stages share their own (codegen/Staged.cpp)
+      return;
     for (const codegen::SymbolRange &r : codegen::sharedRanges(*graph_, options_))
       if (symbols_.count(r.name)) // the symbols not fixed in dims
         sharedRanges_.push_back(r);

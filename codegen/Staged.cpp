@@ -61,7 +61,7 @@ const Node *firstDataDependent(const Graph &prepared) {
 
 bool mayStage(const Graph &g) {
   for (const Node *n : g.nodes())
-    for (unsigned r = 0; r < n->numResults() && n->hasTrait(ValueDependentShape); ++r)
+    for (unsigned r = 0; r < n->numResults() && n->info().sizedByRun(n->numOperands()); ++r)
       for (const Dim &d : n->result(r)->type().shape)
         if (d.isDynamic())
           return true;
@@ -182,10 +182,10 @@ struct StagedModel::Impl {
   /// The prepared graph the Value pointers above point into.
   std::unique_ptr<Graph> prepared;
 
-  mutable std::mutex mutex;
+  mutable std::mutex mutex, compileMutex;
   /// Stage 3's kernels with run-time sizes, compiled on the first run
   /// (null when they could not be).
-  mutable bool sharedTried = false;
+  mutable bool sharedTried = false; // under compileMutex, as `shared`
   mutable std::shared_ptr<const SharedKernels> shared;
   /// Stage 3 per sizes, most recently used first.
   mutable std::list<std::pair<std::map<std::string, int64_t>, std::shared_ptr<const StagedModel>>>
@@ -293,9 +293,12 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
     for (size_t d = 0; d < t.shape.size(); ++d)
       if (!t.shape[d].isStatic()) {
         m.symbolDims.emplace_back(r, d);
-        // top_k's indices have the size of its values.
-        m.symbols.push_back(at->kind() == OpKind::TopK ? symbolFor(*at->result(0), d)
-                                                       : symbolFor(*at->result(r), d));
+        // top_k's indices have the size of its values; other symbols differ.
+        std::string sym = symbolFor(*at->result(at->kind() == OpKind::TopK ? 0 : r), d);
+        if (at->kind() != OpKind::TopK)
+          while (m.symbolMax.count(sym))
+            sym += "_";
+        m.symbols.push_back(sym);
         m.symbolMax[m.symbols.back()] = sizeBound(*at, r, d);
         t.shape[d] = Dim::symbolic(m.symbols.back());
       }
@@ -315,6 +318,73 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
   return model;
 }
 
+std::shared_ptr<const StagedModel> StagedModel::restFor(const std::map<std::string, int64_t> &sizes,
+                                                        DiagnosticEngine &diag,
+                                                        std::vector<std::string> *log) const {
+  const Impl &m = *impl_;
+  auto lookup = [&]() -> std::shared_ptr<const StagedModel> {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto hit =
+        std::find_if(m.kept.begin(), m.kept.end(), [&](const auto &e) { return e.first == sizes; });
+    if (hit == m.kept.end())
+      return nullptr;
+    m.kept.splice(m.kept.begin(), m.kept, hit);
+    return hit->second;
+  };
+  if (auto hit = lookup())
+    return hit;
+  // One compile at a time; runs at sizes compiled already go on meanwhile.
+  std::lock_guard<std::mutex> one(m.compileMutex);
+  if (auto hit = lookup()) // another thread compiled it meanwhile
+    return hit;
+  const std::string after = "the nodes after %" + m.nodeOutputs[0]->name();
+  if (!m.sharedTried) { // Note [Data-dependent shapes]: kernels once for every size
+    m.sharedTried = true;
+    std::vector<SymbolRange> ranges;
+    for (const auto &[name, max] : m.symbolMax)
+      if (max > 0)
+        ranges.push_back({name, 1, max});
+    Diagnostic why;
+    if (ranges.size() == m.symbolMax.size()) {
+      m.shared = tryCompileSharedKernels(*m.rest, ranges, m.restOptions, why);
+      if (log && m.shared)
+        log->push_back(after + ": " + std::to_string(m.shared->byName.size()) +
+                       " kernels with run-time sizes compiled once for " + rangesStr(ranges) +
+                       " in " + std::to_string(static_cast<int>(m.shared->seconds * 1e3)) + " ms");
+    }
+  }
+  std::string at;
+  for (const auto &[name, n] : sizes)
+    at += (at.empty() ? "" : ", ") + name + "=" + std::to_string(n);
+  CompileOptions o = m.restOptions;
+  o.dims = sizes;
+  o.sharedKernels = m.shared;
+  CompileReport report;
+  auto compiled = StagedModel::compile(*m.rest, o, diag, &report);
+  if (failed(compiled)) {
+    diag.emitError(m.nodeOutputs[0]->definingNode()->loc())
+        << "compiling " << after << " for " << at << " failed";
+    return nullptr;
+  }
+  std::shared_ptr<const StagedModel> rest(compiled.take());
+  if (log) {
+    const MemoryReport &mem = report.memory;
+    char ratio[64];
+    std::snprintf(ratio, sizeof(ratio), "%.3f",
+                  mem.lowerBound
+                      ? static_cast<double>(mem.arenaBytes) / static_cast<double>(mem.lowerBound)
+                      : 1.0);
+    log->push_back(after + " compiled for " + at + ": " + report.summary() + "; arena " +
+                   std::to_string(mem.arenaBytes) + " bytes, arena / lower bound " + ratio +
+                   " (plan checked)");
+  }
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.kept.emplace_front(sizes, rest);
+  if (m.kept.size() > kMaxKept)
+    m.kept.pop_back();
+  return rest;
+}
+
 FailureOr<std::vector<Tensor>> StagedModel::run(std::span<const Tensor> inputs,
                                                 DiagnosticEngine &diag,
                                                 const runtime::RunOptions &options,
@@ -322,6 +392,8 @@ FailureOr<std::vector<Tensor>> StagedModel::run(std::span<const Tensor> inputs,
   const Impl &m = *impl_;
   if (m.whole)
     return runCompiled(*m.whole, inputs, diag, options);
+  if (!m.node) // its whole executable was taken out
+    return diag.emitError(Location()) << "this compiled model's executable was taken out";
   const Graph &pg = *m.prepared;
   if (failed(checkInputs(pg, inputs, diag)))
     return failure();
@@ -354,59 +426,9 @@ FailureOr<std::vector<Tensor>> StagedModel::run(std::span<const Tensor> inputs,
     const auto [r, d] = m.symbolDims[k];
     sizes[m.symbols[k]] = values.at(m.nodeOutputs[r]).shape()[d];
   }
-  std::shared_ptr<const StagedModel> rest;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    auto hit =
-        std::find_if(m.kept.begin(), m.kept.end(), [&](const auto &e) { return e.first == sizes; });
-    if (hit != m.kept.end()) {
-      m.kept.splice(m.kept.begin(), m.kept, hit);
-      rest = hit->second;
-    } else {
-      if (!m.sharedTried) { // Note [Data-dependent shapes]: kernels once for every size
-        m.sharedTried = true;
-        std::vector<SymbolRange> ranges;
-        for (const auto &[name, max] : m.symbolMax)
-          if (max > 0)
-            ranges.push_back({name, 1, max});
-        Diagnostic why;
-        if (ranges.size() == m.symbolMax.size()) {
-          m.shared = tryCompileSharedKernels(*m.rest, ranges, m.restOptions, why);
-          if (log && m.shared)
-            log->push_back("the nodes after %" + m.nodeOutputs[0]->name() + ": " +
-                           std::to_string(m.shared->byName.size()) +
-                           " kernels with run-time sizes compiled once for " + rangesStr(ranges) +
-                           " in " + std::to_string(static_cast<int>(m.shared->seconds * 1e3)) +
-                           " ms");
-        }
-      }
-      CompileOptions o = m.restOptions;
-      o.dims = sizes;
-      o.sharedKernels = m.shared;
-      CompileReport report;
-      auto compiled = StagedModel::compile(*m.rest, o, diag, &report);
-      if (failed(compiled))
-        return failure();
-      rest = std::shared_ptr<const StagedModel>(compiled.take());
-      if (log) {
-        std::string at;
-        for (const auto &[name, n] : sizes)
-          at += (at.empty() ? "" : ", ") + name + "=" + std::to_string(n);
-        const MemoryReport &mem = report.memory;
-        char ratio[64];
-        std::snprintf(ratio, sizeof(ratio), "%.3f",
-                      mem.lowerBound ? static_cast<double>(mem.arenaBytes) /
-                                           static_cast<double>(mem.lowerBound)
-                                     : 1.0);
-        log->push_back("the nodes after %" + m.nodeOutputs[0]->name() + " compiled for " + at +
-                       ": " + report.summary() + "; arena " + std::to_string(mem.arenaBytes) +
-                       " bytes, arena / lower bound " + ratio + " (plan checked)");
-      }
-      m.kept.emplace_front(sizes, rest);
-      if (m.kept.size() > kMaxKept)
-        m.kept.pop_back();
-    }
-  }
+  std::shared_ptr<const StagedModel> rest = restFor(sizes, diag, log);
+  if (!rest)
+    return failure();
   return rest->run(feed(m.restInputs), diag, options, log);
 }
 

@@ -12,6 +12,7 @@
 
 #include "codegen/Compiler.h"
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +72,10 @@ public:
 
 private:
   StagedModel();
+  /// Stage 3 compiled for `sizes`, kept or compiled now; null after an error.
+  std::shared_ptr<const StagedModel> restFor(const std::map<std::string, int64_t> &sizes,
+                                             DiagnosticEngine &diag,
+                                             std::vector<std::string> *log) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -72,7 +72,7 @@ void fillUnknownDims(const OpInfo &info, const std::vector<Value *> &operands,
   for (const TensorType &t : types)
     for (const Dim &d : t.shape)
       unknown |= d.isDynamic();
-  if (!unknown || info.hasTrait(ValueDependentShape))
+  if (!unknown || info.sizedByRun(operands.size()))
     return;
   std::vector<TensorType> operandTypes;
   for (Value *v : operands)

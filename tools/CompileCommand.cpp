@@ -146,6 +146,10 @@ std::string sizesText(const std::map<std::string, int64_t> &dims) {
 std::shared_ptr<const codegen::SharedKernels>
 compileSharedOnce(const std::string &file, const Graph &g, const codegen::CompileOptions &options,
                   const std::map<std::string, int64_t> &dims) {
+  if (codegen::mayStage(g)) { // its stages share their own (codegen/Staged.cpp)
+    std::printf("run-time sizes: none compiled for the whole model: it may compile in stages\n");
+    return nullptr;
+  }
   codegen::CompileOptions atDims = options;
   atDims.dims = dims;
   const std::vector<codegen::SymbolRange> ranges = codegen::sharedRanges(g, atDims);
