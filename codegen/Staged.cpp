@@ -34,6 +34,7 @@
 
 #include "ir/Builder.h"
 #include "ir/Interpreter.h"
+#include "ir/SizedByRun.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -61,7 +62,7 @@ const Node *firstDataDependent(const Graph &prepared) {
 
 bool mayStage(const Graph &g) {
   for (const Node *n : g.nodes())
-    for (unsigned r = 0; r < n->numResults() && n->info().sizedByRun(n->numOperands()); ++r)
+    for (unsigned r = 0; r < n->numResults() && sizedByRun(n->info(), n->numOperands()); ++r)
       for (const Dim &d : n->result(r)->type().shape)
         if (d.isDynamic())
           return true;

@@ -2,6 +2,7 @@
 #include "ir/Builder.h"
 
 #include "ir/Graph.h"
+#include "ir/SizedByRun.h"
 
 #include <algorithm>
 #include <set>
@@ -72,7 +73,7 @@ void fillUnknownDims(const OpInfo &info, const std::vector<Value *> &operands,
   for (const TensorType &t : types)
     for (const Dim &d : t.shape)
       unknown |= d.isDynamic();
-  if (!unknown || info.sizedByRun(operands.size()))
+  if (!unknown || sizedByRun(info, operands.size()))
     return;
   std::vector<TensorType> operandTypes;
   for (Value *v : operands)

@@ -140,11 +140,6 @@ struct OpInfo {
   ScalarFn scalar;
 
   bool hasTrait(uint32_t t) const { return (traits & t) == t; }
-  /// Whether results of a node with `numOperands` operands may be sized by
-  /// their run: the ValueDependentShape ops, top_k only with its k operand.
-  bool sizedByRun(size_t numOperands) const {
-    return hasTrait(ValueDependentShape) && !(kind == OpKind::TopK && numOperands == 1);
-  }
   /// Index of the attribute `name`, or -1.
   int attrIndex(std::string_view name) const;
   bool isRequired(unsigned i) const { return attrs[i].defaultText == nullptr; }
