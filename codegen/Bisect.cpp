@@ -7,6 +7,7 @@
 
 #include "codegen/Fusion.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
+#include "ir/Extract.h"
 #include "ir/Interpreter.h"
 #include "ir/Ops.h"
 
@@ -94,46 +95,16 @@ BisectStep runGroup(size_t index, const FusionGroup &group, const Graph &g,
 
   // The group as a graph: its nodes in schedule order, constants copied,
   // every other outside operand an input.
-  auto sub = std::make_unique<Graph>("group" + std::to_string(index));
-  std::map<const Value *, Value *> mapped;
+  std::vector<const Node *> ordered;
+  for (const Node *n : g.nodes())
+    if (members.count(n))
+      ordered.push_back(n);
+  std::vector<const Value *> read;
+  auto sub = extractNodes("group" + std::to_string(index), ordered, group.outputs, read);
   std::vector<Tensor> subInputs;
-  auto operandOf = [&](const Value *v) -> Value * {
-    auto it = mapped.find(v);
-    if (it != mapped.end())
-      return it->second;
-    const Node *def = v->definingNode();
-    Value *nv;
-    if (def && def->kind() == OpKind::Constant && !members.count(def)) {
-      std::vector<Attribute> attrs(def->attrs().begin(), def->attrs().end());
-      nv = sub->createNode(def->info(), {}, {v->type()}, attrs, def->loc())->result();
-    } else {
-      nv = sub->addInput(v->type(), v->name());
-      subInputs.push_back(values.at(v));
-    }
-    nv->setName(v->name());
-    return mapped[v] = nv;
-  };
-  for (const Node *n : g.nodes()) {
-    if (!members.count(n))
-      continue;
-    std::vector<Value *> operands;
-    for (const Value *v : n->operands())
-      operands.push_back(operandOf(v));
-    std::vector<TensorType> types;
-    for (unsigned i = 0; i < n->numResults(); ++i)
-      types.push_back(n->result(i)->type());
-    std::vector<Attribute> attrs(n->attrs().begin(), n->attrs().end());
-    Node *copy = sub->createNode(n->info(), operands, types, attrs, n->loc());
-    for (unsigned i = 0; i < n->numResults(); ++i) {
-      copy->result(i)->setName(n->result(i)->name());
-      mapped[n->result(i)] = copy->result(i);
-    }
-  }
-  std::vector<Value *> outs;
-  for (const Value *v : group.outputs)
-    outs.push_back(operandOf(v));
-  sub->setOutputs(outs);
-  if (outs.empty())
+  for (const Value *v : read)
+    subInputs.push_back(values.at(v));
+  if (group.outputs.empty())
     return step;
 
   DiagnosticEngine quiet;

@@ -33,6 +33,7 @@
 #include "codegen/RunTimeSizes.h"
 
 #include "ir/Builder.h"
+#include "ir/Extract.h"
 #include "ir/Interpreter.h"
 #include "ir/SizedByRun.h"
 
@@ -81,68 +82,6 @@ std::string symbolFor(const Value &v, size_t d) {
   if (std::isdigit(static_cast<unsigned char>(s[0])))
     s = "v" + s;
   return s;
-}
-
-/// `nodes` (in order, from one graph) as a graph of their own: the
-/// constants they read copied, every other outside value they read an input
-/// (appended to `inputs` in first-use order, typed by `retype` when it has
-/// the value), `outputs` its outputs. With `reinfer`, each node's result
-/// types are inferred again from its operands' (new) types where inference
-/// can say (else they stay as recorded: the compile infers them again).
-std::unique_ptr<Graph> extract(const std::string &name, const std::vector<const Node *> &nodes,
-                               const std::vector<const Value *> &outputs,
-                               std::vector<const Value *> &inputs,
-                               const std::map<const Value *, TensorType> &retype, bool reinfer) {
-  auto sub = std::make_unique<Graph>(name);
-  std::map<const Value *, Value *> mapped;
-  auto operandOf = [&](const Value *v) -> Value * {
-    if (auto it = mapped.find(v); it != mapped.end())
-      return it->second;
-    const Node *def = v->definingNode();
-    Value *nv;
-    if (def && def->kind() == OpKind::Constant &&
-        std::find(nodes.begin(), nodes.end(), def) == nodes.end()) {
-      std::vector<Attribute> attrs(def->attrs().begin(), def->attrs().end());
-      nv = sub->createNode(def->info(), {}, {v->type()}, attrs, def->loc())->result();
-    } else {
-      auto t = retype.find(v);
-      nv = sub->addInput(t == retype.end() ? v->type() : t->second, v->name());
-      inputs.push_back(v);
-    }
-    nv->setName(v->name());
-    return mapped[v] = nv;
-  };
-  for (const Node *n : nodes) {
-    std::vector<Value *> operands;
-    std::vector<TensorType> operandTypes;
-    for (const Value *v : n->operands()) {
-      operands.push_back(operandOf(v));
-      operandTypes.push_back(operands.back()->type());
-    }
-    std::vector<TensorType> types;
-    for (unsigned i = 0; i < n->numResults(); ++i)
-      types.push_back(n->result(i)->type());
-    std::vector<Attribute> attrs(n->attrs().begin(), n->attrs().end());
-    if (reinfer) {
-      DiagnosticEngine scratch;
-      scratch.pushHandler([](const Diagnostic &) { return true; });
-      auto inferred =
-          inferTypes(n->info(), operandTypes, attrs, n->numResults(), n->loc(), scratch);
-      for (unsigned i = 0; inferred.succeeded() && i < n->numResults(); ++i)
-        if (!n->hasTrait(ValueDependentShape) || (*inferred)[i].isStatic())
-          types[i] = (*inferred)[i]; // a `?` the run decides stays
-    }
-    Node *copy = sub->createNode(n->info(), operands, types, attrs, n->loc());
-    for (unsigned i = 0; i < n->numResults(); ++i) {
-      copy->result(i)->setName(n->result(i)->name());
-      mapped[n->result(i)] = copy->result(i);
-    }
-  }
-  std::vector<Value *> outs;
-  for (const Value *v : outputs)
-    outs.push_back(operandOf(v));
-  sub->setOutputs(outs);
-  return sub;
 }
 
 /// The largest size dim `d` of result `r` of `n` can have, when `n` bounds
@@ -274,8 +213,8 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
   staticOptions.runTimeSizes = false;
   staticOptions.sharedKernels = nullptr;
   if (!m.firstOutputs.empty()) {
-    auto first = extract(pg.name() + ".before", before, m.firstOutputs, m.firstInputs, {},
-                         /*reinfer=*/false);
+    auto first = extractNodes(pg.name() + ".before", before, m.firstOutputs, m.firstInputs, {},
+                              /*reinfer=*/false);
     auto exe = codegen::compile(*first, staticOptions, diag, report);
     if (failed(exe))
       return failure();
@@ -284,7 +223,8 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
   std::vector<const Value *> nodeResults;
   for (unsigned r = 0; r < at->numResults(); ++r)
     nodeResults.push_back(at->result(r));
-  m.node = extract(pg.name() + ".node", {at}, nodeResults, m.nodeInputs, {}, /*reinfer=*/false);
+  m.node =
+      extractNodes(pg.name() + ".node", {at}, nodeResults, m.nodeInputs, {}, /*reinfer=*/false);
   m.nodeOutputs = nodeResults;
 
   std::map<const Value *, TensorType> retype;
@@ -307,9 +247,9 @@ FailureOr<std::unique_ptr<StagedModel>> StagedModel::compile(const Graph &g,
     sized += (sized.empty() ? "" : ", ") + ("%" + at->result(r)->name()) + " : " +
              at->result(r)->type().str();
   }
-  m.rest = extract(pg.name(), after,
-                   std::vector<const Value *>(pg.outputs().begin(), pg.outputs().end()),
-                   m.restInputs, retype, /*reinfer=*/true);
+  m.rest = extractNodes(pg.name(), after,
+                        std::vector<const Value *>(pg.outputs().begin(), pg.outputs().end()),
+                        m.restInputs, retype, /*reinfer=*/true);
   m.restOptions = staticOptions;
   m.restOptions.explain = m.restOptions.emitKernels = false;
   m.restOptions.emitLLVM = m.restOptions.emitLLVMOptimized = false;

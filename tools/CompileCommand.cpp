@@ -271,6 +271,21 @@ struct ReportFlags {
   std::string outputPath;
 };
 
+/// Prints one `check output` line per output of `g`, the compiled result
+/// against the interpreter's; whether every one is within `tol`.
+bool checkOutputs(const Graph &g, const std::vector<Tensor> &compiled,
+                  const std::vector<Tensor> &reference, const Tolerance &tol) {
+  bool allOk = true;
+  for (size_t k = 0; k < reference.size(); ++k) {
+    const bool sameShape = compiled[k].shape() == reference[k].shape();
+    Comparison c = sameShape ? compareTensors(compiled[k], reference[k], tol) : Comparison{};
+    std::printf("check output %zu (%%%s): %s\n", k, g.outputs()[k]->name().c_str(),
+                sameShape ? describe(c, tol).c_str() : "FAIL: the shapes differ");
+    allOk &= sameShape && c.ok();
+  }
+  return allOk;
+}
+
 /// A model compiled in stages (Note [Data-dependent shapes] in
 /// codegen/Staged.cpp): its first stage's report, and with --check a run
 /// on random inputs against the interpreter; it cannot be saved.
@@ -305,18 +320,7 @@ int compileStaged(const codegen::StagedModel &model, const Graph &g,
     return 1;
   for (const std::string &line : log)
     std::printf("%s\n", line.c_str());
-  bool allOk = true;
-  for (size_t k = 0; k < reference->size(); ++k) {
-    Comparison c = (*compiled)[k].shape() == (*reference)[k].shape()
-                       ? compareTensors((*compiled)[k], (*reference)[k], flags.checks.tol)
-                       : Comparison{};
-    std::printf("check output %zu (%%%s): %s\n", k, g.outputs()[k]->name().c_str(),
-                (*compiled)[k].shape() == (*reference)[k].shape()
-                    ? describe(c, flags.checks.tol).c_str()
-                    : "FAIL: the shapes differ");
-    allOk &= (*compiled)[k].shape() == (*reference)[k].shape() && c.ok();
-  }
-  return allOk ? 0 : 1;
+  return checkOutputs(g, *compiled, *reference, flags.checks.tol) ? 0 : 1;
 }
 
 /// Compiles `g` at options.dims and prints, saves, checks and profiles as
@@ -410,13 +414,7 @@ int compileOneSize(const std::string &file, Graph &graph, codegen::CompileOption
     return 1;
   if (profileRuns > 0)
     std::printf("interpreter: %.3f ms per run\n", interpSeconds * 1e3);
-  bool allOk = true;
-  for (size_t k = 0; checks.check && k < reference.size(); ++k) {
-    Comparison c = compareTensors(compiled[k], reference[k], checks.tol);
-    std::printf("check output %zu (%%%s): %s\n", k, g->outputs()[k]->name().c_str(),
-                describe(c, checks.tol).c_str());
-    allOk &= c.ok();
-  }
+  bool allOk = !checks.check || checkOutputs(*g, compiled, reference, checks.tol);
   allOk = bisectIfAsked(*g, inputs, options, checks, allOk,
                         "the whole schedule (memory plan, layouts across steps)", diag);
   return allOk ? 0 : 1;
