@@ -1,13 +1,17 @@
 //===- ChannelsLastGroups.cpp - Which kernel groups run channels-last -----===//
 //
 // The layout facts about fusion groups that ExecutableBuilder.cpp's
-// channels-last choice reads (Note [Channels-last buffers] there).
+// channels-last choice reads (Note [Channels-last buffers] there), and the
+// prediction of which library results are stored so (ChannelsLastPlan),
+// which the kernels shared over sizes are lowered by too (Note [Shared
+// kernels in channels-last] in RunTimeSizes.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/ExecutableBuilder.h"
 
 #include "codegen/Internal.h"
 #include "codegen/cpu/CpuJit.h"
+#include "codegen/cpu/dnnl/OneDnnSteps.h"
 
 namespace kiln::codegen::detail {
 
@@ -75,6 +79,10 @@ bool readsChannelsLast(const FusionGroup &kg, const Value *v) {
   return concat;
 }
 
+bool isChannelsLastAnchor(const Node *n) {
+  return cpu::oneDnnCapabilities().channelsLast(n->kind());
+}
+
 /// A kernel group that is one concat along the channels (dim 1) of f32
 /// tensors of rank 3 to 5: it can run on channels-last buffers.
 bool isChannelConcatGroup(const FusionGroup &group) {
@@ -86,6 +94,59 @@ bool isChannelConcatGroup(const FusionGroup &group) {
   const int64_t rank = t.rank();
   const int64_t axis = ConcatOp(*n).axis();
   return t.dtype == DType::F32 && rank >= 3 && rank <= 5 && (axis == 1 || axis == 1 - rank);
+}
+
+ChannelsLastPlan::ChannelsLastPlan(const Graph &g, const FusionPlan &plan, bool useLibraries)
+    : useLibraries_(useLibraries) {
+  for (const Value *v : g.outputs())
+    graphOutputs_.insert(v);
+  for (const FusionGroup &group : plan.groups) {
+    if (group.kind == FusionGroup::Kind::Library)
+      for (size_t pos = 0; pos < group.nodes.size(); ++pos)
+        libraryPosition_[group.nodes[pos]] = {&group, pos};
+    if (isChannelConcatGroup(group))
+      channelConcats_.insert(group.nodes.front());
+    if (group.kind == FusionGroup::Kind::Kernel)
+      for (const auto *list : {&group.nodes, &group.recomputed})
+        for (const Node *n : *list)
+          kernelGroupsOf_[n].push_back(&group);
+  }
+}
+
+bool ChannelsLastPlan::predict(const Value *v) const {
+  const size_t rank = v->type().shape.size();
+  if (!useLibraries_ || rank < 3 || rank > 5 || v->type().dtype != DType::F32 ||
+      graphOutputs_.count(v) || v->uses().empty())
+    return false;
+  for (const Use &u : v->uses()) {
+    if (channelConcats_.count(u.user))
+      continue; // concatenated in place of layout, see addChannelsLastConcat
+    if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
+      // Kernels iterating channels-last read it contiguously.
+      for (const FusionGroup *kg : k->second)
+        if (!isChannelConcatGroup(*kg) && !readsChannelsLast(*kg, v))
+          return false;
+      continue;
+    }
+    auto it = libraryPosition_.find(u.user);
+    if (it == libraryPosition_.end())
+      return false;
+    const auto [group, pos] = it->second;
+    if (!isChannelsLastAnchor(group->nodes.front()))
+      return false;
+    if (pos == 0) {
+      if (u.operandIndex != 0)
+        return false;
+      continue;
+    }
+    // An epilogue add: v is the residual, not the chain, and full size.
+    const Node *chain = group->nodes[pos - 1];
+    if (u.user->kind() != OpKind::Add || u.user->operand(1 - u.operandIndex) != chain->result() ||
+        u.user->operand(u.operandIndex) == chain->result() ||
+        !(v->type() == u.user->result()->type()))
+      return false;
+  }
+  return true;
 }
 
 } // namespace kiln::codegen::detail

@@ -93,7 +93,8 @@ public:
   ExecutableBuilder(const Graph &g, const FusionPlan &plan, const CompileOptions &options,
                     DiagnosticEngine &diag, CompileReport &report)
       : options_(options), diag_(diag), report_(report),
-        exe_(std::make_unique<runtime::Executable>()) {
+        exe_(std::make_unique<runtime::Executable>()),
+        channelsLastPlan_(g, plan, options.useLibraries) {
     for (const Value *v : g.outputs())
       graphOutputs_.insert(v);
     std::unordered_map<Node *, size_t> lastToucher;
@@ -108,15 +109,6 @@ public:
             if (Node *def = const_cast<Node *>(v->definingNode());
                 def && def->kind() == OpKind::Constant)
               lastToucher[def] = i;
-      if (plan.groups[i].kind == FusionGroup::Kind::Library)
-        for (size_t pos = 0; pos < plan.groups[i].nodes.size(); ++pos)
-          libraryPosition_[plan.groups[i].nodes[pos]] = {&plan.groups[i], pos};
-      if (detail::isChannelConcatGroup(plan.groups[i]))
-        channelConcats_.insert(plan.groups[i].nodes.front());
-      if (plan.groups[i].kind == FusionGroup::Kind::Kernel)
-        for (const auto *list : {&plan.groups[i].nodes, &plan.groups[i].recomputed})
-          for (const Node *n : *list)
-            kernelGroupsOf_[n].push_back(&plan.groups[i]);
     }
     for (auto [node, last] : lastToucher)
       if (!graphOutputs_.count(node->result()))
@@ -393,8 +385,11 @@ public:
     kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
     if (!options_.debugFaultKernel.empty() && kernel->name == options_.debugFaultKernel)
       plantFault(*kernel);
-    else if (!iterateCL && addSharedKernelStep(group, *kernel, layouts))
+    else if (addSharedKernelStep(group, *kernel, layoutKey(group, layouts))) {
+      if (iterateCL)
+        channelsLast_.insert(group.outputs.begin(), group.outputs.end());
       return;
+    }
     // Inputs as they are stored (the kernel reads channels-last ones with
     // their strides); outputs channels-last when the kernel iterates so.
     std::vector<int32_t> ids = buffersOf(group.inputs, group.outputs);
@@ -422,22 +417,20 @@ public:
     ++report_.numKernels;
   }
 
-  /// The step of a kernel group that a kernel of
-  /// CompileOptions::sharedKernels computes, if one does (they read and
-  /// write row-major buffers).
-  bool addSharedKernelStep(const FusionGroup &group, const Kernel &k,
-                           const KernelLayouts &layouts) {
-    for (const auto *values : {&group.inputs, &group.outputs})
-      if (std::any_of(values->begin(), values->end(), layouts.channelsLast))
-        return false;
+  /// The step of kernel `k` (`group`'s, or its pool's, in layout `layout`)
+  /// on `ids` (else the group's inputs and outputs) that a kernel of
+  /// CompileOptions::sharedKernels computes, if one does.
+  bool addSharedKernelStep(const FusionGroup &group, const Kernel &k, const std::string &layout,
+                           std::vector<int32_t> ids = {}) {
     auto use = options_.sharedKernels
-                   ? findSharedKernel(*options_.sharedKernels, group, k, options_.dims)
+                   ? findSharedKernel(*options_.sharedKernels, group, k, layout, options_.dims)
                    : std::nullopt;
     if (!use)
       return false;
     Schedule schedule = detail::threadSchedule(use->numOuter, use->inner);
-    exe_->addKernelStep(k.name, use->kernel->fn, buffersOf(group.inputs, group.outputs),
-                        static_cast<int32_t>(group.inputs.size()), use->numOuter, schedule.parallel,
+    exe_->addKernelStep(k.name, use->kernel->fn,
+                        ids.empty() ? buffersOf(group.inputs, group.outputs) : std::move(ids),
+                        static_cast<int32_t>(k.inputs.size()), use->numOuter, schedule.parallel,
                         schedule.grain, {}, use->kernel->object);
     exe_->setKernelSizes(exe_->steps().size() - 1, use->sizes);
     if (options_.emitKernels)
@@ -480,10 +473,12 @@ public:
     if (failed(kernel))
       return false;
     kernelNames_ += (kernelNames_.empty() ? "" : ", ") + kernel->name;
-    addKernelStep(std::move(*kernel), Schedule(), {bufferOf(n->operand(0)), bufferOf(n->result())},
-                  1, {}, jit);
+    const std::vector<int32_t> ids{bufferOf(n->operand(0)), bufferOf(n->result())};
+    if (!addSharedKernelStep(group, *kernel, kPoolLayout, ids)) {
+      addKernelStep(std::move(*kernel), Schedule(), ids, 1, {}, jit);
+      ++report_.numKernels;
+    }
     channelsLast_.insert(n->result());
-    ++report_.numKernels;
     if (group.nodes.size() > 1)
       addEpilogueKernel(group, 1, jit);
     return true;
@@ -530,7 +525,7 @@ public:
     dnnl.channelsLast = [&](const Value *v) {
       const Node *def = v->definingNode();
       if (def && std::find(group.nodes.begin(), group.nodes.end(), def) != group.nodes.end())
-        return isChannelsLastAnchor(group.nodes.front()) && predictChannelsLast(v);
+        return detail::isChannelsLastAnchor(group.nodes.front()) && channelsLastPlan_.predict(v);
       return channelsLast_.count(v) > 0;
     };
     if (cpu::isAttentionGroup(group.nodes)) {
@@ -676,7 +671,7 @@ private:
   /// buffers].
   bool addChannelsLastConcat(const FusionGroup &group) {
     if (!options_.useLibraries || group.nodes.size() != 1 ||
-        !channelConcats_.count(group.nodes.front()))
+        !channelsLastPlan_.isChannelConcat(group.nodes.front()))
       return false;
     const Node *n = group.nodes.front();
     for (const Value *v : n->operands())
@@ -720,55 +715,11 @@ private:
     return true;
   }
 
-  /// Anchors whose oneDNN calls read and write channels-last buffers.
-  static bool isChannelsLastAnchor(const Node *n) {
-    return cpu::oneDnnCapabilities().channelsLast(n->kind());
-  }
-
-  /// Whether `v`, the result of a library call being built, should be
-  /// stored channels-last: every use reads it as the src of a conv or pool
-  /// call or as the residual added in such a call's epilogue. See Note
-  /// [Channels-last buffers].
-  bool predictChannelsLast(const Value *v) const {
-    const size_t rank = v->type().shape.size();
-    if (!options_.useLibraries || rank < 3 || rank > 5 || v->type().dtype != DType::F32 ||
-        graphOutputs_.count(v) || v->uses().empty())
-      return false;
-    for (const Use &u : v->uses()) {
-      if (channelConcats_.count(u.user))
-        continue; // concatenated in place of layout, see addChannelsLastConcat
-      if (auto k = kernelGroupsOf_.find(u.user); k != kernelGroupsOf_.end()) {
-        // Kernels iterating channels-last read it contiguously.
-        for (const FusionGroup *kg : k->second)
-          if (!detail::isChannelConcatGroup(*kg) && !detail::readsChannelsLast(*kg, v))
-            return false;
-        continue;
-      }
-      auto it = libraryPosition_.find(u.user);
-      if (it == libraryPosition_.end())
-        return false;
-      const auto [group, pos] = it->second;
-      if (!isChannelsLastAnchor(group->nodes.front()))
-        return false;
-      if (pos == 0) {
-        if (u.operandIndex != 0)
-          return false;
-        continue;
-      }
-      // An epilogue add: v is the residual, not the chain, and full size.
-      const Node *chain = group->nodes[pos - 1];
-      if (u.user->kind() != OpKind::Add || u.user->operand(1 - u.operandIndex) != chain->result() ||
-          u.user->operand(u.operandIndex) == chain->result() ||
-          !(v->type() == u.user->result()->type()))
-        return false;
-    }
-    return true;
-  }
-
   const CompileOptions &options_;
   DiagnosticEngine &diag_;
   CompileReport &report_;
   std::unique_ptr<runtime::Executable> exe_;
+  const detail::ChannelsLastPlan channelsLastPlan_;
   std::unordered_map<const Value *, int32_t> buffers_;
   std::set<const Value *> graphOutputs_;
   std::unordered_map<const Value *, size_t> lastReader_;
@@ -776,12 +727,6 @@ private:
   std::unordered_map<const Value *, size_t> readerGroups_;
   /// Constant nodes by the last group touching them, latest first.
   std::vector<std::pair<size_t, Node *>> releaseOrder_;
-  /// Library nodes: their group and position in it.
-  std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
-  /// Nodes of kernel groups (owned or recomputed): their groups.
-  std::unordered_map<const Node *, std::vector<const FusionGroup *>> kernelGroupsOf_;
-  /// Concat nodes that are kernel groups of their own along the channels.
-  std::set<const Node *> channelConcats_;
   /// Nodes run on reference kernels by addEmptyGroup (each once).
   std::set<const Node *> emptyFallbacks_;
   /// The kernels compiled, and whether --debug-fault-kernel named one.

@@ -14,6 +14,10 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace kiln::codegen {
 
@@ -39,6 +43,35 @@ bool sameExceptChannels(const Shape &a, const Shape &b);
 /// Whether kernel group `kg` can iterate channels-last with its input `v`
 /// stored channels-last.
 bool readsChannelsLast(const FusionGroup &kg, const Value *v);
+/// Anchors whose oneDNN calls read and write channels-last buffers.
+bool isChannelsLastAnchor(const Node *n);
+
+/// Which library results a compile stores channels-last (Note
+/// [Channels-last buffers]), from the fusion plan: asked by the builder and
+/// by the lowering of kernels shared over sizes (Note [Shared kernels in
+/// channels-last] in RunTimeSizes.cpp). `g` and `plan` must outlive it.
+class ChannelsLastPlan {
+public:
+  ChannelsLastPlan(const Graph &g, const FusionPlan &plan, bool useLibraries);
+  /// Whether `v`, the result of a library call being built, should be
+  /// stored channels-last: every use reads it as the src of a conv or pool
+  /// call, as the residual added in such a call's epilogue, as an operand
+  /// of a channel concat or as an input of a kernel iterating
+  /// channels-last that reads it contiguously.
+  bool predict(const Value *v) const;
+  /// Whether `n` is a concat that is a kernel group of its own along the
+  /// channels (isChannelConcatGroup).
+  bool isChannelConcat(const Node *n) const { return channelConcats_.count(n) > 0; }
+
+private:
+  bool useLibraries_;
+  std::set<const Value *> graphOutputs_;
+  /// Library nodes: their group and position in it.
+  std::unordered_map<const Node *, std::pair<const FusionGroup *, size_t>> libraryPosition_;
+  /// Nodes of kernel groups (owned or recomputed): their groups.
+  std::unordered_map<const Node *, std::vector<const FusionGroup *>> kernelGroupsOf_;
+  std::set<const Node *> channelConcats_;
+};
 /// A kernel group that is one channel concat of f32 tensors of rank 3 to 5.
 bool isChannelConcatGroup(const FusionGroup &group);
 } // namespace detail

@@ -105,6 +105,14 @@ struct KernelLayouts {
   bool iterateChannelsLast = false;
 };
 
+/// How `group`'s kernel lowered under `layouts` lays out its buffers, as a
+/// key: empty when every buffer is row-major and the loops are; else
+/// "cl:" then `i` when it iterates channels-last, and one letter per
+/// buffer (inputs then outputs): `c` channels-last, `r` row-major. Two
+/// lowerings of one group with the same key read and write the same
+/// layouts (what a kernel shared over sizes must match, RunTimeSizes.h).
+std::string layoutKey(const FusionGroup &group, const KernelLayouts &layouts);
+
 /// Lowers a Kernel group to a Kernel whose inputs are group.inputs and
 /// outputs are group.outputs, in that order. `split`, when given: the
 /// first dim of a pointwise group's inner loop to use (kChooseSplit: choose

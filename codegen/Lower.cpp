@@ -483,6 +483,18 @@ FailureOr<Kernel> GroupLowering::run(size_t split) {
 // long as it leaves at least 16 outer points for the threads or its inner
 // loop has at most 4096 iterations.
 
+std::string layoutKey(const FusionGroup &group, const KernelLayouts &layouts) {
+  std::string buffers;
+  bool any = layouts.iterateChannelsLast;
+  for (const auto *values : {&group.inputs, &group.outputs})
+    for (const Value *v : *values) {
+      const bool cl = layouts.channelsLast && layouts.channelsLast(v);
+      buffers += cl ? 'c' : 'r';
+      any |= cl;
+    }
+  return any ? std::string("cl:") + (layouts.iterateChannelsLast ? "i" : "") + buffers : "";
+}
+
 FailureOr<Kernel> lowerGroup(const FusionGroup &group, DiagnosticEngine &diag,
                              const KernelLayouts &layouts, size_t *split) {
   if (group.kind != FusionGroup::Kind::Kernel)

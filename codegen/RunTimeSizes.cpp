@@ -6,7 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/RunTimeSizes.h"
 
+#include "codegen/ExecutableBuilder.h"
 #include "codegen/Fusion.h"
+#include "codegen/Internal.h"
 #include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Interpreter.h"
@@ -61,6 +63,25 @@ namespace kiln::codegen {
 // Where the kernels differ otherwise (fusion chose differently, a float
 // constant that is not an integer, a constant no polynomial fits), the
 // group gets no merged kernel and SizedKernel::why says what differed.
+
+// Note [Shared kernels in channels-last]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A compile stores some buffers channels-last (Note [Channels-last
+// buffers] in ExecutableBuilder.cpp), and a kernel reading or writing one
+// is lowered with those strides, iterating channels-last where it reads
+// one contiguously; a pool between two runs as a kernel (Note [Pools as
+// kernels]). Those kernels are most of a CNN's (EfficientNet-B0's SiLU and
+// squeeze-excite kernels: 65 of its 66), so a shared kernel lowered
+// row-major would leave them all to each size's compile. So lowerAtSizes
+// predicts the layouts as the builder chooses them, in schedule order: the
+// results of a library call whose anchor oneDNN runs channels-last are
+// channels-last where every use can read them so (detail::ChannelsLastPlan,
+// which the builder asks too), and so are the results of a kernel that
+// iterates channels-last, which a kernel does when one of its inputs is
+// channels-last and it reads that one contiguously. Each kernel is lowered and merged in its
+// predicted layouts, recorded as its layout key, and a compile uses it only where it lays the
+// buffers out the same (findSharedKernel): a wrong prediction costs that kernel's compile per size,
+// never a wrong answer.
 
 namespace {
 
@@ -573,11 +594,10 @@ std::optional<Kernel> generalizeKernel(const std::vector<std::string> &symbols,
   return Generalizer(symbols, samples, numFit, why).run();
 }
 
-FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
-                                            const std::map<std::string, int64_t> &sizes,
-                                            const CompileOptions &options, DiagnosticEngine &diag,
-                                            std::vector<size_t> *splits,
-                                            std::vector<std::string> *signatures) {
+FailureOr<std::vector<Kernel>>
+lowerAtSizes(const Graph &g, const std::map<std::string, int64_t> &sizes,
+             const CompileOptions &options, DiagnosticEngine &diag, std::vector<size_t> *splits,
+             std::vector<std::string> *signatures, std::vector<std::string> *layouts) {
   CompileOptions bound = options;
   for (const auto &[name, size] : withAssumedDims(g, sizes)) // tied symbols follow (sharedRanges)
     bound.dims[name] = size;
@@ -593,21 +613,63 @@ FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
     return failure();
   std::vector<Kernel> kernels;
   size_t index = 0;
+  auto add = [&](Kernel k, const FusionGroup &group, std::string layout) {
+    if (signatures)
+      signatures->push_back(groupSignature(group));
+    if (layouts)
+      layouts->push_back(std::move(layout));
+    kernels.push_back(std::move(k));
+    ++index;
+  };
+  // Note [Shared kernels in channels-last]: the values predicted stored
+  // channels-last.
+  std::set<const Value *> channelsLast;
+  const detail::ChannelsLastPlan predicted(**prepared, *plan, options.useLibraries);
   for (const FusionGroup &group : plan->groups) {
+    if (group.kind == FusionGroup::Kind::Library) {
+      const Node *anchor = group.nodes.front();
+      if (!detail::isChannelsLastAnchor(anchor))
+        continue;
+      std::string why;
+      if ((anchor->kind() == OpKind::MaxPool || anchor->kind() == OpKind::AvgPool) &&
+          channelsLast.count(anchor->operand(0)) && predicted.predict(anchor->result()) &&
+          options.useKernels) {
+        auto pool = detail::channelsLastPoolKernel(*anchor, why);
+        if (pool.succeeded()) {
+          if (splits && index >= splits->size())
+            splits->push_back(kChooseSplit);
+          add(std::move(*pool), group, kPoolLayout);
+        }
+      }
+      for (const Value *v : group.outputs)
+        if (predicted.predict(v))
+          channelsLast.insert(v);
+      continue;
+    }
     if (group.kind != FusionGroup::Kind::Kernel)
       continue;
+    KernelLayouts kl;
+    kl.iterateChannelsLast =
+        std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
+          return channelsLast.count(v) && detail::readsChannelsLast(group, v);
+        });
+    const bool iterate = kl.iterateChannelsLast;
+    kl.channelsLast = [&, iterate](const Value *v) {
+      return channelsLast.count(v) > 0 ||
+             (iterate &&
+              std::find(group.outputs.begin(), group.outputs.end(), v) != group.outputs.end());
+    };
     size_t split = kChooseSplit;
     if (splits && index < splits->size())
       split = (*splits)[index];
-    auto k = lowerGroup(group, diag, {}, &split);
+    auto k = lowerGroup(group, diag, kl, &split);
     if (failed(k))
       return failure();
     if (splits && index >= splits->size())
       splits->push_back(split);
-    if (signatures)
-      signatures->push_back(groupSignature(group));
-    kernels.push_back(std::move(*k));
-    ++index;
+    add(std::move(*k), group, layoutKey(group, kl));
+    if (iterate)
+      channelsLast.insert(group.outputs.begin(), group.outputs.end());
   }
   return kernels;
 }
@@ -630,8 +692,9 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
   // Each group's inner loop as the first point's lowering chose it (Note
   // [Inner loop] in Lower.cpp weighs the sizes).
   std::vector<size_t> splits;
-  // Each group's nodes and wiring (groupSignature) at the first point.
-  std::vector<std::string> groupSignatures;
+  // Each group's nodes and wiring (groupSignature) and its buffers'
+  // layouts (layoutKey) at the first point.
+  std::vector<std::string> groupSignatures, groupLayouts;
   std::set<size_t> refused; // groups that differ between points
   for (const std::vector<int64_t> &p : points) {
     std::map<std::string, int64_t> sizes;
@@ -643,8 +706,8 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     DiagnosticEngine quiet;
     Diagnostic first;
     keepFirstError(quiet, first);
-    std::vector<std::string> signatures;
-    auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits, &signatures);
+    std::vector<std::string> signatures, layouts;
+    auto kernels = lowerAtSizes(g, sizes, options, quiet, &splits, &signatures, &layouts);
     if (failed(kernels)) {
       if (failedAt)
         *failedAt = p;
@@ -654,13 +717,14 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     if (perGroup.empty()) {
       perGroup.resize(kernels->size());
       groupSignatures = signatures;
+      groupLayouts = layouts;
     }
     if (kernels->size() != perGroup.size())
       return diag.emitError(Location())
              << "cannot compile kernels with run-time sizes: fusion makes " << perGroup.size()
              << " kernels at one size and " << kernels->size() << " at " << at;
     for (size_t i = 0; i < kernels->size(); ++i) {
-      if (signatures[i] != groupSignatures[i])
+      if (signatures[i] != groupSignatures[i] || layouts[i] != groupLayouts[i])
         refused.insert(i);
       perGroup[i].push_back({std::move((*kernels)[i]), p});
     }
@@ -670,8 +734,9 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
     SizedKernel sk;
     sk.name = perGroup[i].front().kernel.name;
     sk.signature = groupSignatures[i];
+    sk.layout = groupLayouts[i];
     if (refused.count(i)) {
-      sk.why = "fusion puts other nodes in it at other sizes";
+      sk.why = "fusion or its buffers' layouts differ at other sizes";
     } else {
       std::string reason;
       sk.kernel = generalizeKernel(symbols, perGroup[i], plan->fit.size(), reason);
@@ -699,7 +764,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   std::set<std::string> seen;
   std::map<std::string, std::string> why;
   std::vector<std::pair<Kernel, std::vector<SymbolRange>>> merged;
-  std::map<std::string, std::string> signatures;
+  std::map<std::string, std::pair<std::string, std::string>> signatures; // and layouts
   std::vector<SymbolRange> current = ranges;
   Diagnostic firstError; // of the widest failed try
   for (int a = 0; a < kTries; ++a) {
@@ -728,7 +793,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
         } else {
           why.erase(k.name);
           merged.emplace_back(std::move(*k.kernel), current);
-          signatures[k.name] = k.signature;
+          signatures[k.name] = {k.signature, k.layout};
         }
       }
       if (std::all_of(why.begin(), why.end(),
@@ -767,9 +832,12 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
   if (failed(fns))
     return failure();
-  for (size_t i = 0; i < jobs.size(); ++i)
-    shared->byName[merged[i].first.name] = {merged[i].first, (*fns)[i], (*jit)->objectOf((*fns)[i]),
-                                            merged[i].second, signatures[merged[i].first.name]};
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto &[signature, layout] = signatures[merged[i].first.name];
+    shared->byName[merged[i].first.name] = {
+        merged[i].first,  (*fns)[i], (*jit)->objectOf((*fns)[i]),
+        merged[i].second, signature, layout};
+  }
   for (const std::string &name : order)
     if (auto it = why.find(name); it != why.end())
       shared->perSize.emplace_back(name, it->second);
@@ -779,7 +847,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
 }
 
 std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const FusionGroup &group,
-                                          const Kernel &k,
+                                          const Kernel &k, const std::string &layout,
                                           const std::map<std::string, int64_t> &dims) {
   auto it = shared.byName.find(k.name);
   if (it == shared.byName.end())
@@ -800,7 +868,7 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Fus
       return std::nullopt;
     use.sizes.push_back(values[s]);
   }
-  if (it->second.signature != groupSignature(group))
+  if (it->second.signature != groupSignature(group) || it->second.layout != layout)
     return std::nullopt;
   if (m.inputs.size() != k.inputs.size() || m.outputs.size() != k.outputs.size())
     return std::nullopt;

@@ -63,6 +63,8 @@ struct SizedKernel {
   std::string name;
   /// groupSignature of its group.
   std::string signature;
+  /// How it lays out its buffers: layoutKey (Fusion.h), or kPoolLayout.
+  std::string layout;
   /// The kernel (with run-time sizes where a symbol reaches it), or none.
   std::optional<Kernel> kernel;
   /// Why there is no kernel: the lowering differed between sizes in a way
@@ -91,6 +93,8 @@ struct SharedKernel {
   std::vector<SymbolRange> ranges;
   /// groupSignature of the group it computes.
   std::string signature;
+  /// How it lays out its buffers: layoutKey (Fusion.h), or kPoolLayout.
+  std::string layout;
 };
 
 /// The kernels of one graph compiled once for every size of `ranges`
@@ -144,12 +148,13 @@ struct SharedUse {
 };
 
 /// The shared kernel that computes what `k` does, `k` being `group`'s
-/// lowering with the symbols bound to `dims` (row-major buffers): one of
-/// the same name and group signature, reading and writing buffers of the
-/// same names, dtypes and (at `dims`) shapes, with `dims` inside every one
-/// of its ranges. nullopt when there is none.
+/// lowering with the symbols bound to `dims` and its buffers laid out as
+/// `layout` says (layoutKey, or kPoolLayout for `group`'s pool as a
+/// kernel): one of the same name, group signature and layout, reading and
+/// writing buffers of the same names, dtypes and (at `dims`) shapes, with
+/// `dims` inside every one of its ranges. nullopt when there is none.
 std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const FusionGroup &group,
-                                          const Kernel &k,
+                                          const Kernel &k, const std::string &layout,
                                           const std::map<std::string, int64_t> &dims);
 
 /// A fusion group's nodes (ops, in order) and how their operands connect
@@ -157,15 +162,23 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Fus
 /// outputs: equal for the same group of a graph at any size.
 std::string groupSignature(const FusionGroup &group);
 
+/// The layout of a max_pool or avg_pool run as a kernel on channels-last
+/// buffers (Note [Pools as kernels] in PoolKernel.cpp).
+inline constexpr const char *kPoolLayout = "pool";
+
 /// The kernels of `g`'s kernel groups with every symbol bound to `sizes`
-/// (a static compile's lowering; the reference the tests compare with).
-/// `splits`, when given: each group's inner-loop split to use where it has
-/// an entry (lowerGroup), appended for the rest as chosen; `signatures`
-/// gets each group's groupSignature.
+/// (a static compile's lowering; the reference the tests compare with),
+/// each in the layouts predicted for its buffers (Note [Shared kernels in
+/// channels-last] in RunTimeSizes.cpp), with the channels-last pools run
+/// as kernels among them. `splits`, when given: each kernel's inner-loop
+/// split to use where it has an entry (lowerGroup), appended for the rest
+/// as chosen; `signatures` gets each one's groupSignature, `layouts` its
+/// layout.
 FailureOr<std::vector<Kernel>> lowerAtSizes(const Graph &g,
                                             const std::map<std::string, int64_t> &sizes,
                                             const CompileOptions &options, DiagnosticEngine &diag,
                                             std::vector<size_t> *splits = nullptr,
-                                            std::vector<std::string> *signatures = nullptr);
+                                            std::vector<std::string> *signatures = nullptr,
+                                            std::vector<std::string> *layouts = nullptr);
 
 } // namespace kiln::codegen

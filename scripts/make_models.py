@@ -615,6 +615,13 @@ MODELS = {
     "mlp_dynamic": dict(build=MLP, inputs=[("x", (64, 784), "randn")], data_inputs=[(5, 784)],
                         more_data_inputs=[[(1, 784)]],
                         dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}}),
+    # Dynamic batch through SiLU and squeeze-excite kernels on channels-last
+    # buffers (Note [Shared kernels in channels-last] in codegen/RunTimeSizes.cpp).
+    "efficientnet_b0_dynamic": dict(build=tv("efficientnet_b0"),
+                                    inputs=[("input", (2, 3, 224, 224), "image")],
+                                    data_inputs=[(3, 3, 224, 224)],
+                                    more_data_inputs=[[(1, 3, 224, 224)]], opsets=(17,),
+                                    dynamic_axes={"input": {0: "batch"}, "output_0": {0: "batch"}}),
     # Dynamic batch x sequence: exported at [2, 32], run at [3, 17] and [1, 5].
     "causal_lm_dynamic": dict(build=CausalLM, inputs=[("ids", (2, 32), "ids")],
                               data_inputs=[(3, 17)], more_data_inputs=[[(1, 5)]], opsets=(17,),

@@ -31,6 +31,8 @@ struct Case {
   std::vector<SymbolRange> ranges;
   /// Sizes to run at, each one value per range.
   std::vector<std::vector<int64_t>> runAt;
+  /// Layouts (layoutKey, kPoolLayout) some merged kernel must have.
+  std::vector<std::string> layouts = {};
 };
 
 const Case kCases[] = {
@@ -89,6 +91,25 @@ const Case kCases[] = {
 })",
      {{"N", 1, 8}, {"S", 3, 64}},
      {{1, 3}, {2, 4}, {3, 17}, {1, 64}}},
+    // Note [Shared kernels in channels-last]: the conv's result is stored
+    // channels-last, so the SiLU kernel iterates channels-last, the pool
+    // runs as a kernel between the two convs and the mean reads a
+    // channels-last buffer row by row.
+    {"channels_last_after_a_conv",
+     R"(graph @g(%x: f32[N,3,12,12]) -> (f32[N,8,6,6], f32[N,8,1,1]) {
+  %w = constant dense<[0.25]> : f32[8,3,3,3]
+  %c = conv(%x, %w) {pads = [1, 1, 1, 1]} : f32[N,8,12,12]
+  %s = sigmoid(%c) : f32[N,8,12,12]
+  %a = mul(%c, %s) : f32[N,8,12,12]
+  %p = max_pool(%a) {kernel = [2, 2], strides = [2, 2]} : f32[N,8,6,6]
+  %w2 = constant dense<[0.5]> : f32[8,8,1,1]
+  %d = conv(%p, %w2) : f32[N,8,6,6]
+  %m = reduce_mean(%a) {axes = [2, 3], keepdims = true} : f32[N,8,1,1]
+  return %d, %m
+})",
+     {{"N", 1, 16}},
+     {{1}, {2}, {5}, {16}},
+     {"cl:icc", "pool", "cl:cr"}},
     {"integer_rows",
      R"(graph @g(%x: i32[N,S]) -> (i32[N,1], i32[N,S]) {
   %s = reduce_sum(%x) {axes = [1]} : i32[N,1]
@@ -181,6 +202,10 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
       fns.push_back(*fn);
     }
     EXPECT_TRUE(anySized) << "no kernel reads a run-time size";
+    for (const std::string &layout : c.layouts)
+      EXPECT_TRUE(std::any_of(merged->begin(), merged->end(),
+                              [&](const SizedKernel &k) { return k.layout == layout; }))
+          << "no kernel in layout " << layout;
     for (const std::vector<int64_t> &at : c.runAt) {
       std::map<std::string, int64_t> sizes = sizesOf(c, at);
       std::string where;
