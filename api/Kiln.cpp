@@ -265,21 +265,30 @@ private:
     auto bound = bindInputs(*graph_, inputs, c.diag(), assumed_);
     if (failed(bound))
       c.raise("the inputs do not fit the model");
+    // "input 0 ('%ids') dim 1 gives seq = 9": the first input dim `name` is.
+    auto given = [&](const std::string &name, int64_t size) {
+      for (unsigned i = 0; i < graph_->numInputs(); ++i) {
+        const Shape &shape = graph_->input(i)->type().shape;
+        for (size_t d = 0; d < shape.size(); ++d)
+          if (shape[d].isSymbolic() && shape[d].symbol() == name)
+            return "input " + std::to_string(i) + " ('%" + graph_->input(i)->name() + "') dim " +
+                   std::to_string(d) + " gives " + name + " = " + std::to_string(size);
+      }
+      return "the inputs give " + name + " = " + std::to_string(size);
+    };
     Sizes sizes;
     for (const auto &[name, size] : *bound) {
       auto fixed = options_.dims.find(name);
       if (fixed != options_.dims.end()) {
         if (fixed->second != size)
-          throw Error("the inputs give " + name + " = " + std::to_string(size) +
-                      ", but the model was compiled with " + name + " = " +
+          throw Error(given(name, size) + ", but the model was compiled with " + name + " = " +
                       std::to_string(fixed->second));
         continue;
       }
       auto range = ranges_.find(name);
       if (range != ranges_.end() && (size < range->second.min || size > range->second.max))
-        throw Error("the inputs give " + name + " = " + std::to_string(size) +
-                    ", outside its range " + std::to_string(range->second.min) + ".." +
-                    std::to_string(range->second.max));
+        throw Error(given(name, size) + ", outside its range " + std::to_string(range->second.min) +
+                    ".." + std::to_string(range->second.max) + " (CompileOptions::ranges)");
       sizes[name] = size;
     }
     return sizes;
@@ -305,27 +314,13 @@ private:
         sharedRanges_.push_back(r);
     Diagnostic error;
     shared_ = codegen::tryCompileSharedKernels(*graph_, sharedRanges_, options_, error);
-    const std::string ranges = codegen::rangesStr(sharedRanges_);
     if (!shared_) {
       say("kiln: every size compiles all of its kernels: " + error.located());
       return;
     }
     char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f s", shared_->seconds);
-    std::string line = "kiln: compiled the kernels with run-time sizes (" +
-                       std::to_string(shared_->byName.size()) + ") once for " + ranges + " in " +
-                       secs;
-    // Kernels merged over narrower ranges only, by range.
-    std::map<std::string, int> narrower;
-    for (const auto &[name, k] : shared_->byName) {
-      std::string r = codegen::rangesStr(k.ranges);
-      if (r != ranges)
-        ++narrower[r];
-    }
-    for (const auto &[r, count] : narrower)
-      line += "; " + std::to_string(count) + " of them for " + r + " only";
-    if (!narrower.empty() && !shared_->narrowedBecause.empty())
-      line += " (over the full ranges: " + shared_->narrowedBecause + ")";
+    std::snprintf(secs, sizeof secs, " in %.2f s", shared_->seconds);
+    std::string line = "kiln: run-time sizes: " + codegen::sharedKernelsStr(*shared_) + secs;
     for (const auto &[name, why] : shared_->perSize)
       line += "; " + name + " compiles per size: " + why;
     say(line);

@@ -226,8 +226,7 @@ def main():
         sym = run_json([sys.executable, __file__, "--kiln-worker", name, path, "--build",
                         args.build, "--threads", str(args.threads), "--runs", str(args.runs),
                         "--warmup", str(args.warmup)], env=env)
-        shared = [l for l in sym["stderr"].splitlines() if "kernels with run-time sizes (" in l
-                  and " once for " in l]
+        shared = [l for l in sym["stderr"].splitlines() if l.startswith("kiln: run-time sizes: ")]
         rows = []
         for k, sizes in enumerate(MODELS[name]["sizes"]):
             dims = [a for s, v in sizes.items() for a in ("--dim", "%s=%d" % (s, v))]

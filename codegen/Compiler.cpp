@@ -261,9 +261,10 @@ std::string MemoryReport::str(bool perBuffer) const {
   auto both = [](uint64_t n) { return formatBytes(n) + " (" + std::to_string(n) + " bytes)"; };
   std::string s = "memory plan (greedy by size, best fit, 64-byte aligned):\n";
   s += "  arena        " + both(arenaBytes) + "\n";
-  s += "  lower bound  " + both(lowerBound) + ", the largest live set (step " +
-       std::to_string(peakStep) + "); arena / lower bound = " + ratio(arenaBytes, lowerBound) +
-       "\n";
+  s += "  lower bound  " + both(lowerBound) +
+       (peakStep < 0 ? std::string(", no buffer in the arena")
+                     : ", the largest live set (step " + std::to_string(peakStep) + ")") +
+       "; arena / lower bound = " + ratio(arenaBytes, lowerBound) + "\n";
   s += "  naive sum    " + both(naiveBytes) +
        ", every buffer its own memory; arena / naive = " + ratio(arenaBytes, naiveBytes) + "\n";
   s += "  in place     " + std::to_string(inPlace) + " buffer" + (inPlace == 1 ? "" : "s") +
@@ -337,14 +338,7 @@ std::unique_ptr<runtime::Executable> loadCached(const std::string &path, Compile
   // Least recently used order is by modification time.
   std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
   report.cacheHit = true;
-  report.numKernels = info.report.kernels;
-  report.numLibraryCalls = info.report.libraryCalls;
-  report.numFallbacks = info.report.fallbacks;
-  for (const runtime::Step &st : exe->steps()) // the kernels' size arguments are in the entry
-    report.numSharedKernels += st.kind == runtime::Step::Kind::Kernel && !st.sizes.empty();
-  report.target = info.report.target;
-  report.libraryCalls = info.report.libraryLines;
-  report.fallbacks = info.report.fallbackLines;
+  reportFromArtifact(info, *exe, report);
   // Note [Fallback steps]: a slow path is never silent, cached or not.
   for (const std::string &line : report.fallbacks)
     diag.emitWarning(Location())
@@ -392,6 +386,12 @@ LogicalResult checkRanges(const Graph &g, const CompileOptions &options, Diagnos
   std::set<std::string> seen;
   for (const SymbolRange &r : options.ranges) {
     const std::string given = r.name + "=" + std::to_string(r.min) + ".." + std::to_string(r.max);
+    auto fixed = options.dims.find(r.name);
+    if (!symbols.count(r.name) && fixed != options.dims.end())
+      return diag.emitError(Location())
+             << "the range " << given << " is for a symbol that dims fixes at " << fixed->second
+             << " (a range is for a symbol left open: give " << r.name
+             << " a size or a range, not both)";
     if (!symbols.count(r.name))
       return diag.emitError(Location())
              << "the range " << given << " names no symbolic dim of the graph's inputs" << known;
@@ -562,6 +562,18 @@ runtime::ArtifactInfo artifactInfo(const GraphPorts &g, const runtime::Executabl
         port(g.outputs[k], id >= 0 ? &buffers[static_cast<size_t>(id)] : nullptr));
   }
   return info;
+}
+
+void reportFromArtifact(const runtime::ArtifactInfo &info, const runtime::Executable &exe,
+                        CompileReport &report) {
+  report.numKernels = info.report.kernels;
+  report.numLibraryCalls = info.report.libraryCalls;
+  report.numFallbacks = info.report.fallbacks;
+  for (const runtime::Step &st : exe.steps()) // the kernels' size arguments are in the artifact
+    report.numSharedKernels += st.kind == runtime::Step::Kind::Kernel && !st.sizes.empty();
+  report.target = info.report.target;
+  report.libraryCalls = info.report.libraryLines;
+  report.fallbacks = info.report.fallbackLines;
 }
 
 FailureOr<std::vector<Tensor>> runCompiled(const runtime::Executable &exe,

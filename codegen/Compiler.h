@@ -236,4 +236,10 @@ struct GraphPorts {
 runtime::ArtifactInfo artifactInfo(const GraphPorts &ports, const runtime::Executable &exe,
                                    const CompileReport &report, const std::string &model);
 
+/// The other way: the counts, target, library calls and fallbacks that an
+/// artifact of `exe` recorded (artifactInfo), into `report`, and the count
+/// of kernels with run-time sizes from `exe`'s steps.
+void reportFromArtifact(const runtime::ArtifactInfo &info, const runtime::Executable &exe,
+                        CompileReport &report);
+
 } // namespace kiln::codegen

@@ -812,11 +812,10 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     if (!narrower)
       break;
   }
-  if (order.empty()) // firstError says "cannot compile kernels with run-time sizes: ..."
-    return diag.emitError(firstError.loc)
-           << (firstError.message.empty()
-                   ? "cannot compile kernels with run-time sizes: the graph has no kernel group"
-                   : firstError.message);
+  if (order.empty() && !firstError.message.empty()) // "cannot compile kernels with run-time ..."
+    return diag.emitError(firstError.loc) << firstError.message;
+  if (order.empty()) // no kernel group: nothing to compile, for any size
+    return std::shared_ptr<const SharedKernels>(std::move(shared));
   auto target = cpu::resolveCpuTarget(options.cpu, diag);
   if (failed(target))
     return failure();
@@ -844,6 +843,25 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   shared->owner = *jit;
   shared->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<const SharedKernels>(std::move(shared));
+}
+
+std::string sharedKernelsStr(const SharedKernels &shared) {
+  const size_t n = shared.byName.size();
+  if (n == 0 && shared.perSize.empty())
+    return "no kernel to compile once (the model has none)";
+  const std::string all = rangesStr(shared.ranges);
+  std::map<std::string, size_t> byRange;
+  for (const auto &[name, k] : shared.byName)
+    ++byRange[rangesStr(k.ranges)];
+  std::string s = std::to_string(n) + " kernel" + (n == 1 ? "" : "s") + " compiled once";
+  if (byRange.empty() || (byRange.size() == 1 && byRange.begin()->first == all))
+    return s + " for " + all;
+  s += ":";
+  for (const auto &[r, count] : byRange)
+    s += (s.back() == ':' ? " " : ", ") + std::to_string(count) + " for " + r;
+  if (!shared.narrowedBecause.empty())
+    s += " (not over " + all + ": " + shared.narrowedBecause + ")";
+  return s;
 }
 
 std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const FusionGroup &group,

@@ -114,6 +114,13 @@ struct SharedKernels {
   double seconds = 0;
 };
 
+/// What `shared` holds, for a log line: "3 kernels compiled once for N in
+/// 1..64" when every kernel merged over its ranges; else by range, "14
+/// kernels compiled once: 14 for N in 1..64, S in 1..128 (not over N in
+/// 1..64, S in 1..1024: WHY)"; "no kernel to compile once (the model has
+/// none)".
+std::string sharedKernelsStr(const SharedKernels &shared);
+
 /// The largest size a symbol without a range is compiled for.
 inline constexpr int64_t kDefaultSharedMax = 1024;
 

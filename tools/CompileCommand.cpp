@@ -163,20 +163,8 @@ compileSharedOnce(const std::string &file, const Graph &g, const codegen::Compil
                  error.message.c_str());
     return nullptr;
   }
-  const std::string all = codegen::rangesStr(ranges);
-  std::printf("run-time sizes: %zu kernel%s compiled once for %s in %.2f s\n",
-              shared->byName.size(), shared->byName.size() == 1 ? "" : "s", all.c_str(),
+  std::printf("run-time sizes: %s in %.2f s\n", codegen::sharedKernelsStr(*shared).c_str(),
               shared->seconds);
-  bool narrowed = false;
-  for (const auto &[name, k] : shared->byName)
-    if (codegen::rangesStr(k.ranges) != all) {
-      narrowed = true;
-      std::printf("run-time sizes: %s only for %s\n", name.c_str(),
-                  codegen::rangesStr(k.ranges).c_str());
-    }
-  if (narrowed && !shared->narrowedBecause.empty())
-    std::printf("run-time sizes: not over the full ranges because %s\n",
-                shared->narrowedBecause.c_str());
   for (const auto &[name, why] : shared->perSize)
     std::printf("run-time sizes: %s compiles per size: %s\n", name.c_str(), why.c_str());
   return shared;
@@ -592,11 +580,21 @@ int compileCommand(const Args &args) {
         return 2;
       }
   if (!sizeLists.empty()) {
-    for (const auto &[sym, sizes] : sizeLists)
+    for (const auto &[sym, sizes] : sizeLists) {
       if (options.dims.count(sym)) {
         std::fprintf(stderr, "kiln compile: error: --dim %s is given twice\n", sym.c_str());
         return 2;
       }
+      for (const codegen::SymbolRange &r : options.ranges)
+        for (int64_t n : sizes)
+          if (r.name == sym && (n < r.min || n > r.max)) {
+            std::fprintf(stderr,
+                         "kiln compile: error: --dim %s lists %lld, outside --dim %s=%lld..%lld\n",
+                         sym.c_str(), static_cast<long long>(n), sym.c_str(),
+                         static_cast<long long>(r.min), static_cast<long long>(r.max));
+            return 2;
+          }
+    }
     if (outputPath.empty() || checks.check || checks.each || profileRuns > 0 || printSteps ||
         reportMemory || options.explain || options.emitKernels || options.emitLLVM ||
         options.emitLLVMOptimized) {

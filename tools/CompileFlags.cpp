@@ -103,6 +103,21 @@ bool parseDimRange(const char *cmd, const std::string &value, codegen::CompileOp
   return true;
 }
 
+/// Whether each --dim SYM=SIZE lies inside SYM's --dim range, if it has
+/// one; a usage error naming both otherwise.
+bool sizesInsideRanges(const char *cmd, const codegen::CompileOptions &options) {
+  for (const codegen::SymbolRange &r : options.ranges) {
+    auto size = options.dims.find(r.name);
+    if (size != options.dims.end() && (size->second < r.min || size->second > r.max)) {
+      std::fprintf(stderr, "%s: error: --dim %s=%lld is outside --dim %s=%lld..%lld\n", cmd,
+                   r.name.c_str(), static_cast<long long>(size->second), r.name.c_str(),
+                   static_cast<long long>(r.min), static_cast<long long>(r.max));
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
@@ -160,8 +175,15 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   }
   if (matchFlag(args, i, "--dim", v)) {
     if (v.find("..") != std::string::npos)
-      return parseDimRange(cmd, v, options) ? FlagMatch::Taken : FlagMatch::Bad;
-    return parseDimArg(cmd, v, options.dims) ? FlagMatch::Taken : FlagMatch::Bad;
+      return parseDimRange(cmd, v, options) && sizesInsideRanges(cmd, options) ? FlagMatch::Taken
+                                                                               : FlagMatch::Bad;
+    const std::string sym = v.substr(0, v.find('='));
+    if (options.dims.count(sym)) {
+      std::fprintf(stderr, "%s: error: --dim %s=SIZE is given twice\n", cmd, sym.c_str());
+      return FlagMatch::Bad;
+    }
+    return parseDimArg(cmd, v, options.dims) && sizesInsideRanges(cmd, options) ? FlagMatch::Taken
+                                                                                : FlagMatch::Bad;
   }
   if (matchFlag(args, i, "--passes", v)) {
     options.pipeline = v;

@@ -229,8 +229,7 @@ TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
   // sizes]), once; {1,1} was kept when run again; {0,5} dropped the least
   // recently used {3,17}.
   ASSERT_EQ(log.size(), 4u);
-  EXPECT_NE(log[0].find("compiled the kernels with run-time sizes (1) once for N in 1..1024, S in "
-                        "1..1024"),
+  EXPECT_NE(log[0].find("run-time sizes: 1 kernel compiled once for N in 1..1024, S in 1..1024"),
             std::string::npos)
       << log[0];
   EXPECT_NE(log[1].find("compiling for N=1, S=1: no specialization for these sizes yet (1 of at "
@@ -315,7 +314,7 @@ TEST(ApiTest, SymbolicModelChecksSizes) {
             std::string::npos)
       << e;
   e = errorOf([&] { exe.run(symbolicInputs(1, 65, 1)); });
-  EXPECT_NE(e.find("the inputs give S = 65, outside its range 1..64"), std::string::npos) << e;
+  EXPECT_NE(e.find("input 0 ('%x') dim 1 gives S = 65, outside its range 1..64"), std::string::npos) << e;
   e = errorOf([&] { exe.save("/tmp/kiln-api-test-never-written.kiln"); });
   EXPECT_NE(e.find("cannot save a model that compiles per size before it has run"),
             std::string::npos)
@@ -326,7 +325,7 @@ TEST(ApiTest, SymbolicModelChecksSizes) {
   fixed.onSpecialize = [](const std::string &) {};
   kiln::Executable half = kiln::compile(model, fixed);
   e = errorOf([&] { half.run(symbolicInputs(3, 4, 1)); });
-  EXPECT_NE(e.find("the inputs give N = 3, but the model was compiled with N = 2"),
+  EXPECT_NE(e.find("input 0 ('%x') dim 0 gives N = 3, but the model was compiled with N = 2"),
             std::string::npos)
       << e;
   std::vector<kiln::Tensor> in = symbolicInputs(2, 4, 1);
@@ -389,9 +388,7 @@ TEST(ApiTest, KernelsWithRunTimeSizesNarrowTheirRangesToWhatTheModelTakes) {
     expectClose(exe.run(in)[0], interpreted(model, in)[0]);
   }
   ASSERT_EQ(log.size(), 3u);
-  EXPECT_NE(log[0].find("once for S in 1..1024 in "), std::string::npos) << log[0];
-  EXPECT_NE(log[0].find("of them for S in 1..64 only (over the full ranges: "), std::string::npos)
-      << log[0];
+  EXPECT_NE(log[0].find(" for S in 1..64 (not over S in 1..1024: "), std::string::npos) << log[0];
   EXPECT_NE(log[0].find("'gather' op index 100 is out of range for axis 0 of size 100"),
             std::string::npos)
       << log[0];
