@@ -33,6 +33,19 @@
 // the destination) and a binary add with plain ones (read in place, no
 // copy).
 //
+// Note [Partly expanded operands]
+// oneDNN 2.6's JIT kernels read a binary post-op operand only in some
+// broadcasts; for another (a causal mask [1, 1, S, S] added to attention
+// scores [B, H, S, S]) they fall back to its reference kernels, 1000x
+// slower. Such an operand is then expanded, a constant once here, a run-time
+// operand per run (RuntimeArg::expand). Expanded to the dst's shape, a mask
+// costs as much memory as the scores it is added to, per call: causal_lm's
+// constants grew by B*4*S*S*4 bytes per attention (16.9 MiB at batch 32 x
+// sequence 128, against 0.9 MiB of weights). The brgemm matmul reads an
+// operand that varies along the batch and the last two dims ([B, 1, S, S],
+// its per-mb-spatial broadcast), so it is expanded over dim 0 first, which
+// saves the heads' factor, and to the full shape only when that is refused.
+//
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
 
@@ -93,9 +106,28 @@ bool isStandardBroadcast(const dims &other, const dims &dst) {
   return scalar || channel || other == dst;
 }
 
+/// How far assemble() expands a binary operand that oneDNN's JIT kernels
+/// cannot broadcast (Note [Partly expanded operands]).
+enum class Expand { None, Batch, Full };
+
+/// The dims a binary operand of dims `other` is given to oneDNN with, for
+/// a dst of `dst`: as it is when its broadcast is standard or `expand` is
+/// None; Batch: its dim 0 made the dst's (oneDNN 2.6's brgemm matmul reads
+/// a causal mask [1, 1, S, S] only as [B, 1, S, S], not over the heads
+/// too); Full: the dst's.
+dims expandedDims(const dims &other, const dims &dst, Expand expand) {
+  if (expand == Expand::None || isStandardBroadcast(other, dst))
+    return other;
+  if (expand == Expand::Full || other.empty())
+    return dst;
+  dims d = other;
+  d[0] = dst[0];
+  return d;
+}
+
 /// Creates the primitive for `ops` with the given layout; throws
 /// dnnl::error when oneDNN has no implementation.
-Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked, bool expand,
+Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked, Expand expand,
                    const Value *result, const std::function<bool(const Value *)> &channelsLast) {
   auto isCL = [&](const Value *v) {
     return a.supportsBlocked && channelsLast && v && v->type().shape.size() >= 3 && channelsLast(v);
@@ -112,6 +144,7 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     const PostOp *op;
     bool expanded;
     bool channelsLast;
+    dims shape; ///< as oneDNN reads it (expandedDims)
   };
   std::vector<BinaryUse> binaries;
   const Value *sumValue = nullptr;
@@ -133,11 +166,10 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
       opsText += "sum";
       continue;
     }
-    const bool doExpand = expand && !isStandardBroadcast(p.otherDims, a.dstDims);
+    const dims shape = expandedDims(p.otherDims, a.dstDims, expand);
     const bool otherCL = !constant && full && isCL(p.other);
-    po.append_binary(p.alg, otherCL ? channelsLastMd(a.dstDims)
-                                    : plainMd(doExpand ? a.dstDims : p.otherDims));
-    binaries.push_back({static_cast<int>(i), &p, doExpand, otherCL});
+    po.append_binary(p.alg, otherCL ? channelsLastMd(a.dstDims) : plainMd(shape));
+    binaries.push_back({static_cast<int>(i), &p, shape != p.otherDims, otherCL, shape});
     opsText += algorithmName(p.alg);
   }
   dnnl::primitive_attr attr;
@@ -148,7 +180,7 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
   // primitive's dst: oneDNN 2.6's nhwc kernels read it with the dst's
   // strides whatever its descriptor says (wrong sums, no error).
   for (const BinaryUse &b : binaries) {
-    const dims &od = b.expanded ? a.dstDims : b.op->otherDims;
+    const dims &od = b.shape;
     if (std::count_if(od.begin(), od.end(), [](int64_t d) { return d != 1; }) < 2)
       continue;
     const memory::desc want = b.channelsLast ? channelsLastMd(a.dstDims) : plainMd(a.dstDims);
@@ -194,24 +226,23 @@ Candidate assemble(const Anchor &a, const std::vector<PostOp> &ops, bool blocked
     if (ct) {
       Tensor t = *ct;
       if (b.expanded) {
-        Tensor e = Tensor::zeros(DType::F32, a.dstDims);
-        broadcastCopy(t.data<float>(), p.otherDims, a.dstDims, e.mutableData<float>());
+        Tensor e = Tensor::zeros(DType::F32, b.shape);
+        broadcastCopy(t.data<float>(), p.otherDims, b.shape, e.mutableData<float>());
         t = e;
       }
       step->keepAlive.push_back(std::make_shared<Tensor>(t));
-      step->constArgs.push_back({arg, memory(plainMd(b.expanded ? a.dstDims : p.otherDims), eng,
-                                             const_cast<void *>(t.rawData()))});
+      step->constArgs.push_back(
+          {arg, memory(plainMd(b.shape), eng, const_cast<void *>(t.rawData()))});
       continue;
     }
     RuntimeArg r{arg,
                  operands.indexOf(p.other),
-                 b.channelsLast ? channelsLastMd(a.dstDims)
-                                : plainMd(b.expanded ? a.dstDims : p.otherDims),
+                 b.channelsLast ? channelsLastMd(a.dstDims) : plainMd(b.shape),
                  std::nullopt,
                  memory::desc(),
                  b.expanded,
                  p.otherDims,
-                 a.dstDims,
+                 b.shape,
                  p.scale};
     step->runtimeArgs.push_back(std::move(r));
   }
@@ -359,7 +390,7 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
           ops.push_back(p);
       const Value *result = nodes[k]->result();
       std::vector<Candidate> candidates;
-      for (bool expand : {false, true}) {
+      for (Expand expand : {Expand::None, Expand::Batch, Expand::Full}) {
         for (bool blocked : layouts) {
           try {
             candidates.push_back(assemble(a, ops, blocked, expand, result, options.channelsLast));
@@ -369,10 +400,11 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
         }
         // oneDNN's reference implementations are orders of magnitude slower
         // than its JIT ones (a post-op it cannot fuse sends a matmul there:
-        // 128 ms instead of 0.1 ms): the operands expanded to the result's
-        // shape (a broadcast the JIT cannot read, such as a causal mask
-        // over all heads) are tried next, and with a shorter epilogue the
-        // rest runs as a kernel instead.
+        // 128 ms instead of 0.1 ms): the operands expanded (a broadcast the
+        // JIT cannot read, such as a causal mask over batch and heads) are
+        // tried next, over the batch first, then to the result's shape
+        // (Note [Partly expanded operands]), and with a shorter epilogue
+        // the rest runs as a kernel instead.
         if (k > 0)
           candidates.erase(
               std::remove_if(candidates.begin(), candidates.end(),
