@@ -504,6 +504,24 @@ std::string rangesStr(const std::vector<SymbolRange> &ranges) {
   return s;
 }
 
+int64_t assumedMax(const Graph &g, const std::string &sym, int64_t hi) {
+  std::vector<const DimAssumption *> own; // assumptions naming `sym` only
+  const std::vector<DimAssumption> all = dimAssumptions(g);
+  for (const DimAssumption &a : all) {
+    std::set<std::string> names;
+    for (const Dim *d : {&a.dims.lhs, &a.dims.rhs})
+      if (auto e = d->expr())
+        e->collectSymbols(names);
+    if (names == std::set<std::string>{sym})
+      own.push_back(&a);
+  }
+  for (int64_t n = 1; n <= hi && !own.empty(); ++n)
+    for (const DimAssumption *a : own)
+      if (evaluateDim(a->dims.lhs, {{sym, n}}) != evaluateDim(a->dims.rhs, {{sym, n}}))
+        return n - 1;
+  return hi;
+}
+
 std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options) {
   std::vector<SymbolRange> out;
   std::map<std::string, int64_t> ranged; // a symbol each, to find the ones tied to them
@@ -522,8 +540,8 @@ std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &opti
         continue;
       }
       auto size = options.dims.find(sym);
-      out.push_back(
-          {sym, 1, std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second)});
+      const int64_t hi = std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second);
+      out.push_back({sym, 1, std::max<int64_t>(1, assumedMax(g, sym, hi))});
     }
   std::sort(out.begin(), out.end(),
             [](const SymbolRange &a, const SymbolRange &b) { return a.name < b.name; });

@@ -124,10 +124,16 @@ std::string sharedKernelsStr(const SharedKernels &shared);
 /// The largest size a symbol without a range is compiled for.
 inline constexpr int64_t kDefaultSharedMax = 1024;
 
+/// The largest size <= `hi` up to which `sym` keeps every assumption of
+/// `g` that names no other symbol (Note [Assumed equal dims]): 64 for
+/// `seq == min(seq,64)`, a model whose positions end at 64; `hi` when none
+/// limits it. A symbol with no --dim range is compiled up to it.
+int64_t assumedMax(const Graph &g, const std::string &sym, int64_t hi);
+
 /// The ranges compile() compiles the shared kernels of `g` over
 /// (CompileOptions::runTimeSizes): each symbol of `g`'s inputs over its
 /// range in options.ranges, else over 1..max(kDefaultSharedMax, its size in
-/// options.dims); none for a symbol the graph assumes equal to one of these
+/// options.dims) cut to assumedMax; none for a symbol the graph assumes equal to one of these
 /// (withAssumedDims: a compile binds it from that one), by name.
 std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options);
 

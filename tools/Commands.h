@@ -56,10 +56,11 @@ inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions
 /// Note [Symbolic without --dim]
 /// A model whose input dims have symbols that no --dim names is compiled
 /// symbolic, not at a silent size: each such symbol gets the range
-/// 1..codegen::kDefaultSharedMax (its kernels take their sizes at run time,
-/// compiled once), and the compile and inspect reports are at 1, which the
-/// report says. `kiln bench` and `kiln run` take their sizes from their
-/// inputs instead, and an artifact (-o) needs the sizes it stores.
+/// 1..codegen::kDefaultSharedMax, cut to where the graph's assumptions hold
+/// (codegen::assumedMax: `seq == min(seq,64)` of a model with 64 positions
+/// gives 1..64); its kernels take their sizes at run time, compiled once,
+/// and the compile and inspect reports are at 1, which the report says. `kiln bench` and `kiln run`
+/// take their sizes from their inputs instead, and an artifact (-o) needs the sizes it stores.
 ///
 /// loadModel for a command that compiles with `options`: the symbols left
 /// open (in `open`) get the default range in options.ranges, and
@@ -68,6 +69,11 @@ inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions
 FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string &graphName,
                                       codegen::CompileOptions &options, std::set<std::string> &open,
                                       DiagnosticEngine &diag);
+
+/// "N in 1..1024, seq in 1..64": the ranges of the symbols in `open` (the
+/// ones no --dim names, Note [Symbolic without --dim]).
+std::string openRangesStr(const std::vector<codegen::SymbolRange> &ranges,
+                          const std::set<std::string> &open);
 
 /// Reads a tensor file by extension: ONNX TensorProto for .pb, else .npy.
 FailureOr<Tensor> readTensorFile(const std::string &path, DiagnosticEngine &diag);

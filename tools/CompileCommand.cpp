@@ -450,9 +450,9 @@ int compileOverRanges(const std::string &file, Graph &g, codegen::CompileOptions
     std::string names;
     for (const std::string &s : open)
       names += (names.empty() ? "" : ", ") + s;
-    std::printf("symbolic: %s (no --dim): compiled for 1..%lld, reported at %s; give --dim "
+    std::printf("symbolic: %s (no --dim): compiled for %s, reported at %s; give --dim "
                 "SYM=N or SYM=LO..HI for other sizes\n",
-                names.c_str(), static_cast<long long>(codegen::kDefaultSharedMax),
+                names.c_str(), openRangesStr(options.ranges, open).c_str(),
                 points.size() == 1 ? "1" : "1 and 7");
   }
 

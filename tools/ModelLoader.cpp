@@ -59,8 +59,10 @@ FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string
       open.insert(s);
   if (open.empty())
     return model;
-  for (const std::string &s : open)
-    options.ranges.push_back({s, 1, codegen::kDefaultSharedMax});
+  for (const std::string &s : open) // up to where the graph's assumptions hold
+    options.ranges.push_back(
+        {s, 1,
+         std::max<int64_t>(1, codegen::assumedMax(*model->graph, s, codegen::kDefaultSharedMax))});
   const bool wasBound = !dimsAtImport(options).empty() && isOnnxPath(path);
   options.runTimeSizes = true;
   if (!wasBound)
@@ -149,6 +151,15 @@ void bindDimsFromInputs(const Graph &g, std::span<const Tensor> inputs,
   }
 }
 
+std::string openRangesStr(const std::vector<codegen::SymbolRange> &ranges,
+                          const std::set<std::string> &open) {
+  std::vector<codegen::SymbolRange> picked;
+  for (const codegen::SymbolRange &r : ranges)
+    if (open.count(r.name))
+      picked.push_back(r);
+  return codegen::rangesStr(picked);
+}
+
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
                                  const std::vector<codegen::SymbolRange> &ranges,
                                  const std::set<std::string> &open) {
@@ -179,7 +190,7 @@ std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> 
   std::string why = largest;
   if (!symbolic.empty())
     why += (why.empty() ? "" : "; ") + symbolic + (open.size() == 1 ? " has" : " have") +
-           " no --dim: compiled for 1.." + std::to_string(codegen::kDefaultSharedMax) +
+           " no --dim: compiled for " + openRangesStr(ranges, open) +
            ", reported at 1; give --dim SYM=N or SYM=LO..HI for other sizes";
   if (!defaulted.empty())
     why += (why.empty() ? "" : "; ") + std::string("symbols not given are 1; give ") + defaulted +
