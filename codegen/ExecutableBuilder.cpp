@@ -297,10 +297,12 @@ public:
     return "";
   }
 
-  /// A reference step for `n`, with a warning naming it.
-  void addFallback(const Node *n, const std::string &reason) {
-    diag_.emitWarning(n->loc()) << "node " << nodeName(n) << " ('" << n->mnemonic()
-                                << "') runs on the reference kernel: " << reason;
+  /// A reference step for `n`, with a warning naming it (unless `quiet`:
+  /// empty groups get one warning for all, warnEmptyGroups).
+  void addFallback(const Node *n, const std::string &reason, bool quiet = false) {
+    if (!quiet)
+      diag_.emitWarning(n->loc()) << "node " << nodeName(n) << " ('" << n->mnemonic()
+                                  << "') runs on the reference kernel: " << reason;
     report_.fallbacks.push_back(nodeName(n) + " (" + std::string(n->mnemonic()) + "): " + reason);
     ++report_.numFallbacks;
     std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
@@ -318,12 +320,29 @@ public:
   void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &emitted) {
     const std::string why = "it has a zero-sized operand or result (no kernel or library call "
                             "is built for empty tensors)";
+    std::vector<const Node *> nodes;
     for (const Node *n : group.recomputed)
-      if (!emitted.count(n) && emptyFallbacks_.insert(n).second)
-        addFallback(n, why);
-    for (const Node *n : group.nodes)
-      if (emptyFallbacks_.insert(n).second)
-        addFallback(n, why);
+      if (!emitted.count(n))
+        nodes.push_back(n);
+    nodes.insert(nodes.end(), group.nodes.begin(), group.nodes.end());
+    for (const Node *n : nodes)
+      if (emptyFallbacks_.insert(n).second) {
+        addFallback(n, why, /*quiet=*/true);
+        firstEmpty_ = firstEmpty_ ? firstEmpty_ : n;
+      }
+  }
+
+  /// One warning for every node addEmptyGroup ran on its reference kernel
+  /// (at batch 0 that is most of the model; each is in the report).
+  void warnEmptyGroups() const {
+    if (!firstEmpty_)
+      return;
+    const Node *first = firstEmpty_;
+    diag_.emitWarning(first->loc())
+        << emptyFallbacks_.size() << " node" << (emptyFallbacks_.size() == 1 ? "" : "s")
+        << " with a zero-sized operand or result (" << nodeName(first)
+        << (emptyFallbacks_.size() == 1 ? "" : ", ...")
+        << ") run on reference kernels, which do nothing costly for empty tensors";
   }
 
   /// CompileOptions::debugFaultKernel: every value stored to the first
@@ -729,6 +748,7 @@ private:
   std::vector<std::pair<size_t, Node *>> releaseOrder_;
   /// Nodes run on reference kernels by addEmptyGroup (each once).
   std::set<const Node *> emptyFallbacks_;
+  const Node *firstEmpty_ = nullptr;
   /// The kernels compiled, and whether --debug-fault-kernel named one.
   std::string kernelNames_;
   /// Kernel steps added without code yet (compileKernels).
@@ -896,6 +916,7 @@ buildExecutable(std::shared_ptr<Graph> g, const FusionPlan &fusion, const cpu::C
     }
   }
   builder.checkFaultPlanted();
+  builder.warnEmptyGroups();
   {
     const auto t0 = Clock::now();
     if (jit && failed(builder.compileKernels(jit.get())))

@@ -289,9 +289,8 @@ std::shared_ptr<const StagedModel> StagedModel::restFor(const std::map<std::stri
     if (ranges.size() == m.symbolMax.size()) {
       m.shared = tryCompileSharedKernels(*m.rest, ranges, m.restOptions, why);
       if (log && m.shared)
-        log->push_back(after + ": " + std::to_string(m.shared->byName.size()) +
-                       " kernels with run-time sizes compiled once for " + rangesStr(ranges) +
-                       " in " + std::to_string(static_cast<int>(m.shared->seconds * 1e3)) + " ms");
+        log->push_back(after + ": run-time sizes: " + sharedKernelsStr(*m.shared) + " in " +
+                       std::to_string(static_cast<int>(m.shared->seconds * 1e3)) + " ms");
     }
   }
   std::string at;
