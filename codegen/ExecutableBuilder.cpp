@@ -446,11 +446,26 @@ public:
                    : std::nullopt;
     if (!use)
       return false;
+    const bool ownBuffers = ids.empty();
+    if (ownBuffers)
+      ids = buffersOf(group.inputs, group.outputs);
+    // In place, as the group's own kernel would be (SharedKernel::inPlace).
+    runtime::KernelFn fn = use->kernel->fn;
+    std::shared_ptr<const runtime::KernelObject> object = use->kernel->object;
+    std::vector<std::pair<int32_t, int32_t>> inPlace;
+    if (const Value *dying = ownBuffers ? inPlaceCandidate(group, k) : nullptr) {
+      const auto in =
+          std::find(group.inputs.begin(), group.inputs.end(), dying) - group.inputs.begin();
+      for (const SharedKernel::InPlace &p : use->kernel->inPlace)
+        if (p.input == in) {
+          fn = p.fn;
+          object = p.object;
+          inPlace.emplace_back(ids[group.inputs.size()], ids[static_cast<size_t>(in)]);
+        }
+    }
     Schedule schedule = detail::threadSchedule(use->numOuter, use->inner);
-    exe_->addKernelStep(k.name, use->kernel->fn,
-                        ids.empty() ? buffersOf(group.inputs, group.outputs) : std::move(ids),
-                        static_cast<int32_t>(k.inputs.size()), use->numOuter, schedule.parallel,
-                        schedule.grain, {}, use->kernel->object);
+    exe_->addKernelStep(k.name, fn, std::move(ids), static_cast<int32_t>(k.inputs.size()),
+                        use->numOuter, schedule.parallel, schedule.grain, inPlace, object);
     exe_->setKernelSizes(exe_->steps().size() - 1, use->sizes);
     if (options_.emitKernels)
       report_.kernels += use->kernel->kernel.str() + "\n";

@@ -843,17 +843,37 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   auto jit = cpu::CpuJit::create(jitOptions, diag);
   if (failed(jit))
     return failure();
+  // Each kernel as it is, then written in place over each input it can
+  // (SharedKernel::inPlace): job -> (kernel, input or -1).
   std::vector<cpu::KernelJob> jobs;
-  for (const auto &m : merged)
-    jobs.push_back({&m.first, Schedule{}});
+  std::vector<std::pair<size_t, int32_t>> jobOf;
+  for (size_t i = 0; i < merged.size(); ++i) {
+    const Kernel &k = merged[i].first;
+    jobs.push_back({&k, Schedule{}});
+    jobOf.emplace_back(i, -1);
+    for (size_t in = 0; in < k.inputs.size() && k.outputs.size() == 1; ++in)
+      if (k.bufferDims[in] == k.bufferDims[k.inputs.size()] &&
+          canWriteInPlace(k, 0, static_cast<int32_t>(in))) {
+        Schedule s;
+        s.inPlaceInput = {static_cast<int32_t>(in)};
+        jobs.push_back({&k, s});
+        jobOf.emplace_back(i, static_cast<int32_t>(in));
+      }
+  }
   auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
   if (failed(fns))
     return failure();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const auto &[signature, layout] = signatures[merged[i].first.name];
-    shared->byName[merged[i].first.name] = {
-        merged[i].first,  (*fns)[i], (*jit)->objectOf((*fns)[i]),
-        merged[i].second, signature, layout};
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const auto [i, in] = jobOf[j];
+    const std::string &name = merged[i].first.name;
+    if (in >= 0) {
+      shared->byName[name].inPlace.push_back({in, (*fns)[j], (*jit)->objectOf((*fns)[j])});
+      continue;
+    }
+    const auto &[signature, layout] = signatures[name];
+    shared->byName[name] = {
+        merged[i].first, (*fns)[j], (*jit)->objectOf((*fns)[j]), merged[i].second, signature,
+        layout,          {}};
   }
   for (const std::string &name : order)
     if (auto it = why.find(name); it != why.end())

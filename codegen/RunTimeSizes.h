@@ -95,6 +95,18 @@ struct SharedKernel {
   std::string signature;
   /// How it lays out its buffers: layoutKey (Fusion.h), or kPoolLayout.
   std::string layout;
+  /// The same kernel compiled to write its output over input `input`
+  /// (Schedule::inPlaceInput), for each input it can (canWriteInPlace, of
+  /// the same dims): a compile whose memory plan lets the output take over
+  /// a dying input runs it in place, as it would its own kernel (an output
+  /// written to fresh memory costs a pass: EfficientNet-B0's squeeze-excite
+  /// scaling took 99 us instead of 43 out of place at batch 1).
+  struct InPlace {
+    int32_t input = -1;
+    runtime::KernelFn fn = nullptr;
+    std::shared_ptr<const runtime::KernelObject> object;
+  };
+  std::vector<InPlace> inPlace;
 };
 
 /// The kernels of one graph compiled once for every size of `ranges`
