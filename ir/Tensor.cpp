@@ -160,7 +160,7 @@ std::string previewValues(const Tensor &t, int64_t limit) {
     s += (i ? ", " : "") + std::string(buf);
   }
   if (t.numel() > n)
-    s += ", ... (" + std::to_string(t.numel()) + " values)";
+    s += std::string(n ? ", " : "") + "... (" + std::to_string(t.numel()) + " values)";
   return s + "]";
 }
 
