@@ -339,10 +339,22 @@ std::unique_ptr<runtime::Executable> loadCached(const std::string &path, Compile
   std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
   report.cacheHit = true;
   reportFromArtifact(info, *exe, report);
-  // Note [Fallback steps]: a slow path is never silent, cached or not.
-  for (const std::string &line : report.fallbacks)
+  // Note [Fallback steps]: a slow path is never silent, cached or not; the
+  // empty nodes get one warning.
+  size_t empty = 0;
+  std::string firstEmpty;
+  for (const std::string &line : report.fallbacks) {
+    if (line.find(kEmptyFallbackReason) != std::string::npos) {
+      if (empty++ == 0)
+        firstEmpty = line.substr(0, line.find(' '));
+      continue;
+    }
     diag.emitWarning(Location())
         << "node " << line << " (it runs on the reference kernel; loaded from the compile cache)";
+  }
+  if (empty > 0)
+    diag.emitWarning(Location()) << emptyFallbacksWarning(empty, firstEmpty)
+                                 << " (loaded from the compile cache)";
   report.steps = exe->describe();
   MemoryReport &m = report.memory;
   m.arenaBytes = exe->arenaBytes();

@@ -51,7 +51,9 @@
 // copied into the node's buffers. The Executable keeps the compiled graph
 // alive; an artifact stores the node as a one-node .kir graph. Each one is
 // announced by a warning at the node's location that names it, its op and
-// the reason, so a slow path is never silent.
+// the reason, so a slow path is never silent; the nodes that run so for
+// being empty (batch 0), which costs nothing, get one warning for all
+// (emptyFallbacksWarning), every one still in the report.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/ExecutableBuilder.h"
@@ -77,6 +79,12 @@
 #include <unordered_map>
 
 namespace kiln::codegen {
+
+std::string emptyFallbacksWarning(size_t count, const std::string &first) {
+  return std::to_string(count) + " node" + (count == 1 ? "" : "s") +
+         " with a zero-sized operand or result (" + first + (count == 1 ? "" : ", ...") +
+         ") run on reference kernels, which do nothing costly for empty tensors";
+}
 
 namespace {
 
@@ -318,8 +326,7 @@ public:
   /// for them). The nodes it recomputes that no earlier group wrote run
   /// first.
   void addEmptyGroup(const FusionGroup &group, const std::set<const Node *> &emitted) {
-    const std::string why = "it has a zero-sized operand or result (no kernel or library call "
-                            "is built for empty tensors)";
+    const std::string why = kEmptyFallbackReason;
     std::vector<const Node *> nodes;
     for (const Node *n : group.recomputed)
       if (!emitted.count(n))
@@ -335,14 +342,9 @@ public:
   /// One warning for every node addEmptyGroup ran on its reference kernel
   /// (at batch 0 that is most of the model; each is in the report).
   void warnEmptyGroups() const {
-    if (!firstEmpty_)
-      return;
-    const Node *first = firstEmpty_;
-    diag_.emitWarning(first->loc())
-        << emptyFallbacks_.size() << " node" << (emptyFallbacks_.size() == 1 ? "" : "s")
-        << " with a zero-sized operand or result (" << nodeName(first)
-        << (emptyFallbacks_.size() == 1 ? "" : ", ...")
-        << ") run on reference kernels, which do nothing costly for empty tensors";
+    if (firstEmpty_)
+      diag_.emitWarning(firstEmpty_->loc())
+          << emptyFallbacksWarning(emptyFallbacks_.size(), nodeName(firstEmpty_));
   }
 
   /// CompileOptions::debugFaultKernel: every value stored to the first

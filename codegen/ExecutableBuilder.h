@@ -15,11 +15,20 @@
 #include <chrono>
 #include <memory>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace kiln::codegen {
+
+/// Why a node of a group with a zero-sized operand or result runs on its
+/// reference kernel (the report's fallback line).
+inline constexpr const char *kEmptyFallbackReason =
+    "it has a zero-sized operand or result (no kernel or library call is built for empty "
+    "tensors)";
+/// The one warning for `count` such nodes, `first` (`%name`) the first.
+std::string emptyFallbacksWarning(size_t count, const std::string &first);
 
 /// Seconds from `t` to now, for the report's phases.
 double secondsSince(std::chrono::steady_clock::time_point t);

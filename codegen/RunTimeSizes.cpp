@@ -71,7 +71,7 @@ namespace kiln::codegen {
 // is lowered with those strides, iterating channels-last where it reads
 // one contiguously; a pool between two runs as a kernel (Note [Pools as
 // kernels]). Those kernels are most of a CNN's (EfficientNet-B0's SiLU and
-// squeeze-excite kernels: 65 of its 66), so a shared kernel lowered
+// squeeze-excite kernels: 65 of the 66 of the zoo's torch 1.13 export), so a shared kernel lowered
 // row-major would leave them all to each size's compile. So lowerAtSizes
 // predicts the layouts as the builder chooses them, in schedule order: the
 // results of a library call whose anchor oneDNN runs channels-last are
@@ -504,10 +504,9 @@ std::string rangesStr(const std::vector<SymbolRange> &ranges) {
   return s;
 }
 
-int64_t assumedMax(const Graph &g, const std::string &sym, int64_t hi) {
+int64_t assumedMax(std::span<const DimAssumption> assumed, const std::string &sym, int64_t hi) {
   std::vector<const DimAssumption *> own; // assumptions naming `sym` only
-  const std::vector<DimAssumption> all = dimAssumptions(g);
-  for (const DimAssumption &a : all) {
+  for (const DimAssumption &a : assumed) {
     std::set<std::string> names;
     for (const Dim *d : {&a.dims.lhs, &a.dims.rhs})
       if (auto e = d->expr())
@@ -515,16 +514,28 @@ int64_t assumedMax(const Graph &g, const std::string &sym, int64_t hi) {
     if (names == std::set<std::string>{sym})
       own.push_back(&a);
   }
-  for (int64_t n = 1; n <= hi && !own.empty(); ++n)
-    for (const DimAssumption *a : own)
-      if (evaluateDim(a->dims.lhs, {{sym, n}}) != evaluateDim(a->dims.rhs, {{sym, n}}))
-        return n - 1;
-  return hi;
+  // The sizes where every one holds must be 1..c: a bound. Others (`S ==
+  // 2*(S/2)`, an even S) are no bound; a run checks them (bindInputs).
+  auto holds = [&](int64_t n) {
+    return std::all_of(own.begin(), own.end(), [&](const DimAssumption *a) {
+      return evaluateDim(a->dims.lhs, {{sym, n}}) == evaluateDim(a->dims.rhs, {{sym, n}});
+    });
+  };
+  int64_t last = 0;
+  while (last < hi && !own.empty() && holds(last + 1))
+    ++last;
+  if (own.empty() || last == 0 || last == hi)
+    return hi;
+  for (int64_t n = last + 1; n <= hi; ++n)
+    if (holds(n))
+      return hi;
+  return last;
 }
 
 std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &options) {
   std::vector<SymbolRange> out;
   std::map<std::string, int64_t> ranged; // a symbol each, to find the ones tied to them
+  const std::vector<DimAssumption> assumed = dimAssumptions(g);
   // The symbols with a range of their own first: a symbol the graph assumes
   // equal to one ranged already takes its size (compile() binds it so), and
   // sampling it apart would break the assumption.
@@ -541,7 +552,7 @@ std::vector<SymbolRange> sharedRanges(const Graph &g, const CompileOptions &opti
       }
       auto size = options.dims.find(sym);
       const int64_t hi = std::max(kDefaultSharedMax, size == options.dims.end() ? 1 : size->second);
-      out.push_back({sym, 1, std::max<int64_t>(1, assumedMax(g, sym, hi))});
+      out.push_back({sym, 1, std::max<int64_t>(1, assumedMax(assumed, sym, hi))});
     }
   std::sort(out.begin(), out.end(),
             [](const SymbolRange &a, const SymbolRange &b) { return a.name < b.name; });
@@ -665,6 +676,17 @@ lowerAtSizes(const Graph &g, const std::map<std::string, int64_t> &sizes,
       continue;
     }
     if (group.kind != FusionGroup::Kind::Kernel)
+      continue;
+    // What the builder runs without a kernel: a channel concat of
+    // channels-last operands as a oneDNN concat (its result channels-last),
+    // a concat of many operands as copies (row-major).
+    if (options.useLibraries && detail::isChannelConcatGroup(group) &&
+        std::all_of(group.nodes.front()->operands().begin(), group.nodes.front()->operands().end(),
+                    [&](const Value *v) { return channelsLast.count(v) > 0; })) {
+      channelsLast.insert(group.outputs.begin(), group.outputs.end());
+      continue;
+    }
+    if (options.useKernels && detail::matchCopyConcat(group))
       continue;
     KernelLayouts kl;
     kl.iterateChannelsLast =

@@ -17,12 +17,14 @@
 #include "codegen/Compiler.h"
 #include "codegen/Fusion.h"
 #include "codegen/KernelIR.h"
+#include "ir/Interpreter.h"
 #include "runtime/KernelABI.h"
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,10 +99,10 @@ struct SharedKernel {
   std::string layout;
   /// The same kernel compiled to write its output over input `input`
   /// (Schedule::inPlaceInput), for each input it can (canWriteInPlace, of
-  /// the same dims): a compile whose memory plan lets the output take over
-  /// a dying input runs it in place, as it would its own kernel (an output
-  /// written to fresh memory costs a pass: EfficientNet-B0's squeeze-excite
-  /// scaling took 99 us instead of 43 out of place at batch 1).
+  /// the same dims): where a compile's builder writes the group's output
+  /// over a dying input (inPlaceCandidate), it runs this one, as it would
+  /// its own kernel; an output in fresh memory costs a pass
+  /// (bench/DYNAMIC.md).
   struct InPlace {
     int32_t input = -1;
     runtime::KernelFn fn = nullptr;
@@ -136,11 +138,12 @@ std::string sharedKernelsStr(const SharedKernels &shared);
 /// The largest size a symbol without a range is compiled for.
 inline constexpr int64_t kDefaultSharedMax = 1024;
 
-/// The largest size <= `hi` up to which `sym` keeps every assumption of
-/// `g` that names no other symbol (Note [Assumed equal dims]): 64 for
-/// `seq == min(seq,64)`, a model whose positions end at 64; `hi` when none
-/// limits it. A symbol with no --dim range is compiled up to it.
-int64_t assumedMax(const Graph &g, const std::string &sym, int64_t hi);
+/// The largest size <= `hi` up to which `sym` keeps every assumption in
+/// `assumed` (dimAssumptions of the graph) that names no other symbol (Note [Assumed equal dims]),
+/// when they hold exactly at 1..that size: 64 for `seq == min(seq,64)`, a model whose positions end
+/// at 64; else `hi` (no assumption, or one such as an even size that bounds nothing). A symbol with
+/// no --dim range is compiled up to it.
+int64_t assumedMax(std::span<const DimAssumption> assumed, const std::string &sym, int64_t hi);
 
 /// The ranges compile() compiles the shared kernels of `g` over
 /// (CompileOptions::runTimeSizes): each symbol of `g`'s inputs over its

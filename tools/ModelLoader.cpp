@@ -59,10 +59,10 @@ FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string
       open.insert(s);
   if (open.empty())
     return model;
+  const std::vector<DimAssumption> assumed = dimAssumptions(*model->graph);
   for (const std::string &s : open) // up to where the graph's assumptions hold
     options.ranges.push_back(
-        {s, 1,
-         std::max<int64_t>(1, codegen::assumedMax(*model->graph, s, codegen::kDefaultSharedMax))});
+        {s, 1, std::max<int64_t>(1, codegen::assumedMax(assumed, s, codegen::kDefaultSharedMax))});
   const bool wasBound = !dimsAtImport(options).empty() && isOnnxPath(path);
   options.runTimeSizes = true;
   if (!wasBound)

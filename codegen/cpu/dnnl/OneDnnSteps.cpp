@@ -41,13 +41,16 @@
 // operand per run (RuntimeArg::expand). Expanded to the dst's shape, a mask
 // costs as much memory as the scores it is added to, per call: causal_lm's
 // constants grew by B*4*S*S*4 bytes per attention (16.9 MiB at batch 32 x
-// sequence 128, against 0.9 MiB of weights). The brgemm matmul reads an
-// operand that varies along the batch and the last two dims ([B, 1, S, S],
-// its per-mb-spatial broadcast), so it is expanded over dim 0 first, which
-// saves the heads' factor, and to the full shape only when that is refused.
+// sequence 128, against 0.9 MiB of weights). oneDNN's JIT matmuls (brgemm
+// on AVX-512, gemm:jit below it) read an operand that varies along the
+// batch and the last two dims ([B, 1, S, S], a per-mb-spatial broadcast),
+// so it is expanded over dim 0 first, which saves the heads' factor, and to
+// the full shape only when that is refused.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
+
+#include <cassert>
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -112,10 +115,12 @@ enum class Expand { None, Batch, Full };
 
 /// The dims a binary operand of dims `other` is given to oneDNN with, for
 /// a dst of `dst`: as it is when its broadcast is standard or `expand` is
-/// None; Batch: its dim 0 made the dst's (oneDNN 2.6's brgemm matmul reads
-/// a causal mask [1, 1, S, S] only as [B, 1, S, S], not over the heads
-/// too); Full: the dst's.
+/// None; Batch: its dim 0 made the dst's (oneDNN 2.6's JIT matmuls read a
+/// causal mask [1, 1, S, S] only as [B, 1, S, S], not over the heads too);
+/// Full: the dst's. `other` has `dst`'s rank (binary post-ops are
+/// broadcast to it).
 dims expandedDims(const dims &other, const dims &dst, Expand expand) {
+  assert(other.size() == dst.size());
   if (expand == Expand::None || isStandardBroadcast(other, dst))
     return other;
   if (expand == Expand::Full || other.empty())
@@ -390,7 +395,15 @@ FailureOr<OneDnnCall> buildOneDnnCall(std::span<const Node *const> nodes,
           ops.push_back(p);
       const Value *result = nodes[k]->result();
       std::vector<Candidate> candidates;
+      // Batch expands nothing where every binary operand has the dst's dim
+      // 0 already: the same primitive as None, not tried twice.
+      const bool batchExpands = std::any_of(ops.begin(), ops.end(), [&](const PostOp &p) {
+        return p.kind == PostOp::Kind::Binary &&
+               expandedDims(p.otherDims, a.dstDims, Expand::Batch) != p.otherDims;
+      });
       for (Expand expand : {Expand::None, Expand::Batch, Expand::Full}) {
+        if (expand == Expand::Batch && !batchExpands)
+          continue;
         for (bool blocked : layouts) {
           try {
             candidates.push_back(assemble(a, ops, blocked, expand, result, options.channelsLast));

@@ -212,13 +212,15 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
       for (const auto &[name, v] : sizes)
         where += name + "=" + std::to_string(v) + " ";
       SCOPED_TRACE(where);
-      auto fixed = lowerAtSizes(g, sizes, options, diag);
+      std::vector<std::string> layouts;
+      auto fixed = lowerAtSizes(g, sizes, options, diag, nullptr, nullptr, &layouts);
       ASSERT_TRUE(fixed.succeeded()) << collect.str();
       ASSERT_EQ(fixed->size(), merged->size());
       for (size_t i = 0; i < fixed->size(); ++i) {
         const Kernel &want = (*fixed)[i];
         const Kernel &sized = *(*merged)[i].kernel;
         ASSERT_EQ(want.name, sized.name);
+        ASSERT_EQ(layouts[i], (*merged)[i].layout) << want.name; // the same buffers
         std::vector<int64_t> values;
         for (const std::string &s : sized.symbols)
           values.push_back(sizes.at(s));
