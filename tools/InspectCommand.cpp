@@ -32,7 +32,8 @@ const char kInspectUsage[] =
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
     "  (symbolic dims not given with --dim SYM=N are the largest of their --dim range;\n"
-    "  without --dim they are compiled symbolic over 1..1024 and reported at 1; the\n"
+    "  without --dim they are compiled symbolic over 1..1024, less where the model\n"
+    "  assumes less (a decoder with 64 positions: 1..64), and reported at 1; the\n"
     "  report says which sizes it is for)\n";
 
 void printInspectUsage(FILE *f) {

@@ -193,6 +193,9 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
     auto merged = lowerForAllSizes(g, c.ranges, options, diag);
     ASSERT_TRUE(merged.succeeded()) << collect.str();
     std::vector<runtime::KernelFn> fns;
+    // Per kernel: (input, the kernel compiled to write over it), as
+    // compileSharedKernels compiles them (SharedKernel::inPlace).
+    std::vector<std::vector<std::pair<size_t, runtime::KernelFn>>> inPlaceFns;
     bool anySized = false;
     for (const SizedKernel &k : *merged) {
       ASSERT_TRUE(k.kernel.has_value()) << k.name << ": " << k.why;
@@ -200,8 +203,22 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
       auto fn = (*jit)->compile(*k.kernel, Schedule{}, diag);
       ASSERT_TRUE(fn.succeeded()) << k.kernel->str() << collect.str();
       fns.push_back(*fn);
+      inPlaceFns.emplace_back();
+      const Kernel &m = *k.kernel;
+      for (size_t in = 0; in < m.inputs.size() && m.outputs.size() == 1; ++in)
+        if (m.bufferDims[in] == m.bufferDims[m.inputs.size()] &&
+            canWriteInPlace(m, 0, static_cast<int32_t>(in))) {
+          Schedule s;
+          s.inPlaceInput = {static_cast<int32_t>(in)};
+          auto f = (*jit)->compile(m, s, diag);
+          ASSERT_TRUE(f.succeeded()) << m.str() << collect.str();
+          inPlaceFns.back().emplace_back(in, *f);
+        }
     }
     EXPECT_TRUE(anySized) << "no kernel reads a run-time size";
+    if (std::string(c.name) == "channels_last_after_a_conv") {
+      EXPECT_FALSE(inPlaceFns.front().empty()) << "the SiLU kernel is not compiled in place";
+    }
     for (const std::string &layout : c.layouts)
       EXPECT_TRUE(std::any_of(merged->begin(), merged->end(),
                               [&](const SizedKernel &k) { return k.layout == layout; }))
@@ -260,6 +277,23 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
                             want.outputs[o].numElements()),
                     "")
               << "output " << o << " of " << sized.str();
+        // Written in place: one buffer, the input's copy, is read and
+        // written, as the runtime passes it for both.
+        for (const auto &[in, inPlaceFn] : inPlaceFns[i]) {
+          std::vector<uint8_t> alias = ins[in];
+          std::vector<void *> args;
+          for (size_t b = 0; b < ins.size(); ++b)
+            args.push_back(b == in ? alias.data() : ins[b].data());
+          args.push_back(alias.data());
+          args.push_back(values.data());
+          inPlaceFn(args.data(), 0, n / 3);
+          inPlaceFn(args.data(), n / 3, 2 * n / 3);
+          inPlaceFn(args.data(), 2 * n / 3, n);
+          EXPECT_EQ(compare(want.outputs[0].dtype, alias.data(), ref[0].data(),
+                            want.outputs[0].numElements()),
+                    "")
+              << "in place of input " << in << ": " << sized.str();
+        }
       }
     }
   }
