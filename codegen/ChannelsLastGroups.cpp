@@ -79,6 +79,20 @@ bool readsChannelsLast(const FusionGroup &kg, const Value *v) {
   return concat;
 }
 
+KernelLayouts kernelLayouts(const FusionGroup &kg, const std::set<const Value *> &channelsLast) {
+  KernelLayouts layouts;
+  layouts.iterateChannelsLast =
+      std::any_of(kg.inputs.begin(), kg.inputs.end(), [&](const Value *v) {
+        return channelsLast.count(v) && readsChannelsLast(kg, v);
+      });
+  const bool iterate = layouts.iterateChannelsLast;
+  layouts.channelsLast = [&kg, &channelsLast, iterate](const Value *v) {
+    return channelsLast.count(v) > 0 ||
+           (iterate && std::find(kg.outputs.begin(), kg.outputs.end(), v) != kg.outputs.end());
+  };
+  return layouts;
+}
+
 bool isChannelsLastAnchor(const Node *n) {
   return cpu::oneDnnCapabilities().channelsLast(n->kind());
 }

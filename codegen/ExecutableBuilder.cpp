@@ -386,17 +386,8 @@ public:
     // (or of another channel count: a concat's operand) iterate in
     // channels-last order and write channels-last results. See Note
     // [Channels-last buffers].
-    const bool iterateCL =
-        std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
-          return channelsLast_.count(v) && detail::readsChannelsLast(group, v);
-        });
-    KernelLayouts layouts;
-    layouts.iterateChannelsLast = iterateCL;
-    layouts.channelsLast = [&](const Value *v) {
-      return channelsLast_.count(v) > 0 ||
-             (iterateCL &&
-              std::find(group.outputs.begin(), group.outputs.end(), v) != group.outputs.end());
-    };
+    const KernelLayouts layouts = detail::kernelLayouts(group, channelsLast_);
+    const bool iterateCL = layouts.iterateChannelsLast;
     auto kernel = lowerGroup(group, diag_, layouts);
     if (failed(kernel)) {
       for (const Node *n : group.nodes)

@@ -52,6 +52,12 @@ bool sameExceptChannels(const Shape &a, const Shape &b);
 /// Whether kernel group `kg` can iterate channels-last with its input `v`
 /// stored channels-last.
 bool readsChannelsLast(const FusionGroup &kg, const Value *v);
+/// The layouts of kernel group `kg`'s buffers when `channelsLast` holds the
+/// values stored channels-last: those inputs so, and when it reads one of
+/// them contiguously (readsChannelsLast) it iterates channels-last and
+/// writes its outputs so. Asked by the builder and by the lowering of
+/// kernels shared over sizes. `kg` and `channelsLast` must outlive it.
+KernelLayouts kernelLayouts(const FusionGroup &kg, const std::set<const Value *> &channelsLast);
 /// Anchors whose oneDNN calls read and write channels-last buffers.
 bool isChannelsLastAnchor(const Node *n);
 

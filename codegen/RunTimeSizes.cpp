@@ -71,17 +71,17 @@ namespace kiln::codegen {
 // is lowered with those strides, iterating channels-last where it reads
 // one contiguously; a pool between two runs as a kernel (Note [Pools as
 // kernels]). Those kernels are most of a CNN's (EfficientNet-B0's SiLU and
-// squeeze-excite kernels: 65 of the 66 of the zoo's torch 1.13 export), so a shared kernel lowered
-// row-major would leave them all to each size's compile. So lowerAtSizes
-// predicts the layouts as the builder chooses them, in schedule order: the
-// results of a library call whose anchor oneDNN runs channels-last are
-// channels-last where every use can read them so (detail::ChannelsLastPlan,
-// which the builder asks too), and so are the results of a kernel that
-// iterates channels-last, which a kernel does when one of its inputs is
-// channels-last and it reads that one contiguously. Each kernel is lowered and merged in its
-// predicted layouts, recorded as its layout key, and a compile uses it only where it lays the
-// buffers out the same (findSharedKernel): a wrong prediction costs that kernel's compile per size,
-// never a wrong answer.
+// squeeze-excite kernels: 65 of the 66 of the zoo's torch 1.13 export), so
+// a shared kernel lowered row-major would leave them all to each size's
+// compile. So lowerAtSizes predicts the layouts as the builder chooses
+// them, in schedule order: the results of a library call whose anchor
+// oneDNN runs channels-last are channels-last where every use can read
+// them so (detail::ChannelsLastPlan), and a kernel's buffers are laid out
+// as detail::kernelLayouts says (both asked by the builder too). Each
+// kernel is lowered and merged in its predicted layouts, recorded as its
+// layout key, and a compile uses it only where it lays the buffers out the
+// same (findSharedKernel): a wrong prediction costs that kernel's compile
+// per size, never a wrong answer.
 
 namespace {
 
@@ -688,17 +688,8 @@ lowerAtSizes(const Graph &g, const std::map<std::string, int64_t> &sizes,
     }
     if (options.useKernels && detail::matchCopyConcat(group))
       continue;
-    KernelLayouts kl;
-    kl.iterateChannelsLast =
-        std::any_of(group.inputs.begin(), group.inputs.end(), [&](const Value *v) {
-          return channelsLast.count(v) && detail::readsChannelsLast(group, v);
-        });
+    const KernelLayouts kl = detail::kernelLayouts(group, channelsLast);
     const bool iterate = kl.iterateChannelsLast;
-    kl.channelsLast = [&, iterate](const Value *v) {
-      return channelsLast.count(v) > 0 ||
-             (iterate &&
-              std::find(group.outputs.begin(), group.outputs.end(), v) != group.outputs.end());
-    };
     size_t split = kChooseSplit;
     if (splits && index < splits->size())
       split = (*splits)[index];
@@ -873,14 +864,12 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
     const Kernel &k = merged[i].first;
     jobs.push_back({&k, Schedule{}});
     jobOf.emplace_back(i, -1);
-    for (size_t in = 0; in < k.inputs.size() && k.outputs.size() == 1; ++in)
-      if (k.bufferDims[in] == k.bufferDims[k.inputs.size()] &&
-          canWriteInPlace(k, 0, static_cast<int32_t>(in))) {
-        Schedule s;
-        s.inPlaceInput = {static_cast<int32_t>(in)};
-        jobs.push_back({&k, s});
-        jobOf.emplace_back(i, static_cast<int32_t>(in));
-      }
+    for (int32_t in : inPlaceInputs(k)) {
+      Schedule s;
+      s.inPlaceInput = {in};
+      jobs.push_back({&k, s});
+      jobOf.emplace_back(i, in);
+    }
   }
   auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
   if (failed(fns))
@@ -903,6 +892,15 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
   shared->owner = *jit;
   shared->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<const SharedKernels>(std::move(shared));
+}
+
+std::vector<int32_t> inPlaceInputs(const Kernel &k) {
+  std::vector<int32_t> out;
+  for (size_t in = 0; in < k.inputs.size() && k.outputs.size() == 1; ++in)
+    if (k.bufferDims[in] == k.bufferDims[k.inputs.size()] &&
+        canWriteInPlace(k, 0, static_cast<int32_t>(in)))
+      out.push_back(static_cast<int32_t>(in));
+  return out;
 }
 
 std::string sharedKernelsStr(const SharedKernels &shared) {

@@ -128,6 +128,11 @@ struct SharedKernels {
   double seconds = 0;
 };
 
+/// The inputs kernel `k` can write its one output over (canWriteInPlace, of
+/// the output's dims): each gets a variant of a shared kernel
+/// (SharedKernel::inPlace).
+std::vector<int32_t> inPlaceInputs(const Kernel &k);
+
 /// What `shared` holds, for a log line: "3 kernels compiled once for N in
 /// 1..64" when every kernel merged over its ranges; else by range, "14
 /// kernels compiled once: 14 for N in 1..64, S in 1..128 (not over N in

@@ -314,7 +314,8 @@ TEST(ApiTest, SymbolicModelChecksSizes) {
             std::string::npos)
       << e;
   e = errorOf([&] { exe.run(symbolicInputs(1, 65, 1)); });
-  EXPECT_NE(e.find("input 0 ('%x') dim 1 gives S = 65, outside its range 1..64"), std::string::npos) << e;
+  EXPECT_NE(e.find("input 0 ('%x') dim 1 gives S = 65, outside its range 1..64"), std::string::npos)
+      << e;
   e = errorOf([&] { exe.save("/tmp/kiln-api-test-never-written.kiln"); });
   EXPECT_NE(e.find("cannot save a model that compiles per size before it has run"),
             std::string::npos)

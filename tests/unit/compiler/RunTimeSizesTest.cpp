@@ -205,15 +205,13 @@ TEST(RunTimeSizesTest, MergedKernelsEqualTheStaticLoweringAtEverySize) {
       fns.push_back(*fn);
       inPlaceFns.emplace_back();
       const Kernel &m = *k.kernel;
-      for (size_t in = 0; in < m.inputs.size() && m.outputs.size() == 1; ++in)
-        if (m.bufferDims[in] == m.bufferDims[m.inputs.size()] &&
-            canWriteInPlace(m, 0, static_cast<int32_t>(in))) {
-          Schedule s;
-          s.inPlaceInput = {static_cast<int32_t>(in)};
-          auto f = (*jit)->compile(m, s, diag);
-          ASSERT_TRUE(f.succeeded()) << m.str() << collect.str();
-          inPlaceFns.back().emplace_back(in, *f);
-        }
+      for (int32_t in : inPlaceInputs(m)) {
+        Schedule s;
+        s.inPlaceInput = {in};
+        auto f = (*jit)->compile(m, s, diag);
+        ASSERT_TRUE(f.succeeded()) << m.str() << collect.str();
+        inPlaceFns.back().emplace_back(static_cast<size_t>(in), *f);
+      }
     }
     EXPECT_TRUE(anySized) << "no kernel reads a run-time size";
     if (std::string(c.name) == "channels_last_after_a_conv") {
