@@ -461,7 +461,7 @@ public:
                         use->numOuter, schedule.parallel, schedule.grain, inPlace, object);
     exe_->setKernelSizes(exe_->steps().size() - 1, use->sizes);
     if (options_.emitKernels)
-      report_.kernels += use->kernel->kernel.str() + "\n";
+      report_.kernels += use->kernel->text + "\n";
     ++report_.numKernels;
     ++report_.numSharedKernels;
     return true;

@@ -882,9 +882,9 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
       continue;
     }
     const auto &[signature, layout] = signatures[name];
-    shared->byName[name] = {
-        merged[i].first, (*fns)[j], (*jit)->objectOf((*fns)[j]), merged[i].second, signature,
-        layout,          {}};
+    const std::string text = merged[i].first.str();
+    shared->byName[name] = {merged[i].first,  text,      (*fns)[j], (*jit)->objectOf((*fns)[j]),
+                            merged[i].second, signature, layout,    {}};
   }
   for (const std::string &name : order)
     if (auto it = why.find(name); it != why.end())

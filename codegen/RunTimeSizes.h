@@ -88,7 +88,12 @@ FailureOr<std::vector<SizedKernel>> lowerForAllSizes(const Graph &g,
 
 /// A kernel with run-time sizes and its machine code.
 struct SharedKernel {
+  /// The merged kernel; loaded from a symbolic artifact
+  /// (codegen/SymbolicArtifact.h), only what findSharedKernel reads (its
+  /// name, symbols, buffers and extents), without a body.
   Kernel kernel;
+  /// kernel.str() (`--emit=kernels`).
+  std::string text;
   runtime::KernelFn fn = nullptr;
   std::shared_ptr<const runtime::KernelObject> object;
   /// The sizes it was merged for (SharedKernels::ranges, or narrower).

@@ -890,10 +890,21 @@ private:
       auto it = blobs_.find(p.key);
       if (it == blobs_.end())
         return emitError(p.loc) << "constant refers to undefined blob '@" << p.key << "'";
-      if (!it->second.first)
-        return emitError(p.loc) << "blob '@" << p.key
-                                << "' was elided when printed; its contents are unknown";
       const TensorType &type = p.node->result(0)->type();
+      if (!it->second.first) {
+        const Tensor *given = nullptr;
+        if (opts_.blobs)
+          if (auto g = opts_.blobs->find(p.key); g != opts_.blobs->end())
+            given = &g->second;
+        if (!given)
+          return emitError(p.loc) << "blob '@" << p.key
+                                  << "' was elided when printed; its contents are unknown";
+        if (!(given->type() == type))
+          return emitError(p.loc) << "blob '@" << p.key << "' holds " << given->type().str()
+                                  << " but the constant is " << type.str();
+        p.node->setAttr(ConstantOp::value_index, *given);
+        continue;
+      }
       if (!type.isStatic())
         return emitError(p.loc) << "a constant must have a static type, got " << type.str();
       std::vector<int64_t> sizes = staticSizes(type.shape);

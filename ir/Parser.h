@@ -10,6 +10,7 @@
 
 #include "ir/Graph.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ struct ParseOptions {
   unsigned firstLine = 1;
   /// Run the verifier on each parsed graph.
   bool verify = true;
+  /// The contents of blobs printed `elided`, by name (PrintOptions::blobsOut);
+  /// null: an elided blob a constant refers to is an error.
+  const std::map<std::string, Tensor> *blobs = nullptr;
 };
 
 FailureOr<std::unique_ptr<Module>> parseModule(std::string_view text, DiagnosticEngine &diag,

@@ -161,6 +161,9 @@ private:
 };
 
 std::string printBlobs(const BlobTable &blobs, const PrintOptions &opts) {
+  if (opts.elideBlobs && opts.blobsOut)
+    for (const auto &[key, t] : blobs.blobs)
+      opts.blobsOut->emplace(key, t);
   if (blobs.blobs.empty())
     return "";
   std::string s = "\nblobs {\n";

@@ -24,6 +24,7 @@
 
 #include "ir/Graph.h"
 
+#include <map>
 #include <string>
 
 namespace kiln {
@@ -33,6 +34,10 @@ struct PrintOptions {
   bool printLocs = false;
   /// Print blob references but not the blob contents (`@w = elided`).
   bool elideBlobs = false;
+  /// With elideBlobs: receives every blob's contents by name, for a file
+  /// that keeps them apart (a symbolic artifact, codegen/SymbolicArtifact.h;
+  /// ParseOptions::blobs reads them back).
+  std::map<std::string, Tensor> *blobsOut = nullptr;
   /// Unnamed constants with at most this many elements print inline.
   int64_t inlineLimit = 16;
 };

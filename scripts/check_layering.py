@@ -53,7 +53,8 @@ FILE_RULES = {"api/Executable.cpp": RUNTIME_API, "api/ExecutableImpl.h": RUNTIME
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
           "codegen/CompileCache.cpp", "codegen/CompileCache.h",
           "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h",
-          "codegen/ChannelsLastGroups.cpp", "codegen/RunTimeSizes.cpp", "codegen/RunTimeSizes.h"}
+          "codegen/ChannelsLastGroups.cpp", "codegen/RunTimeSizes.cpp", "codegen/RunTimeSizes.h",
+          "codegen/SymbolicArtifact.cpp"}
 DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 

@@ -24,6 +24,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/Staged.h"
+#include "codegen/SymbolicArtifact.h"
 #include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "runtime/artifact/Artifact.h"
 #include "runtime/reference/HostTensors.h"
@@ -217,6 +218,8 @@ int benchCommand(const Args &args) {
   const bool isArtifact = runtime::isArtifactFile(file);
   if (isArtifact && !onlyThreadsForArtifact("kiln bench", options, file))
     return 2;
+  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
+  std::set<std::string> open; // its symbols no --dim named (reported at 1)
   // What is run, and what the report says about it.
   std::unique_ptr<runtime::Executable> exe;
   std::unique_ptr<codegen::StagedModel> staged; // exe is null when it has stages
@@ -248,8 +251,13 @@ int benchCommand(const Args &args) {
     numOutputs = sizeSet.front().info.outputs.size();
   } else {
     importDims = options.dims;
-    auto loaded = loadModel(file, graphName, dimsAtImport(options), diag);
-    if (failed(loaded) || failed(codegen::checkRanges(*loaded->graph, options, diag)))
+    bool usage = false;
+    auto loaded = isSymbolic
+                      ? loadSymbolicForCompile("kiln bench", file, options, open, usage, diag)
+                      : loadModel(file, graphName, dimsAtImport(options), diag);
+    if (failed(loaded))
+      return usage ? 2 : 1;
+    if (failed(codegen::checkRanges(*loaded->graph, options, diag)))
       return 1;
     model = loaded.take();
     g = model.graph;
@@ -289,10 +297,10 @@ int benchCommand(const Args &args) {
       if (!checkInputRanges("kiln bench", *g, inputs, options.ranges))
         return 1;
       bindDimsFromInputs(*g, inputs, options.dims);
-      sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
+      sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
     }
   } else if (g) {
-    sizes = bindSymbolsForReport(*g, options.dims, options.ranges);
+    sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
     inputs = randomInputs(*g, options.dims, 1234);
   } else {
     inputs = randomTensors(inputTypes, 1234);
@@ -484,6 +492,8 @@ int benchCommand(const Args &args) {
     std::printf("loaded:      %s in %.1f ms\n", report.counts().c_str(), loadSeconds * 1e3);
   } else {
     std::printf("model:       %s (%zu nodes)\n", file.c_str(), numNodes);
+    if (isSymbolic)
+      std::printf("artifact:    %s\n", model.artifactLine.c_str());
     if (first)
       std::printf("compiled:    %s%s\n", exe ? "" : "first stage: ", report.summary().c_str());
     if (staged && !exe) {

@@ -38,6 +38,9 @@ int cacheCommand(const Args &args);
 struct LoadedModel {
   std::unique_ptr<Module> module;
   Graph *graph = nullptr;
+  /// For a symbolic artifact (loadSymbolicForCompile): what it holds, for
+  /// the report ("symbolic artifact: ...").
+  std::string artifactLine;
 };
 
 /// Reads a .kir file or an ONNX model (by extension; `onnxDims` binds the
@@ -60,7 +63,7 @@ inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions
 /// (codegen::assumedMax: `seq == min(seq,64)` of a model with 64 positions
 /// gives 1..64); its kernels take their sizes at run time, compiled once,
 /// and the compile and inspect reports are at 1, which the report says. `kiln bench` and `kiln run`
-/// take their sizes from their inputs instead, and an artifact (-o) needs the sizes it stores.
+/// take their sizes from their inputs instead; `-o` writes a symbolic artifact over the ranges.
 ///
 /// loadModel for a command that compiles with `options`: the symbols left
 /// open (in `open`) get the default range in options.ranges, and
@@ -69,6 +72,17 @@ inline std::map<std::string, int64_t> dimsAtImport(const codegen::CompileOptions
 FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string &graphName,
                                       codegen::CompileOptions &options, std::set<std::string> &open,
                                       DiagnosticEngine &diag);
+
+/// A symbolic artifact (Note [Symbolic artifacts] in
+/// codegen/SymbolicArtifact.cpp) as a model to compile for the sizes a
+/// command meets: its graph, `options` as it was compiled (with the
+/// --threads given, and each --dim SYM=N given as a fixed size, which must
+/// lie in its range) and `open` its symbols no --dim named. Any other
+/// compile option given is an error from `cmd` (exit 2 in `usage`).
+FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string &path,
+                                              codegen::CompileOptions &options,
+                                              std::set<std::string> &open, bool &usage,
+                                              DiagnosticEngine &diag);
 
 /// "N in 1..1024, seq in 1..64": the ranges of the symbols in `open` (the
 /// ones no --dim names, Note [Symbolic without --dim]).
@@ -146,6 +160,9 @@ extern const char kToleranceUsage[];
 /// (all but --dim), so `kiln run` can refuse it without --compile.
 FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
                            codegen::CompileOptions &options, bool *compileOnly = nullptr);
+/// The flag of the first compile option in `o` other than --threads (and
+/// --no-cache) that differs from its default; null when none does.
+const char *compileFlagBeyondThreads(const codegen::CompileOptions &o);
 /// For a command given the compiled artifact `file`: false, after printing
 /// `cmd: error: --cpu does not apply to an artifact: ...`, when `options`
 /// set a compile option other than --threads (the usage error, exit 2).

@@ -20,6 +20,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/RunTimeSizes.h"
 #include "codegen/Staged.h"
+#include "codegen/SymbolicArtifact.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
 #include "runtime/artifact/Artifact.h"
@@ -459,13 +460,38 @@ int compileOverRanges(const std::string &file, Graph &g, codegen::CompileOptions
 
   options.sharedKernels = compileSharedOnce(file, g, options, points.back());
   options.runTimeSizes = false; // compiled once above, or not at all
+  ReportFlags perSize = flags;
+  perSize.outputPath.clear(); // a symbolic artifact, written below
+  if (!flags.outputPath.empty() && !options.sharedKernels) {
+    std::fprintf(stderr,
+                 "kiln compile: error: -o over %s: a symbolic artifact keeps the kernels "
+                 "compiled with run-time sizes, and none were (above); '%s' is not written. "
+                 "List the sizes to store instead (--dim SYM=A,B,...: a size set)\n",
+                 codegen::rangesStr(ranged).c_str(), flags.outputPath.c_str());
+    return 1;
+  }
   int status = 0;
+  const codegen::CompileOptions symbolic = options;
   for (const std::map<std::string, int64_t> &dims : points) {
     std::printf("// size %s\n", sizesText(dims).c_str());
     options.dims = dims;
-    status = std::max(status, compileOneSize(file, g, options, flags, diag));
+    status = std::max(status, compileOneSize(file, g, options, perSize, diag));
   }
-  return status;
+  if (status != 0 || flags.outputPath.empty())
+    return status;
+  // Note [Symbolic artifacts] in codegen/SymbolicArtifact.cpp.
+  if (failed(codegen::saveSymbolicArtifact(g, symbolic, *symbolic.sharedKernels, open,
+                                           std::filesystem::path(file).filename().string(),
+                                           flags.outputPath, diag)))
+    return 1;
+  std::error_code ec;
+  const size_t once = symbolic.sharedKernels->byName.size();
+  std::printf("artifact: %s (symbolic over %s: %zu kernel%s compiled once, %zu per size; %ju "
+              "bytes)\n",
+              flags.outputPath.c_str(), codegen::rangesStr(ranged).c_str(), once,
+              once == 1 ? "" : "s", symbolic.sharedKernels->perSize.size(),
+              static_cast<uintmax_t>(std::filesystem::file_size(flags.outputPath, ec)));
+  return 0;
 }
 
 } // namespace
@@ -551,7 +577,7 @@ int compileCommand(const Args &args) {
     return 2;
   }
 
-  if (runtime::isArtifactFile(file)) {
+  if (runtime::isArtifactFile(file) || codegen::isSymbolicArtifactFile(file)) {
     std::fprintf(stderr,
                  "kiln compile: error: '%s' is a compiled artifact already; compile the "
                  "model it came from\n",
@@ -567,17 +593,16 @@ int compileCommand(const Args &args) {
                  file.c_str());
     return 1;
   }
-  if (!outputPath.empty())
+  if (!outputPath.empty() && !sizeLists.empty())
     for (const codegen::SymbolRange &r : rangedSizes(options))
       if (std::none_of(sizeLists.begin(), sizeLists.end(),
                        [&](const auto &list) { return list.first == r.name; })) {
         std::fprintf(stderr,
-                     "kiln compile: error: -o with --dim %s=%lld..%lld: an artifact holds the "
-                     "model compiled at given sizes, not over a range; list the sizes to store "
-                     "with --dim %s=A,B,... (a size set; the range then gives the kernels with "
-                     "run-time sizes they share)\n",
+                     "kiln compile: error: -o with --dim %s=%lld..%lld beside a list of sizes: "
+                     "a size set holds the model at every listed size, a symbolic artifact "
+                     "over ranges; list %s's sizes too (--dim %s=A,B,...) or give ranges only\n",
                      r.name.c_str(), static_cast<long long>(r.min), static_cast<long long>(r.max),
-                     r.name.c_str());
+                     r.name.c_str(), r.name.c_str());
         return 2;
       }
   if (!sizeLists.empty()) {
@@ -614,18 +639,6 @@ int compileCommand(const Args &args) {
   if (failed(model))
     return 1;
   Graph *g = model->graph;
-  if (!outputPath.empty() && !open.empty()) {
-    std::string names;
-    for (const std::string &s : open)
-      names += (names.empty() ? "" : ", ") + s;
-    std::fprintf(stderr,
-                 "kiln compile: error: -o: the model's input dim%s %s %s symbolic and an "
-                 "artifact holds the model compiled at given sizes; give %s a size (--dim %s=N) "
-                 "or sizes (--dim %s=A,B,...)\n",
-                 open.size() == 1 ? "" : "s", names.c_str(), open.size() == 1 ? "is" : "are",
-                 open.size() == 1 ? "it" : "each", open.begin()->c_str(), open.begin()->c_str());
-    return 2;
-  }
   if (failed(codegen::checkRanges(*g, options, diag)))
     return 1;
   if (!rangedSizes(options).empty())

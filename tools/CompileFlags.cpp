@@ -208,10 +208,6 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
   return FlagMatch::No;
 }
 
-namespace {
-
-/// The flag of the first compile option in `o` other than --threads (and
-/// --no-cache) that differs from its default; null when none does.
 const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
   const codegen::CompileOptions d;
   if (o.cpu != d.cpu)
@@ -236,8 +232,6 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
     return "--debug-fault-kernel";
   return nullptr;
 }
-
-} // namespace
 
 bool onlyThreadsForArtifact(const char *cmd, const codegen::CompileOptions &options,
                             const std::string &file) {

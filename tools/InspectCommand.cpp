@@ -12,6 +12,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/Staged.h"
+#include "codegen/SymbolicArtifact.h"
 #include "ir/Interpreter.h"
 #include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
@@ -153,14 +154,21 @@ int inspectCommand(const Args &args) {
   DiagnosticEngine diag;
   installStderrHandler(diag);
   std::map<std::string, int64_t> given = options.dims;
-  std::set<std::string> open; // Note [Symbolic without --dim]
-  auto model = loadForCompile(file, graphName, options, open, diag);
-  if (failed(model) || failed(codegen::checkRanges(*model->graph, options, diag)))
+  std::set<std::string> open;                                    // Note [Symbolic without --dim]
+  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
+  bool usage = false;
+  auto model = isSymbolic ? loadSymbolicForCompile("kiln inspect", file, options, open, usage, diag)
+                          : loadForCompile(file, graphName, options, open, diag);
+  if (failed(model))
+    return usage ? 2 : 1;
+  if (failed(codegen::checkRanges(*model->graph, options, diag)))
     return 1;
   Graph *g = model->graph;
   const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
 
   std::printf("model: %s, graph @%s\n", file.c_str(), g->name().c_str());
+  if (isSymbolic)
+    std::printf("artifact: %s\n", model->artifactLine.c_str());
   for (const Value *v : g->inputs())
     std::printf("  input  %%%s : %s\n", v->name().c_str(), v->type().str().c_str());
   for (const Value *v : g->outputs())

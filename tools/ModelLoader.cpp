@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/RunTimeSizes.h"
+#include "codegen/SymbolicArtifact.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
@@ -68,6 +69,68 @@ FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string
   if (!wasBound)
     return model;
   return loadModel(path, graphName, dimsAtImport(options), diag);
+}
+
+FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string &path,
+                                              codegen::CompileOptions &options,
+                                              std::set<std::string> &open, bool &usage,
+                                              DiagnosticEngine &diag) {
+  usage = false;
+  codegen::CompileOptions asked = options;
+  const std::map<std::string, int64_t> sizes = asked.dims;
+  asked.dims.clear();
+  if (!asked.ranges.empty()) {
+    std::fprintf(stderr,
+                 "%s: error: --dim %s=%lld..%lld does not apply to '%s': a symbolic artifact "
+                 "keeps the ranges it was compiled for (give a size with --dim SYM=N)\n",
+                 cmd, asked.ranges[0].name.c_str(), static_cast<long long>(asked.ranges[0].min),
+                 static_cast<long long>(asked.ranges[0].max), path.c_str());
+    usage = true;
+    return failure();
+  }
+  if (const char *flag = compileFlagBeyondThreads(asked)) {
+    std::fprintf(stderr,
+                 "%s: error: %s does not apply to '%s': a symbolic artifact is compiled "
+                 "already (only --threads and --dim SYM=N do)\n",
+                 cmd, flag, path.c_str());
+    usage = true;
+    return failure();
+  }
+  auto sym = codegen::loadSymbolicArtifact(path, diag);
+  if (failed(sym))
+    return failure();
+  const int threads = options.threads;
+  const bool cache = options.cache;
+  options = sym->options;
+  options.threads = threads > 0 ? threads : options.threads;
+  options.cache = cache;
+  for (const auto &[name, n] : sizes) {
+    auto fixed = options.dims.find(name);
+    if (fixed != options.dims.end() && fixed->second != n) {
+      diag.emitError(Location::file(path))
+          << "--dim " << name << "=" << n << ": the artifact was compiled with " << name << "="
+          << fixed->second;
+      return failure();
+    }
+    options.dims[name] = n;
+  }
+  open.clear();
+  for (const std::string &s : sym->open)
+    if (!sizes.count(s))
+      open.insert(s);
+  if (failed(codegen::checkRanges(*sym->graph, options, diag)))
+    return failure();
+  LoadedModel m;
+  m.module = std::move(sym->module);
+  m.graph = sym->graph;
+  const codegen::SharedKernels &shared = *options.sharedKernels;
+  m.artifactLine = "symbolic over " + codegen::rangesStr(options.ranges) + " (" +
+                   std::to_string(shared.byName.size()) +
+                   (shared.byName.size() == 1 ? " kernel" : " kernels") + " compiled once, " +
+                   std::to_string(shared.perSize.size()) + " per size), " +
+                   std::to_string(sym->fileBytes) + " bytes; --cpu " + sym->target.requested +
+                   " (" + sym->target.cpu + "), Kiln " + sym->kilnVersion;
+  return m;
 }
 
 int pickSetMember(const char *cmd, const std::string &file,

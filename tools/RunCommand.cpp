@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Compiler.h"
 #include "codegen/Staged.h"
+#include "codegen/SymbolicArtifact.h"
 #include "frontend/onnx/OnnxImporter.h" // isOnnxPath
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
@@ -141,8 +142,9 @@ int runCommand(const Args &args) {
     printRunUsage(stderr);
     return 2;
   }
+  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
   if ((compileOnly || checks.bisect || checks.each) && !compiled &&
-      !runtime::isArtifactFile(file)) {
+      !runtime::isArtifactFile(file) && !isSymbolic) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
                          "--check-each, ...) need --compile; without it the interpreter runs\n");
     return 2;
@@ -183,14 +185,22 @@ int runCommand(const Args &args) {
     artifact = sizeSet.front().info;
     compiled = true;
   }
+  compiled |= isSymbolic;
   bool isOnnx = isOnnxPath(file);
-  if (!isArtifact && !isOnnx && !copts.dims.empty()) {
+  if (!isArtifact && !isOnnx && !isSymbolic && !copts.dims.empty()) {
     std::fprintf(stderr, "kiln run: error: --dim applies to ONNX models; a .kir graph takes its "
                          "symbolic dims from its inputs\n");
     return 2;
   }
   LoadedModel model;
-  if (!isArtifact) {
+  if (isSymbolic) {
+    std::set<std::string> open;
+    bool usage = false;
+    auto loaded = loadSymbolicForCompile("kiln run", file, copts, open, usage, diag);
+    if (failed(loaded))
+      return usage ? 2 : 1;
+    model = loaded.take();
+  } else if (!isArtifact) {
     auto loaded = loadModel(file, graphName, dimsAtImport(copts), diag);
     if (failed(loaded) || failed(codegen::checkRanges(*loaded->graph, copts, diag)))
       return 1;
@@ -391,6 +401,8 @@ int runCommand(const Args &args) {
                 m.lowerBound ? static_cast<double>(m.arenaBytes) / static_cast<double>(m.lowerBound)
                              : 1.0);
   }
+  if (isSymbolic)
+    std::printf("artifact: %s\n", model.artifactLine.c_str());
   for (const std::string &line : stageLog) // each stage compiled after a data-dependent node
     std::printf("compile: %s\n", line.c_str());
 

@@ -5,7 +5,7 @@
 #include "runtime/IndexCheckStep.h"
 #include "runtime/artifact/Artifact.pb.h"
 #include "runtime/artifact/ElfLoader.h"
-#include "runtime/artifact/HostCpu.h"
+#include "runtime/artifact/FileFormat.h"
 #include "runtime/dnnl/DnnlSteps.h"
 #include "runtime/reference/ReferenceStep.h"
 
@@ -29,26 +29,17 @@
 namespace kiln::runtime {
 namespace {
 
+using namespace framing;
+
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
 constexpr char kSetMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'T', '\0'};
+/// A symbolic artifact's (codegen/SymbolicArtifact.h), which this loader
+/// does not read: named in its error.
+constexpr char kSymbolicMagic[8] = {'K', 'I', 'L', 'N', 'S', 'Y', 'M', '\0'};
 constexpr uint32_t kSetFormatVersion = 1;
 /// Bumped by any change of the layout or of Artifact.proto that is not a
 /// pure addition.
 constexpr uint32_t kFormatVersion = 2; // 2: kernel steps with run-time sizes
-constexpr size_t kHeaderBytes = 64;
-constexpr size_t kPage = 4096;
-constexpr size_t kBlobAlign = 64;
-
-struct Header {
-  char magic[8];
-  uint32_t format;
-  uint32_t headerBytes;
-  uint64_t metaOffset, metaBytes, dataOffset, dataBytes;
-  uint64_t checksum; ///< Hasher over the file, this field read as 0
-  uint64_t reserved;
-};
-static_assert(sizeof(Header) == kHeaderBytes);
-
 /// The header of a size set; the table (SizeSet in Artifact.proto) follows
 /// the last member.
 struct SetHeader {
@@ -65,56 +56,6 @@ bool isSetMagic(const void *base, size_t size) {
   return size >= 8 && std::memcmp(base, kSetMagic, 8) == 0;
 }
 
-size_t alignUp(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
-/// FNV-1a over 64-bit words (the tail zero-padded): each word step is a
-/// bijection of the state, so any change confined to one word changes the
-/// result. A corruption check, not a signature.
-class Hasher {
-public:
-  void update(const void *data, size_t n) {
-    auto *p = static_cast<const uint8_t *>(data);
-    if (fill_ > 0) {
-      const size_t take = std::min(n, 8 - fill_);
-      std::memcpy(pending_ + fill_, p, take);
-      fill_ += take;
-      p += take;
-      n -= take;
-      if (fill_ < 8)
-        return;
-      flush();
-    }
-    for (; n >= 8; n -= 8, p += 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      mix(w);
-    }
-    std::memcpy(pending_, p, n);
-    fill_ = n;
-  }
-  uint64_t finish() {
-    if (fill_ > 0) {
-      std::memset(pending_ + fill_, 0, 8 - fill_);
-      flush();
-    }
-    return h_;
-  }
-
-private:
-  void mix(uint64_t w) { h_ = (h_ ^ w) * 0x100000001b3ull; }
-  void flush() {
-    uint64_t w;
-    std::memcpy(&w, pending_, 8);
-    mix(w);
-    fill_ = 0;
-  }
-  uint64_t h_ = 0xcbf29ce484222325ull;
-  uint8_t pending_[8] = {};
-  size_t fill_ = 0;
-};
-
 std::optional<DType> dtypeNamed(const std::string &name) {
 #define DTYPE(Enum, Name, Bytes, Bits, IsFloat, IsSigned, Compute, Codec)                          \
   if (name == Name)                                                                                \
@@ -122,23 +63,6 @@ std::optional<DType> dtypeNamed(const std::string &name) {
 #include "ir/DTypes.def"
   return std::nullopt;
 }
-
-/// The data part being assembled: chunks at 64-aligned offsets.
-struct DataPart {
-  struct Chunk {
-    const void *data;
-    size_t size, offset;
-  };
-  std::vector<Chunk> chunks;
-  size_t end = 0;
-  void add(const void *data, size_t size, artifact::Blob *blob) {
-    end = alignUp(end, kBlobAlign);
-    chunks.push_back({data, size, end});
-    blob->set_offset(end);
-    blob->set_size(size);
-    end += size;
-  }
-};
 
 void putPort(const ArtifactPort &p, artifact::Port *out) {
   out->set_name(p.name);
@@ -159,30 +83,6 @@ bool getPort(const artifact::Port &in, ArtifactPort &p) {
   p.symbols.assign(in.symbols().begin(), in.symbols().end());
   return true;
 }
-
-Status writeAll(int fd, const void *data, size_t n) {
-  auto *p = static_cast<const char *>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return Status::failure(std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::success();
-}
-
-/// The read-only mapping of a loaded artifact; constants point into it.
-struct Mapping {
-  void *base = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (base)
-      munmap(base, size);
-  }
-};
 
 } // namespace
 
@@ -314,81 +214,7 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
   std::string metaBytes;
   if (!meta.SerializeToString(&metaBytes))
     return Status::failure("cannot serialize the artifact's metadata");
-  Header h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.format = kFormatVersion;
-  h.headerBytes = kHeaderBytes;
-  h.metaOffset = kHeaderBytes;
-  h.metaBytes = metaBytes.size();
-  h.dataOffset = alignUp(kHeaderBytes + metaBytes.size(), kPage);
-  h.dataBytes = data.end;
-  // The file after the header: metadata, zero padding, the chunks with
-  // zero padding between them. Hashed, then written, in the same order.
-  static const char zeros[kPage] = {};
-  auto forEachPiece = [&](auto &&piece) -> Status {
-    if (Status st = piece(metaBytes.data(), metaBytes.size()); !st.ok())
-      return st;
-    size_t at = h.metaOffset + metaBytes.size();
-    auto pad = [&](size_t to) -> Status {
-      while (at < to) {
-        const size_t n = std::min(to - at, sizeof(zeros));
-        if (Status st = piece(zeros, n); !st.ok())
-          return st;
-        at += n;
-      }
-      return Status::success();
-    };
-    if (Status st = pad(h.dataOffset); !st.ok())
-      return st;
-    for (const DataPart::Chunk &c : data.chunks) {
-      if (Status st = pad(h.dataOffset + c.offset); !st.ok())
-        return st;
-      if (Status st = piece(c.data, c.size); !st.ok())
-        return st;
-      at += c.size;
-    }
-    return Status::success();
-  };
-  Hasher hasher;
-  hasher.update(&h, sizeof(h)); // with checksum 0
-  (void)forEachPiece([&](const void *p, size_t n) {
-    hasher.update(p, n);
-    return Status::success();
-  });
-  h.checksum = hasher.finish();
-  Status st = writeAll(fd, &h, sizeof(h));
-  if (st.ok())
-    st = forEachPiece([&](const void *p, size_t n) { return writeAll(fd, p, n); });
-  written = h.dataOffset + h.dataBytes;
-  return st;
-}
-
-/// Creates `path` through a temporary file next to it that `write` fills
-/// and that is renamed over `path` once complete (a failure leaves what was
-/// there); created 0666 so that the process's umask applies (mkstemp would
-/// make it 0600).
-Status writeFileAtomically(const std::string &path, const std::function<Status(int fd)> &write) {
-  static std::atomic<unsigned> counter{0};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST)
-      break;
-  }
-  if (fd < 0)
-    return Status::failure("cannot create '" + tmp + "': " + std::strerror(errno));
-  Status st = write(fd);
-  if (::close(fd) != 0 && st.ok())
-    st = Status::failure(std::strerror(errno));
-  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    st = Status::failure(std::strerror(errno));
-  if (!st.ok()) {
-    std::remove(tmp.c_str());
-    return Status::failure("cannot write '" + path + "': " + st.error);
-  }
-  return Status::success();
+  return writeFramed(fd, kMagic, kFormatVersion, metaBytes, data, written);
 }
 
 } // namespace
@@ -402,85 +228,30 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
 
 namespace {
 
-/// Maps the file at `path` read-only; `fail` words the errors.
-Status mapFile(const std::string &path, std::shared_ptr<Mapping> &out,
-               const std::function<Status(const std::string &)> &fail) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat sb {};
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
-  }
-  auto map = std::make_shared<Mapping>();
-  map->size = static_cast<size_t>(sb.st_size);
-  if (map->size < kHeaderBytes) {
-    ::close(fd);
-    return fail("truncated (" + std::to_string(map->size) + " bytes; the header alone is " +
-                std::to_string(kHeaderBytes) + ")");
-  }
-  void *p = mmap(nullptr, map->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED)
-    return fail(std::string("cannot map: ") + std::strerror(errno));
-  map->base = p;
-  out = std::move(map);
-  return Status::success();
-}
-
 /// Loads the artifact in bytes [offset, offset + size) of `map` (offset a
 /// multiple of the page size); `label` names it in errors.
 Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t size,
                   const std::string &label, std::unique_ptr<Executable> &exeOut,
                   ArtifactInfo *infoOut) {
   auto fail = [&](const std::string &what) { return Status::failure(label + ": " + what); };
-  if (size < kHeaderBytes)
-    return fail("truncated (" + std::to_string(size) + " bytes; the header alone is " +
-                std::to_string(kHeaderBytes) + ")");
   const auto *bytes = static_cast<const uint8_t *>(map->base) + offset;
+  if (size >= 8 && std::memcmp(bytes, kSymbolicMagic, 8) == 0)
+    return fail("a symbolic artifact (compiled over ranges of sizes), which compiles each size "
+                "it meets and so needs the compiler: run it with kiln run or load it with "
+                "kiln::Model::load; the runtime alone runs a size set (kiln compile --dim "
+                "SYM=A,B,... -o)");
   Header h;
-  std::memcpy(&h, bytes, sizeof(h));
-  if (std::memcmp(h.magic, kMagic, 8) != 0)
-    return fail("not a Kiln artifact (no KILNART magic)");
-  if (h.format != kFormatVersion)
-    return fail("format version " + std::to_string(h.format) + "; this Kiln (" + kilnVersion() +
-                ") reads version " + std::to_string(kFormatVersion) + ": compile the model again");
-  if (h.headerBytes != kHeaderBytes || h.metaOffset != kHeaderBytes ||
-      h.metaBytes > size - kHeaderBytes || h.metaBytes > (uint64_t(1) << 30) ||
-      h.dataOffset < h.metaOffset + h.metaBytes || h.dataOffset % kPage != 0 ||
-      h.dataOffset > size || h.dataBytes != size - h.dataOffset)
-    return fail("truncated or corrupt: the header's sizes do not match the file's " +
-                std::to_string(size) + " bytes");
-  Header unsummed = h;
-  unsummed.checksum = 0;
-  Hasher hasher;
-  hasher.update(&unsummed, sizeof(unsummed));
-  hasher.update(bytes + kHeaderBytes, size - kHeaderBytes);
-  if (hasher.finish() != h.checksum)
-    return fail("corrupt: its checksum does not match its contents");
+  if (Status st = checkFramed(bytes, size, kMagic, kFormatVersion, "Kiln artifact", h); !st.ok())
+    return fail(st.error);
   artifact::Artifact meta;
   if (!meta.ParseFromArray(bytes + h.metaOffset, static_cast<int>(h.metaBytes)))
     return fail("corrupt metadata");
-  if (meta.kiln_version() != kilnVersion())
-    return fail("written by Kiln " + meta.kiln_version() + "; this is Kiln " + kilnVersion() +
-                ": compile the model again");
-  const std::vector<std::string> missing = missingCpuFeatures(meta.cpu_features());
-  if (!missing.empty()) {
-    std::string list;
-    for (const std::string &m : missing)
-      list += (list.empty() ? "" : ", ") + m;
-    return fail("compiled for --cpu " + meta.cpu_requested() + " (" + meta.cpu() +
-                "), which needs CPU features this machine lacks (" + list +
-                "); compile it for this machine, or for an older --cpu");
-  }
+  if (Status st = checkCompiledFor(meta.kiln_version(), meta.cpu_requested(), meta.cpu(),
+                                   meta.cpu_features());
+      !st.ok())
+    return fail(st.error);
   const uint8_t *dataBase = bytes + h.dataOffset;
-  auto blobSpan = [&](const artifact::Blob &b) -> std::optional<std::span<const uint8_t>> {
-    if (b.offset() % kBlobAlign != 0 || b.offset() > h.dataBytes ||
-        b.size() > h.dataBytes - b.offset())
-      return std::nullopt;
-    return std::span<const uint8_t>(dataBase + b.offset(), b.size());
-  };
+  auto blobSpan = [&](const artifact::Blob &b) { return blobIn(dataBase, h.dataBytes, b); };
 
   // Code.
   std::vector<std::string_view> objects;

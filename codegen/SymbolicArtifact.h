@@ -1,0 +1,68 @@
+//===- SymbolicArtifact.h - Models compiled once for ranges of sizes -*- C++ -*-===//
+//
+// Note [Symbolic artifacts] (SymbolicArtifact.cpp): `kiln compile MODEL
+// --dim batch=1..64 -o M.kiln` keeps the symbols. The file (magic KILNSYM,
+// framed as runtime/artifact/FileFormat.h says) holds the graph as it was
+// compiled, its constants (mapped, not copied, on load), the compile
+// options (ranges, fixed dims, CPU, flags) and the kernels compiled with
+// run-time sizes (codegen/RunTimeSizes.h) with their machine code. Loading
+// links that code without LLVM (runtime::LoadedCode) and gives back the
+// graph and options with CompileOptions::sharedKernels set: each size a
+// run meets is then compiled as `kiln compile --dim` compiles one, running
+// those kernels, so it builds the memory plan and the oneDNN calls and
+// compiles only the kernels that stay per size (none on the CNNs of
+// bench/DYNAMIC.md). It needs the compiler library, not only the runtime
+// (a size set, Artifact.h, is what a machine without it runs).
+//
+//   if (failed(saveSymbolicArtifact(graph, options, *shared, {}, "m.onnx", path, diag))) ...
+//   auto loaded = loadSymbolicArtifact(path, diag);
+//   compile(*loaded->graph, withDims(loaded->options, sizes), diag);
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/Compiler.h"
+#include "ir/Graph.h"
+
+#include <memory>
+#include <set>
+#include <string>
+
+namespace kiln::codegen {
+
+struct SharedKernels;
+
+/// A symbolic artifact, loaded.
+struct SymbolicModel {
+  std::unique_ptr<Module> module;
+  Graph *graph = nullptr;
+  /// As compiled: ranges, dims, CPU and flags, with sharedKernels set.
+  CompileOptions options;
+  /// The symbols no --dim named when it was compiled (over a default range).
+  std::set<std::string> open;
+  /// The model file it was compiled from (its file name).
+  std::string model;
+  runtime::TargetInfo target;
+  std::string kilnVersion;
+  uint64_t fileBytes = 0, constantBytes = 0, codeBytes = 0;
+};
+
+/// True when the file at `path` starts with the symbolic artifact magic.
+bool isSymbolicArtifactFile(const std::string &path);
+
+/// Writes `g` (its symbols unbound, as compile() takes it), `options`
+/// (their ranges and dims) and `shared` (compiled for those options, every
+/// kernel with its object code) to `path`, through a temporary file renamed
+/// over it. `model` names the model file; `open`, the symbols no --dim
+/// named. Errors name `path`.
+LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options,
+                                   const SharedKernels &shared, const std::set<std::string> &open,
+                                   const std::string &model, const std::string &path,
+                                   DiagnosticEngine &diag);
+
+/// Loads the symbolic artifact at `path`, checking it as loadArtifact checks
+/// an artifact (magic, format, checksum, Kiln version, this CPU's
+/// features) and linking its code. Errors name `path`.
+FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, DiagnosticEngine &diag);
+
+} // namespace kiln::codegen
