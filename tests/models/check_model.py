@@ -12,6 +12,10 @@ Executable::checkMemory) to be within 1.25x of its lower bound, the
 largest live set. With --artifact it compiles the model with `kiln compile
 -o` into a temporary `.kiln` artifact (symbolic dims bound to the test
 set's sizes from MODEL_DIR/info.json) and runs that instead, per set. With
+--symbolic-artifact it compiles the model once with `kiln compile -o` and
+no --dim (a symbolic artifact over the default ranges, Note [Symbolic
+artifacts] in codegen/SymbolicArtifact.cpp) and runs every set on that one
+file, each size compiled from it (memory plan checked as with --compile). With
 --expect-fail (an "xfail" line of tests/models/tolerances) it exits 1 when kiln
 passes instead, so that a stale mark is noticed. A missing model or data set
 is an error, never a skip.
@@ -47,7 +51,10 @@ def main():
     extra = sys.argv[5:]
     expect_fail = "--expect-fail" in extra
     artifact = "--artifact" in extra
-    extra = [a for a in extra if a not in ("--expect-fail", "--artifact")]
+    symbolic = "--symbolic-artifact" in extra
+    extra = [a for a in extra if a not in ("--expect-fail", "--artifact", "--symbolic-artifact")]
+    threads = [a for i, a in enumerate(extra)
+               if a == "--threads" or (i > 0 and extra[i - 1] == "--threads")]
     model = os.path.join(model_dir, "model.onnx")
     data = os.path.join(model_dir, "test_data_set_0")
     missing = [p for p in (model, os.path.join(data, "input_0.pb"), os.path.join(data, "output_0.pb"))
@@ -65,17 +72,29 @@ def main():
     data_sets = sorted((d for d in os.listdir(model_dir) if d.startswith("test_data_set_")),
                        key=lambda d: int(d.rsplit("_", 1)[1]))
     rc = 0
+    keep = tempfile.TemporaryDirectory()
+    symbolic_path = os.path.join(keep.name, "symbolic.kiln")
+    if symbolic:
+        cmd = [kiln, "compile", model, "-o", symbolic_path] + extra
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           errors="replace", timeout=600)
+        print("$ " + kiln_onnx.quote(cmd))
+        print(p.stdout.rstrip())
+        rc = p.returncode
+        data_sets = data_sets if rc == 0 else []
     for n, name in enumerate(data_sets):
         data = os.path.join(model_dir, name)
-        if artifact:
+        if symbolic:
+            rc, out, cmd = kiln_onnx.check(kiln, symbolic_path, data, rtol, atol, threads)
+            print("$ " + cmd)
+            print(out.rstrip())
+        elif artifact:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "model.kiln")
                 rc, out, cmd = compile_artifact(kiln, model, model_dir, n, extra, path)
                 print("$ " + cmd)
                 print(out.rstrip())
                 if rc == 0:
-                    threads = [a for i, a in enumerate(extra)
-                               if a == "--threads" or (i > 0 and extra[i - 1] == "--threads")]
                     rc, out, cmd = kiln_onnx.check(kiln, path, data, rtol, atol, threads)
                     print("$ " + cmd)
                     print(out.rstrip())
@@ -83,7 +102,7 @@ def main():
             rc, out, cmd = kiln_onnx.check(kiln, model, data, rtol, atol, extra)
             print("$ " + cmd)
             print(out.rstrip())
-        if "--compile" in extra and rc == 0:
+        if ("--compile" in extra or symbolic) and rc == 0:
             m = re.search(r"arena / lower bound = ([0-9.]+)", out)
             if not m:
                 print("check_model.py: FAIL: no memory plan line in kiln's output")
@@ -94,6 +113,7 @@ def main():
                 return 1
         if rc != 0:
             break
+    keep.cleanup()
     took = time.time() - t0
     if expect_fail:
         if rc == 0:
