@@ -40,6 +40,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/RunTimeSizes.h"
 #include "codegen/Staged.h"
+#include "codegen/SymbolicArtifact.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Graph.h"
 #include "ir/Parser.h"
@@ -100,6 +101,10 @@ struct Model::Impl {
   std::unique_ptr<Module> module;
   std::unique_ptr<Graph> owned;
   Graph *graph = nullptr;
+  /// A symbolic artifact's options as compiled (sharedKernels set) and its
+  /// symbols no --dim named (codegen/SymbolicArtifact.h).
+  std::optional<codegen::CompileOptions> symbolic;
+  std::string path;
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -110,6 +115,21 @@ Model::~Model() = default;
 Model Model::load(const std::string &path, const std::map<std::string, int64_t> &dims) {
   Collect c;
   FailureOr<std::unique_ptr<Module>> module = failure();
+  if (codegen::isSymbolicArtifactFile(path)) {
+    if (!dims.empty())
+      throw Error("cannot load '" + path +
+                  "' with dims: a symbolic artifact takes its sizes "
+                  "from CompileOptions::dims or from each run's inputs");
+    auto sym = codegen::loadSymbolicArtifact(path, c.diag());
+    if (failed(sym))
+      c.raise("cannot load '" + path + "'");
+    Model m;
+    m.impl_->module = std::move(sym->module);
+    m.impl_->graph = sym->graph;
+    m.impl_->symbolic = std::move(sym->options);
+    m.impl_->path = path;
+    return m;
+  }
   if (isOnnxPath(path)) {
     OnnxImportOptions options;
     options.dimBindings = dims;
@@ -214,6 +234,10 @@ public:
     {
       std::lock_guard<std::mutex> lock(mutex_);
       keptAfter = std::min(kept_.size() + 1, maxKept_);
+    }
+    if (!sharedTried_ && options_.sharedKernels) { // loaded (a symbolic artifact)
+      sharedTried_ = true;
+      shared_ = options_.sharedKernels;
     }
     if (!sharedTried_)
       compileShared();
@@ -385,7 +409,8 @@ bool hasAnonymousDim(const Graph &g) {
 
 } // namespace
 
-Executable compile(const Model &model, const CompileOptions &options) {
+Executable compile(const Model &model, const CompileOptions &given) {
+  CompileOptions options = given;
   codegen::CompileOptions o;
   o.threads = options.threads;
   o.cpu = options.cpu;
@@ -393,6 +418,29 @@ Executable compile(const Model &model, const CompileOptions &options) {
   o.fuse = options.fusion;
   o.useLibraries = options.libraries;
   o.cache = options.cache;
+  if (const auto &symbolic = model.impl_->symbolic) { // Note [Symbolic artifacts]
+    const CompileOptions d;
+    if (options.cpu != d.cpu || options.fusion != d.fusion || options.libraries != d.libraries ||
+        !options.ranges.empty())
+      throw Error("compile: '" + model.impl_->path +
+                  "' is a symbolic artifact, compiled for its "
+                  "CPU, flags and ranges already; CompileOptions may set only threads, dims, "
+                  "cache, maxSpecializations and onSpecialize");
+    o = *symbolic;
+    o.threads = options.threads > 0 ? options.threads : o.threads;
+    o.cache = options.cache;
+    for (const auto &[name, size] : options.dims)
+      if (auto fixed = o.dims.find(name); fixed != o.dims.end() && fixed->second != size)
+        throw Error("compile: dims " + name + "=" + std::to_string(size) + ": '" +
+                    model.impl_->path + "' was compiled with " + name + "=" +
+                    std::to_string(fixed->second));
+    for (const auto &[name, size] : options.dims)
+      o.dims[name] = size;
+    options.dims = o.dims;
+    for (const codegen::SymbolRange &r : o.ranges)
+      options.ranges[r.name] = {r.min, r.max};
+    o.ranges.clear(); // from options.ranges below
+  }
   const Graph &g = model.graph();
   auto impl = std::make_shared<Executable::Impl>();
   std::set<std::string> unbound = unboundSymbols(g, options.dims);

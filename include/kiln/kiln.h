@@ -78,7 +78,11 @@ struct CompileOptions {
 class Model {
 public:
   /// Reads an ONNX model (.onnx) or Kiln IR (.kir); `dims` binds symbolic
-  /// dims of an ONNX model at import.
+  /// dims of an ONNX model at import. A symbolic artifact (`kiln compile
+  /// --dim SYM=LO..HI -o M.kiln`) loads as its graph with its kernels
+  /// compiled already: compile() then compiles each size it meets from them,
+  /// inside the artifact's ranges, with the artifact's CPU and flags (only
+  /// threads, dims, cache, maxSpecializations and onSpecialize apply).
   static Model load(const std::string &path, const std::map<std::string, int64_t> &dims = {});
   /// Takes over a graph (kiln::trace's result).
   static Model fromGraph(std::unique_ptr<Graph> graph);
@@ -96,6 +100,7 @@ private:
   Model();
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend Executable compile(const Model &model, const CompileOptions &options);
 };
 
 /// Compiles `model` for this CPU (or options.cpu).

@@ -30,7 +30,9 @@ def _is_artifact(path):
 
 def load(path, dims=None):
     """A .kiln artifact as an Executable (no compile); an ONNX model or a
-    .kir file as a Model (`dims` binds an ONNX model's symbolic dims)."""
+    .kir file as a Model (`dims` binds an ONNX model's symbolic dims); a
+    symbolic artifact (`kiln compile --dim SYM=LO..HI -o`) as a Model whose
+    compile runs the kernels it holds (no LLVM compile of a shared kernel)."""
     path = os.fspath(path)
     if os.path.isfile(path) and _is_artifact(path):
         if dims:

@@ -132,15 +132,16 @@ kiln::Model modelFromText(const std::string &stem, const std::string &text) {
 
 /// A model with a symbolic batch N and sequence S: a broadcast add, a
 /// softmax (a JIT kernel) and a matmul by a static weight (oneDNN).
+const char kSymbolicText[] = "graph @sym(%x: f32[N,S,8], %y: f32[N,1,8], %w: f32[8,4]) -> "
+                             "(f32[N,S,4]) {\n"
+                             "  %0 = add(%x, %y) : f32[N,S,8]\n"
+                             "  %1 = softmax(%0) {axis = -1} : f32[N,S,8]\n"
+                             "  %2 = matmul(%1, %w) : f32[N,S,4]\n"
+                             "  %3 = relu(%2) : f32[N,S,4]\n"
+                             "  return %3\n"
+                             "}\n";
 kiln::Model symbolicModel() {
-  return modelFromText("symbolic", "graph @sym(%x: f32[N,S,8], %y: f32[N,1,8], %w: f32[8,4]) -> "
-                                   "(f32[N,S,4]) {\n"
-                                   "  %0 = add(%x, %y) : f32[N,S,8]\n"
-                                   "  %1 = softmax(%0) {axis = -1} : f32[N,S,8]\n"
-                                   "  %2 = matmul(%1, %w) : f32[N,S,4]\n"
-                                   "  %3 = relu(%2) : f32[N,S,4]\n"
-                                   "  return %3\n"
-                                   "}\n");
+  return modelFromText("symbolic", kSymbolicText);
 }
 
 std::vector<kiln::Tensor> symbolicInputs(int64_t n, int64_t s, uint64_t seed) {
@@ -250,6 +251,57 @@ TEST(ApiTest, SymbolicModelCompilesOncePerSizeAndRunsEverySize) {
   std::vector<kiln::Tensor> mine{kiln::Tensor::zeros(kiln::DType::F32, {2, 9, 4})};
   exe.runInto(in, mine);
   expectClose(mine[0], interpreted(model, in)[0]);
+}
+
+// Note [Symbolic artifacts] in codegen/SymbolicArtifact.cpp: the kernels
+// compiled once by `kiln compile --dim ... -o` load with the model; each
+// size compiles from them, inside the artifact's ranges.
+TEST(ApiTest, SymbolicArtifactLoadsItsKernelsAndCompilesEachSize) {
+  const std::string kir = "/tmp/kiln-api-test-sym-" + std::to_string(::getpid()) + ".kir";
+  const std::string path = tempPath("symbolic");
+  { std::ofstream(kir) << kSymbolicText; }
+  const std::string cmd = std::string(KILN_TOOL) + " compile " + kir +
+                          " --dim N=1..16 --dim S=1..32 --no-cache -o " + path + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::remove(kir.c_str());
+  kiln::Model model = kiln::Model::load(path);
+  std::vector<std::string> log;
+  kiln::CompileOptions options;
+  options.threads = 1;
+  options.onSpecialize = [&](const std::string &line) { log.push_back(line); };
+  kiln::Executable exe = kiln::compile(model, options);
+  for (auto [n, s] : std::vector<std::pair<int64_t, int64_t>>{{3, 17}, {16, 32}, {1, 1}}) {
+    std::vector<kiln::Tensor> in = symbolicInputs(n, s, 40 + static_cast<uint64_t>(n * 100 + s));
+    std::vector<kiln::Tensor> got = exe.run(in);
+    ASSERT_EQ(got.size(), 1u);
+    expectClose(got[0], interpreted(model, in)[0]);
+  }
+  // No kernel was compiled for the ranges here: the artifact's ran.
+  ASSERT_EQ(log.size(), 3u);
+  for (const std::string &line : log)
+    EXPECT_NE(line.find("its kernels with run-time sizes (1) are compiled already"),
+              std::string::npos)
+        << line;
+  const std::string outside = errorOf([&] { exe.run(symbolicInputs(17, 2, 1)); });
+  EXPECT_NE(outside.find("gives N = 17, outside its range 1..16"), std::string::npos) << outside;
+  kiln::CompileOptions other;
+  other.cpu = "haswell";
+  const std::string flags = errorOf([&] { kiln::compile(model, other); });
+  EXPECT_NE(flags.find("is a symbolic artifact, compiled for its CPU, flags and ranges already"),
+            std::string::npos)
+      << flags;
+  // A fixed size inside the range: one compile, run at that size only.
+  kiln::CompileOptions fixed;
+  fixed.dims = {{"N", 2}, {"S", 5}};
+  kiln::Executable two = kiln::compile(model, fixed);
+  std::vector<kiln::Tensor> in = symbolicInputs(2, 5, 3);
+  expectClose(two.run(in)[0], interpreted(model, in)[0]);
+  // The runtime alone does not load it, and says why.
+  const std::string runtimeOnly = errorOf([&] { kiln::Executable::load(path); });
+  EXPECT_NE(runtimeOnly.find("a symbolic artifact (compiled over ranges of sizes)"),
+            std::string::npos)
+      << runtimeOnly;
+  std::remove(path.c_str());
 }
 
 TEST(ApiTest, DimsTheModelAssumesEqualAreCheckedAtEveryRun) {
