@@ -958,9 +958,15 @@ std::optional<SharedUse> findSharedKernel(const SharedKernels &shared, const Fus
       if (m.bufferDims[i][d].evaluate(values) != b.shape[d])
         return std::nullopt;
   }
-  for (const DimExpr &d : m.outerDims)
-    use.numOuter *= *d.evaluate(values);
-  use.inner = *m.innerDim.evaluate(values);
+  for (const DimExpr &d : m.outerDims) {
+    auto n = d.evaluate(values);
+    if (!n || __builtin_mul_overflow(use.numOuter, *n, &use.numOuter))
+      return std::nullopt;
+  }
+  auto inner = m.innerDim.evaluate(values);
+  if (!inner)
+    return std::nullopt;
+  use.inner = *inner;
   return use;
 }
 

@@ -35,8 +35,10 @@
 #include "runtime/artifact/FileFormat.h"
 #include "runtime/dnnl/DnnlSteps.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 namespace kiln::codegen {
 namespace {
@@ -82,7 +84,25 @@ template <typename Ranges> std::vector<SymbolRange> getRanges(const Ranges &rs) 
   return out;
 }
 
+/// The text `g` is stored as (blobs elided; `blobs` gets their contents).
+std::string storedText(const Graph &g, std::map<std::string, Tensor> &blobs) {
+  PrintOptions print;
+  print.printLocs = true;
+  print.elideBlobs = true;
+  print.blobsOut = &blobs;
+  return printGraph(g, print);
+}
+
 } // namespace
+
+FailureOr<std::unique_ptr<Module>> asStored(const Graph &g, DiagnosticEngine &diag) {
+  std::map<std::string, Tensor> blobs;
+  const std::string text = storedText(g, blobs);
+  ParseOptions parse;
+  parse.filename = "<the graph as stored>";
+  parse.blobs = &blobs;
+  return parseModule(text, diag, parse);
+}
 
 bool isSymbolicArtifactFile(const std::string &path) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -113,11 +133,7 @@ LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options
   meta.set_dnnl_isa(options.useLibraries ? cpu::oneDnnIsaFor(*target) : "");
 
   std::map<std::string, Tensor> blobs; // alive until written
-  PrintOptions print;
-  print.printLocs = true;
-  print.elideBlobs = true;
-  print.blobsOut = &blobs;
-  meta.set_graph(printGraph(g, print));
+  meta.set_graph(storedText(g, blobs));
   for (const auto &[name, t] : blobs) {
     artifact::Symbolic::Constant *c = meta.add_constants();
     c->set_name(name);
@@ -352,6 +368,18 @@ FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, Diagnosti
       p.input = c.in_place_input();
       ok = ok && codeOf(c, p.fn, p.object);
     }
+    // Every size the kernel reads is one findSharedKernel binds: a symbol
+    // of its ranges (an expression over another would have no value).
+    std::set<std::string> bound, used(k.symbols.begin(), k.symbols.end());
+    for (const SymbolRange &r : sk.ranges)
+      bound.insert(r.name);
+    for (const std::vector<DimExpr> &dims : k.bufferDims)
+      for (const DimExpr &d : dims)
+        d.collectSymbols(used);
+    for (const DimExpr &d : k.outerDims)
+      d.collectSymbols(used);
+    k.innerDim.collectSymbols(used);
+    ok = ok && std::includes(bound.begin(), bound.end(), used.begin(), used.end());
     if (!ok)
       return fail("kernel '" + in.name() + "' is corrupt");
     shared->byName.emplace(in.name(), std::move(sk));

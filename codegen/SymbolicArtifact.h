@@ -60,6 +60,12 @@ LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options
                                    const std::string &model, const std::string &path,
                                    DiagnosticEngine &diag);
 
+/// `g` parsed back from the text a symbolic artifact stores it as (its
+/// constants shared, not copied): every value named as the loaded graph's
+/// will be. Kernel names come from value names, so the kernels an artifact
+/// saves are compiled from this graph, and a load finds each by name.
+FailureOr<std::unique_ptr<Module>> asStored(const Graph &g, DiagnosticEngine &diag);
+
 /// Loads the symbolic artifact at `path`, checking it as loadArtifact checks
 /// an artifact (magic, format, checksum, Kiln version, this CPU's
 /// features) and linking its code. Errors name `path`.

@@ -644,6 +644,14 @@ int compileCommand(const Args &args) {
   Graph *g = model->graph;
   if (failed(codegen::checkRanges(*g, options, diag)))
     return 1;
+  if (!rangedSizes(options).empty() && !outputPath.empty()) {
+    // Compiled as a symbolic artifact stores it, so that its kernels'
+    // names are the loaded graph's (codegen::asStored).
+    auto stored = codegen::asStored(*g, diag);
+    if (failed(stored))
+      return 1;
+    return compileOverRanges(file, *(*stored)->graphs().front(), options, open, flags, diag);
+  }
   if (!rangedSizes(options).empty())
     return compileOverRanges(file, *g, options, open, flags, diag);
   return compileOneSize(file, *g, options, flags, diag);

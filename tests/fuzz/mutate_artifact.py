@@ -1,5 +1,12 @@
 #!/usr/bin/env python3
-"""Robustness test of the artifact loader: `mutate_artifact.py KILN KILN_RUNNER MODEL.kir N`.
+"""Robustness test of the artifact loader: `mutate_artifact.py KILN KILN_RUNNER MODEL.kir N [--symbolic]`.
+
+With --symbolic, MODEL's symbolic dims are compiled over their default
+ranges into a symbolic artifact (Note [Symbolic artifacts] in
+codegen/SymbolicArtifact.cpp), and each mutant is loaded by `kiln inspect`,
+which compiles it at size 1 from the kernels it holds (the runtime alone
+does not load it). Its graph is text (the parser's own mutation test covers
+that); its kernels' metadata is what findSharedKernel matches by.
 
 Compiles MODEL to a `.kiln`
 artifact, then makes N mutants of its metadata (the protobuf between the
@@ -62,9 +69,10 @@ def mutate(rng, data, meta_begin, meta_end):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6) or (len(sys.argv) == 6 and sys.argv[5] != "--symbolic"):
         sys.exit(__doc__)
     kiln, runner, model, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    symbolic = len(sys.argv) == 6
     out = os.environ.get("KILN_FUZZ_OUT") or tempfile.gettempdir()
     env = dict(os.environ, KILN_CACHE="off", OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,7 +90,8 @@ def main():
             with open(mutant, "wb") as f:
                 f.write(m)
             try:
-                p = subprocess.run([runner, mutant, "--threads", "1"], stdout=subprocess.PIPE,
+                load = [kiln, "inspect", mutant] if symbolic else [runner, mutant]
+                p = subprocess.run(load + ["--threads", "1"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, errors="replace",
                                    timeout=20, env=env)
                 bad = (p.returncode not in (0, 1) or "Sanitizer" in p.stderr or

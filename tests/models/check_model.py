@@ -88,6 +88,13 @@ def main():
             rc, out, cmd = kiln_onnx.check(kiln, symbolic_path, data, rtol, atol, threads)
             print("$ " + cmd)
             print(out.rstrip())
+            # Where the artifact holds every kernel, no size compiles one.
+            m = re.search(r"compile: (\d+) kernels?(?: \((\d+) with run-time sizes\))?", out)
+            if rc == 0 and ", 0 per size" in p.stdout and (
+                    not m or int(m.group(1)) != int(m.group(2) or 0)):
+                print("check_model.py: FAIL: a kernel was compiled for this size, though the "
+                      "symbolic artifact holds them all")
+                return 1
         elif artifact:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "model.kiln")
