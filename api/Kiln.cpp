@@ -426,16 +426,12 @@ Executable compile(const Model &model, const CompileOptions &given) {
                   "' is a symbolic artifact, compiled for its "
                   "CPU, flags and ranges already; CompileOptions may set only threads, dims, "
                   "cache, maxSpecializations and onSpecialize");
-    o = *symbolic;
-    o.threads = options.threads > 0 ? options.threads : o.threads;
+    std::string why;
+    auto sized = codegen::withSizes(*symbolic, model.graph(), options.dims, options.threads, why);
+    if (!sized)
+      throw Error("compile: CompileOptions::dims " + why + " ('" + model.impl_->path + "')");
+    o = std::move(*sized);
     o.cache = options.cache;
-    for (const auto &[name, size] : options.dims)
-      if (auto fixed = o.dims.find(name); fixed != o.dims.end() && fixed->second != size)
-        throw Error("compile: dims " + name + "=" + std::to_string(size) + ": '" +
-                    model.impl_->path + "' was compiled with " + name + "=" +
-                    std::to_string(fixed->second));
-    for (const auto &[name, size] : options.dims)
-      o.dims[name] = size;
     options.dims = o.dims;
     for (const codegen::SymbolRange &r : o.ranges)
       options.ranges[r.name] = {r.min, r.max};

@@ -20,7 +20,11 @@
 // artifact's loader (runtime/artifact/ElfLoader.h); its kernel IR is not,
 // only its text for --emit=kernels. The Kiln version must match, as for an
 // artifact: the graph's text, the group signatures and the kernels' ABI
-// are this version's.
+// are this version's. The --cpu is restored as asked: for `native`, what
+// a size compiles (oneDNN's ISA, a kernel that stays per size) is for the
+// machine that loads the file, which must have the features the stored
+// kernels need (checked at load); naming the saving machine's CPU instead
+// could ask for features a loading VM hides.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/SymbolicArtifact.h"
@@ -28,6 +32,7 @@
 #include "codegen/RunTimeSizes.h"
 #include "codegen/cpu/CpuTarget.h"
 #include "codegen/cpu/dnnl/DnnlIsa.h"
+#include "ir/Interpreter.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "runtime/artifact/Artifact.h"
@@ -45,7 +50,6 @@ namespace {
 
 using namespace runtime::framing;
 
-constexpr char kSymbolicMagic[8] = {'K', 'I', 'L', 'N', 'S', 'Y', 'M', '\0'};
 /// Bumped by any change of the layout or of Symbolic (Artifact.proto)
 /// that is not a pure addition.
 constexpr uint32_t kSymbolicFormat = 1;
@@ -95,6 +99,31 @@ std::string storedText(const Graph &g, std::map<std::string, Tensor> &blobs) {
 
 } // namespace
 
+std::optional<CompileOptions> withSizes(const CompileOptions &options, const Graph &g,
+                                        const std::map<std::string, int64_t> &sizes, int threads,
+                                        std::string &why) {
+  CompileOptions o = options;
+  o.threads = threads > 0 ? threads : o.threads;
+  const std::set<std::string> symbols = inputSymbols(g);
+  for (const auto &[name, n] : sizes) {
+    const std::string size = name + "=" + std::to_string(n);
+    auto fixed = o.dims.find(name);
+    auto range = std::find_if(o.ranges.begin(), o.ranges.end(),
+                              [&](const SymbolRange &r) { return r.name == name; });
+    if (!symbols.count(name))
+      why = size + " names no symbolic dim of the model's inputs";
+    else if (fixed != o.dims.end() && fixed->second != n)
+      why = size + ": the artifact was compiled with " + name + "=" + std::to_string(fixed->second);
+    else if (range != o.ranges.end() && (n < range->min || n > range->max))
+      why = size + " is outside the artifact's range " + std::to_string(range->min) + ".." +
+            std::to_string(range->max);
+    if (!why.empty())
+      return std::nullopt;
+    o.dims[name] = n;
+  }
+  return o;
+}
+
 FailureOr<std::unique_ptr<Module>> asStored(const Graph &g, DiagnosticEngine &diag) {
   std::map<std::string, Tensor> blobs;
   const std::string text = storedText(g, blobs);
@@ -105,13 +134,7 @@ FailureOr<std::unique_ptr<Module>> asStored(const Graph &g, DiagnosticEngine &di
 }
 
 bool isSymbolicArtifactFile(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return false;
-  char magic[8] = {};
-  const bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kSymbolicMagic, 8) == 0;
-  std::fclose(f);
-  return ok;
+  return hasMagic(path, kSymbolicMagic);
 }
 
 LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options,
@@ -262,10 +285,9 @@ FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, Diagnosti
     auto span = blobIn(dataBase, h.dataBytes, c.data());
     auto dtype = dtypeFromName(c.dtype());
     std::vector<int64_t> shape(c.shape().begin(), c.shape().end());
-    const bool sizes = std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
-    auto need = dtype && sizes
-                    ? checkedByteSize(numElements(shape), dtypeSize(*dtype), c.data().size())
-                    : std::nullopt;
+    const std::optional<int64_t> elements = elementsOfStored(shape);
+    auto need = dtype && elements ? checkedByteSize(*elements, dtypeSize(*dtype), c.data().size())
+                                  : std::nullopt;
     if (!span || !dtype || !need || *need != span->size())
       return fail("constant '" + c.name() + "' lies outside the file or does not fit its type");
     blobs.emplace(c.name(), Tensor::borrow(*dtype, shape, map, span->data()));
@@ -274,9 +296,11 @@ FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, Diagnosti
   ParseOptions parse;
   parse.filename = path + " (its graph)";
   parse.blobs = &blobs;
-  auto module = parseModule(meta.graph(), diag, parse);
-  if (failed(module) || (*module)->graphs().size() != 1)
-    return fail("its graph does not parse");
+  auto module = parseModule(meta.graph(), diag, parse); // its errors name the file
+  if (failed(module))
+    return failure();
+  if ((*module)->graphs().size() != 1)
+    return fail("it holds " + std::to_string((*module)->graphs().size()) + " graphs, not one");
   m.module = module.take();
   m.graph = m.module->graphs().front().get();
 
@@ -290,6 +314,10 @@ FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, Diagnosti
   o.useLibraries = meta.use_libraries();
   o.useKernels = meta.use_kernels();
   o.fuse = meta.fuse();
+  if (meta.dnnl_layout() < 0 || meta.dnnl_layout() > static_cast<int>(LibraryLayout::Measure) ||
+      meta.recurrent() < 0 || meta.recurrent() > static_cast<int>(RecurrentChoice::Measure) ||
+      meta.threads() < 0 || meta.opt_level() < 0 || meta.opt_level() > 3)
+    return fail("corrupt compile options");
   o.dnnlLayout = static_cast<LibraryLayout>(meta.dnnl_layout());
   o.recurrent = static_cast<RecurrentChoice>(meta.recurrent());
   o.optLevel = meta.opt_level();

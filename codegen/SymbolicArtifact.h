@@ -16,7 +16,9 @@
 //
 //   if (failed(saveSymbolicArtifact(graph, options, *shared, {}, "m.onnx", path, diag))) ...
 //   auto loaded = loadSymbolicArtifact(path, diag);
-//   compile(*loaded->graph, withDims(loaded->options, sizes), diag);
+//   std::string why;
+//   auto o = withSizes(loaded->options, *loaded->graph, {{"batch", 8}}, 0, why);
+//   compile(*loaded->graph, *o, diag);
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,7 +26,9 @@
 #include "codegen/Compiler.h"
 #include "ir/Graph.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -59,6 +63,15 @@ LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options
                                    const SharedKernels &shared, const std::set<std::string> &open,
                                    const std::string &model, const std::string &path,
                                    DiagnosticEngine &diag);
+
+/// The options to compile a loaded symbolic artifact's graph `g` with:
+/// `options` (as loaded) with `threads` when it is > 0 and each size of
+/// `sizes` fixed. A size must name a symbol of `g`'s inputs, agree with a
+/// size the artifact fixed and lie inside its symbol's range; nullopt with
+/// `why` (naming the size) otherwise.
+std::optional<CompileOptions> withSizes(const CompileOptions &options, const Graph &g,
+                                        const std::map<std::string, int64_t> &sizes, int threads,
+                                        std::string &why);
 
 /// `g` parsed back from the text a symbolic artifact stores it as (its
 /// constants shared, not copied): every value named as the loaded graph's

@@ -253,7 +253,8 @@ PYBIND11_MODULE(_kiln, m) {
       .def_static("load", &kiln::Model::load, py::arg("path"),
                   py::arg("dims") = std::map<std::string, int64_t>{},
                   "Reads an ONNX model (.onnx) or Kiln IR (.kir); `dims` binds symbolic dims "
-                  "of an ONNX model at import.")
+                  "of an ONNX model at import. A symbolic artifact (kiln compile --dim "
+                  "SYM=LO..HI -o) loads with its kernels: compile() runs them.")
       .def_property_readonly(
           "inputs", [](const kiln::Model &md) { return ports(md.inputs()); },
           "(name, dtype, shape) per input; a symbolic dim is -1.")

@@ -47,7 +47,8 @@ namespace {
 
 const char kBenchUsage[] =
     "usage: kiln bench MODEL [options]     (MODEL: a .kir file, an ONNX model or a .kiln\n"
-    "                                      artifact: load time instead of compile time)\n"
+    "                                      artifact: load time instead of compile time;\n"
+    "                                      a symbolic one: load and that size's compile)\n"
     "  --data DIR              inputs from DIR/input_K.pb (or .npy; else random) and\n"
     "                          expected outputs from DIR/output_K to check against\n"
     "  --runs N                timed runs (default 50)\n"
@@ -252,9 +253,9 @@ int benchCommand(const Args &args) {
   } else {
     importDims = options.dims;
     bool usage = false;
-    auto loaded = isSymbolic
-                      ? loadSymbolicForCompile("kiln bench", file, options, open, usage, diag)
-                      : loadModel(file, graphName, dimsAtImport(options), diag);
+    auto loaded = isSymbolic ? loadSymbolicForCompile("kiln bench", file, graphName, options, open,
+                                                      usage, diag)
+                             : loadModel(file, graphName, dimsAtImport(options), diag);
     if (failed(loaded))
       return usage ? 2 : 1;
     if (failed(codegen::checkRanges(*loaded->graph, options, diag)))

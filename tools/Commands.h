@@ -78,8 +78,10 @@ FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string
 /// command meets: its graph, `options` as it was compiled (with the
 /// --threads given, and each --dim SYM=N given as a fixed size, which must
 /// lie in its range) and `open` its symbols no --dim named. Any other
-/// compile option given is an error from `cmd` (exit 2 in `usage`).
+/// compile option given, or --graph (`graphName`), is an error from `cmd`
+/// (exit 2: `usage`).
 FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string &path,
+                                              const std::string &graphName,
                                               codegen::CompileOptions &options,
                                               std::set<std::string> &open, bool &usage,
                                               DiagnosticEngine &diag);

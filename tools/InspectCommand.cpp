@@ -28,7 +28,8 @@ namespace {
 
 const char kInspectUsage[] =
     "usage: kiln inspect MODEL [options]     (MODEL: a .kir file, an ONNX model or a\n"
-    "                                        .kiln artifact: its metadata, no compile)\n"
+    "                                        .kiln artifact: its metadata, no compile;\n"
+    "                                        a symbolic one compiles a size from it)\n"
     "  --buffers               list every buffer of the memory plan\n"
     "  --steps                 list the compiled steps\n"
     "  --graph NAME            the graph to inspect (default: the first)\n"
@@ -157,7 +158,8 @@ int inspectCommand(const Args &args) {
   std::set<std::string> open;                                    // Note [Symbolic without --dim]
   const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
   bool usage = false;
-  auto model = isSymbolic ? loadSymbolicForCompile("kiln inspect", file, options, open, usage, diag)
+  auto model = isSymbolic ? loadSymbolicForCompile("kiln inspect", file, graphName, options, open,
+                                                   usage, diag)
                           : loadForCompile(file, graphName, options, open, diag);
   if (failed(model))
     return usage ? 2 : 1;

@@ -72,10 +72,11 @@ FailureOr<LoadedModel> loadForCompile(const std::string &path, const std::string
 }
 
 FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string &path,
+                                              const std::string &graphName,
                                               codegen::CompileOptions &options,
                                               std::set<std::string> &open, bool &usage,
                                               DiagnosticEngine &diag) {
-  usage = false;
+  usage = true;
   codegen::CompileOptions asked = options;
   const std::map<std::string, int64_t> sizes = asked.dims;
   asked.dims.clear();
@@ -85,7 +86,6 @@ FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string
                  "keeps the ranges it was compiled for (give a size with --dim SYM=N)\n",
                  cmd, asked.ranges[0].name.c_str(), static_cast<long long>(asked.ranges[0].min),
                  static_cast<long long>(asked.ranges[0].max), path.c_str());
-    usage = true;
     return failure();
   }
   if (const char *flag = compileFlagBeyondThreads(asked)) {
@@ -93,33 +93,33 @@ FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string
                  "%s: error: %s does not apply to '%s': a symbolic artifact is compiled "
                  "already (only --threads and --dim SYM=N do)\n",
                  cmd, flag, path.c_str());
-    usage = true;
     return failure();
   }
+  if (!graphName.empty()) {
+    std::fprintf(stderr,
+                 "%s: error: --graph does not apply to '%s': a symbolic artifact holds "
+                 "one graph\n",
+                 cmd, path.c_str());
+    return failure();
+  }
+  usage = false;
   auto sym = codegen::loadSymbolicArtifact(path, diag);
   if (failed(sym))
     return failure();
-  const int threads = options.threads;
-  const bool cache = options.cache;
-  options = sym->options;
-  options.threads = threads > 0 ? threads : options.threads;
-  options.cache = cache;
-  for (const auto &[name, n] : sizes) {
-    auto fixed = options.dims.find(name);
-    if (fixed != options.dims.end() && fixed->second != n) {
-      diag.emitError(Location::file(path))
-          << "--dim " << name << "=" << n << ": the artifact was compiled with " << name << "="
-          << fixed->second;
-      return failure();
-    }
-    options.dims[name] = n;
+  std::string why;
+  auto sized = codegen::withSizes(sym->options, *sym->graph, sizes, options.threads, why);
+  if (!sized) {
+    std::fprintf(stderr, "%s: error: --dim %s ('%s')\n", cmd, why.c_str(), path.c_str());
+    usage = true;
+    return failure();
   }
+  const bool cache = options.cache;
+  options = std::move(*sized);
+  options.cache = cache;
   open.clear();
   for (const std::string &s : sym->open)
     if (!sizes.count(s))
       open.insert(s);
-  if (failed(codegen::checkRanges(*sym->graph, options, diag)))
-    return failure();
   LoadedModel m;
   m.module = std::move(sym->module);
   m.graph = sym->graph;

@@ -37,7 +37,8 @@ namespace {
 const char kRunUsage[] =
     "usage: kiln run MODEL [--input NAME=FILE ...] [--data DIR] [options]\n"
     "  MODEL                  a .kir file, an ONNX model (.onnx) or a compiled artifact\n"
-    "                         (.kiln, from kiln compile -o; runs compiled, takes --threads)\n"
+    "                         (.kiln, from kiln compile -o; runs compiled, takes --threads;\n"
+    "                         a symbolic one, compiled over ranges, also --dim SYM=N)\n"
     "  --input NAME=FILE      bind graph input %NAME to FILE (.npy or ONNX .pb)\n"
     "  --data DIR             an ONNX test_data_set folder: inputs from DIR/input_K.pb\n"
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
@@ -196,7 +197,7 @@ int runCommand(const Args &args) {
   if (isSymbolic) {
     std::set<std::string> open;
     bool usage = false;
-    auto loaded = loadSymbolicForCompile("kiln run", file, copts, open, usage, diag);
+    auto loaded = loadSymbolicForCompile("kiln run", file, graphName, copts, open, usage, diag);
     if (failed(loaded))
       return usage ? 2 : 1;
     model = loaded.take();

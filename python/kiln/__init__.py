@@ -23,21 +23,26 @@ from ._kiln import compile as _compile_model
 __all__ = ["Error", "Executable", "Model", "compile", "from_torch", "load", "torch_backend"]
 
 
-def _is_artifact(path):
+def _magic(path):
     with open(path, "rb") as f:
-        return f.read(7) in (b"KILNART", b"KILNSET")
+        return f.read(7)
 
 
 def load(path, dims=None):
-    """A .kiln artifact as an Executable (no compile); an ONNX model or a
-    .kir file as a Model (`dims` binds an ONNX model's symbolic dims); a
-    symbolic artifact (`kiln compile --dim SYM=LO..HI -o`) as a Model whose
-    compile runs the kernels it holds (no LLVM compile of a shared kernel)."""
+    """A .kiln artifact as an Executable (no compile); a symbolic artifact
+    (`kiln compile --dim SYM=LO..HI -o`) as an Executable that compiles each
+    size it meets from the kernels it holds; an ONNX model or a .kir file as
+    a Model (`dims` binds an ONNX model's symbolic dims)."""
     path = os.fspath(path)
-    if os.path.isfile(path) and _is_artifact(path):
-        if dims:
-            raise Error(f"'{path}' is a compiled artifact: dims do not apply")
+    magic = _magic(path) if os.path.isfile(path) else b""
+    if magic in (b"KILNART", b"KILNSET", b"KILNSYM") and dims:
+        raise Error(f"'{path}' is a compiled artifact: dims do not apply")
+    if magic in (b"KILNART", b"KILNSET"):
         return Executable.load(path)
+    if magic == b"KILNSYM":
+        return _compile_model(Model.load(path, {}), threads=0, cpu="native", dims={},
+                              fusion=True, libraries=True, cache=False, max_specializations=8,
+                              ranges={})
     return Model.load(path, dims or {})
 
 
@@ -49,9 +54,13 @@ def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=Tr
     `ranges` maps a symbol to the inclusive (min, max) of its sizes: a run
     outside is a kiln.Error."""
     if not isinstance(model, Model):
-        model = load(model, dims)
-        if isinstance(model, Executable):
-            raise Error("compile: the model is a compiled artifact already; use kiln.load")
+        path = os.fspath(model)
+        if os.path.isfile(path) and _magic(path) == b"KILNSYM":
+            model = Model.load(path, {})  # its options apply where the artifact allows
+        else:
+            model = load(model, dims)
+            if isinstance(model, Executable):
+                raise Error("compile: the model is a compiled artifact already; use kiln.load")
     return _compile_model(model, threads=threads, cpu=cpu, dims=dims or {}, fusion=fusion,
                           libraries=libraries, cache=cache,
                           max_specializations=max_specializations, ranges=ranges or {})

@@ -31,11 +31,8 @@ namespace {
 
 using namespace framing;
 
-constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+constexpr const char (&kMagic)[8] = kArtifactMagic;
 constexpr char kSetMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'T', '\0'};
-/// A symbolic artifact's (codegen/SymbolicArtifact.h), which this loader
-/// does not read: named in its error.
-constexpr char kSymbolicMagic[8] = {'K', 'I', 'L', 'N', 'S', 'Y', 'M', '\0'};
 constexpr uint32_t kSetFormatVersion = 1;
 /// Bumped by any change of the layout or of Artifact.proto that is not a
 /// pure addition.
@@ -290,15 +287,8 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
     const artifact::Buffer &b = meta.buffers(i);
     auto dt = dtypeNamed(b.dtype());
     std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-    bool shapeOk = dt.has_value();
-    int64_t elements = 1;
-    for (int64_t d : shape) {
-      shapeOk &= d >= 0 && d < (int64_t(1) << 40);
-      if (shapeOk && d > 0 && elements > (int64_t(1) << 44) / d)
-        shapeOk = false; // more than 2^44 elements: corrupt
-      elements *= shapeOk ? d : 0;
-    }
-    if (!shapeOk)
+    const std::optional<int64_t> stored = elementsOfStored(shape);
+    if (!dt || !stored)
       return fail("buffer " + std::to_string(i) + " ('" + b.name() + "') has a corrupt type");
     offsets.push_back(b.arena_offset());
     switch (b.kind()) {

@@ -225,6 +225,26 @@ Status checkCompiledFor(const std::string &version, const std::string &cpuReques
                          "); compile it for this machine, or for an older --cpu");
 }
 
+std::optional<int64_t> elementsOfStored(std::span<const int64_t> shape) {
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d >= (int64_t(1) << 40) || (d > 0 && elements > (int64_t(1) << 44) / d))
+      return std::nullopt;
+    elements *= d;
+  }
+  return elements;
+}
+
+bool hasMagic(const std::string &path, const char (&magic)[8]) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return false;
+  char got[8] = {};
+  const bool ok = std::fread(got, 1, 8, f) == 8 && std::memcmp(got, magic, 8) == 0;
+  std::fclose(f);
+  return ok;
+}
+
 std::optional<std::span<const uint8_t>> blobIn(const uint8_t *data, uint64_t dataBytes,
                                                const artifact::Blob &b) {
   if (b.offset() % kBlobAlign != 0 || b.offset() > dataBytes || b.size() > dataBytes - b.offset())

@@ -32,6 +32,10 @@
 
 namespace kiln::runtime::framing {
 
+/// The kinds of framed file, by magic.
+inline constexpr char kArtifactMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+inline constexpr char kSymbolicMagic[8] = {'K', 'I', 'L', 'N', 'S', 'Y', 'M', '\0'};
+
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kPage = 4096;
 inline constexpr size_t kBlobAlign = 64;
@@ -114,6 +118,14 @@ Status checkFramed(const uint8_t *bytes, size_t size, const char (&magic)[8], ui
 /// this machine has; the error names `cpuRequested` and `cpu`.
 Status checkCompiledFor(const std::string &kilnVersion, const std::string &cpuRequested,
                         const std::string &cpu, const std::string &features);
+
+/// The elements of a tensor of `shape` read from a file, or nullopt when
+/// its shape is corrupt: a negative dim, one of 2^40 or more, or 2^44
+/// elements or more in all (no model has such a tensor).
+std::optional<int64_t> elementsOfStored(std::span<const int64_t> shape);
+
+/// True when the file at `path` starts with `magic`.
+bool hasMagic(const std::string &path, const char (&magic)[8]);
 
 /// The bytes of `b` in the data part [data, data + dataBytes), when it
 /// lies inside at a 64-byte aligned offset.

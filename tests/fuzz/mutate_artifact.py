@@ -22,7 +22,7 @@ tests flip bits anywhere). ctest runs it on a model of JIT kernels: on a
 conv model, a crafted oneDNN descriptor can still crash inside oneDNN
 (tests/lit/tools/compile/resnet-block.kir: mutant 387 of 600).
 
-The checksum is recomputed as runtime/artifact/Artifact.cpp defines it:
+The checksum is recomputed as runtime/artifact/FileFormat.cpp defines it:
 FNV-1a over the file's 64-bit little-endian words (tail zero-padded), with
 the header's checksum field (bytes 48-56) read as 0.
 """
@@ -81,7 +81,7 @@ def main():
                        stdout=subprocess.DEVNULL, env=env)
         data = open(art, "rb").read()
         meta_off, meta_len = struct.unpack_from("<QQ", data, 16)
-        assert reseal(data) == data, "the checksum here differs from Artifact.cpp's"
+        assert reseal(data) == data, "the checksum here differs from FileFormat.cpp's"
         rng = random.Random(20261202)
         outcomes = {0: 0, 1: 0}
         mutant = os.path.join(tmp, "mutant.kiln")

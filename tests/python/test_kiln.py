@@ -122,6 +122,30 @@ def test_symbolic_model_and_size_set():
                  "no size of this size set fits the inputs (f32[1,1,8])", "N=2, S=3; N=5, S=7")
 
 
+def test_symbolic_artifact():
+    # kiln compile --dim SYM=LO..HI -o keeps the symbols (Note [Symbolic
+    # artifacts] in codegen/SymbolicArtifact.cpp): kiln.load gives an
+    # Executable that compiles each size from the kernels it holds.
+    import subprocess
+    path = os.path.join(SCRATCH, "symbolic.kiln")
+    subprocess.run([os.path.join(BUILD, "tools", "kiln"), "compile", SIZE_SET, "--dim", "N=1..8",
+                    "--dim", "S=1..16", "--no-cache", "-o", path], check=True,
+                   stdout=subprocess.DEVNULL)
+    exe = kiln.load(path)
+    assert isinstance(exe, kiln.Executable)
+    ref = kiln.compile(SIZE_SET, threads=1)
+    rng = np.random.default_rng(5)
+    for n, s in ((3, 1), (8, 16), (1, 9)):
+        x = rng.standard_normal((n, s, 8)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), ref(x), rtol=1e-6, atol=1e-6)
+    expect_error(lambda: exe(np.zeros((9, 2, 8), np.float32)), "N = 9", "1..8")
+    two = kiln.compile(path, threads=2)
+    x = rng.standard_normal((4, 5, 8)).astype(np.float32)
+    np.testing.assert_allclose(two(x), ref(x), rtol=1e-6, atol=1e-6)
+    expect_error(lambda: kiln.compile(path, cpu="haswell"), "is a symbolic artifact")
+    expect_error(lambda: kiln.load(path, dims={"N": 2}), "dims do not apply")
+
+
 def test_ranges():
     exe = kiln.compile(SIZE_SET, threads=1, ranges={"N": (1, 6)})
     x = np.random.default_rng(4).standard_normal((6, 3, 8)).astype(np.float32)
