@@ -134,6 +134,14 @@ void Executable::save(const std::string &path) const {
     throw Error(st.error);
 }
 
+void Executable::saveSymbolic(const std::string &path) const {
+  if (!impl_->perSize)
+    throw Error("cannot save '" + path + "' as a symbolic artifact: the model is compiled for " +
+                (impl_->set.empty() ? std::string("one size") : "the sizes of a size set") +
+                "; compile it with symbols left out of CompileOptions::dims");
+  impl_->perSize->saveSymbolic(path);
+}
+
 namespace {
 std::vector<Tensor> runCompiled(const Compiled &c, const std::vector<Tensor> &inputs) {
   if (c.staged)

@@ -63,6 +63,8 @@ public:
   /// The model's ports (symbolic dims as -1).
   virtual std::vector<PortInfo> inputs() const = 0;
   virtual std::vector<PortInfo> outputs() const = 0;
+  /// Executable::saveSymbolic; throws Error.
+  virtual void saveSymbolic(const std::string &path) const = 0;
 };
 
 /// A model compiled in stages (Note [Data-dependent shapes] in

@@ -263,6 +263,44 @@ public:
   std::vector<PortInfo> inputs() const override { return portsOf(graph_->inputs()); }
   std::vector<PortInfo> outputs() const override { return portsOf(graph_->outputs()); }
 
+  /// Note [Symbolic artifacts] in codegen/SymbolicArtifact.cpp: the graph as
+  /// the file stores it, with its kernels compiled from that graph (kernel
+  /// names come from value names), unless they were (a loaded artifact's).
+  void saveSymbolic(const std::string &path) const override {
+    std::lock_guard<std::mutex> one(compileMutex_);
+    Collect c;
+    if (codegen::mayStage(*graph_))
+      throw Error("cannot save '" + path +
+                  "' as a symbolic artifact: the model compiles in "
+                  "stages, around sizes only a run decides");
+    codegen::CompileOptions o = options_;
+    std::set<std::string> open;
+    for (const std::string &s : symbols_) {
+      if (!ranges_.count(s))
+        open.insert(s);
+    }
+    std::shared_ptr<const codegen::SharedKernels> shared = options_.sharedKernels;
+    const Graph *g = graph_.get();
+    FailureOr<std::unique_ptr<Module>> stored = failure();
+    if (!shared) {
+      stored = codegen::asStored(*graph_, c.diag());
+      if (failed(stored))
+        c.raise("cannot save '" + path + "' as a symbolic artifact");
+      g = (*stored)->graphs().front().get();
+      std::vector<codegen::SymbolRange> ranges;
+      for (const codegen::SymbolRange &r : codegen::sharedRanges(*g, options_))
+        if (symbols_.count(r.name))
+          ranges.push_back(r);
+      Diagnostic error;
+      shared = codegen::tryCompileSharedKernels(*g, ranges, options_, error);
+      if (!shared)
+        throw Error("cannot save '" + path + "' as a symbolic artifact: " + error.located());
+      o.ranges = ranges;
+    }
+    if (failed(codegen::saveSymbolicArtifact(*g, o, *shared, open, "", path, c.diag())))
+      c.raise("cannot save '" + path + "' as a symbolic artifact");
+  }
+
   KeptSizes keptCompiled() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return {kept_.begin(), kept_.end()};

@@ -268,6 +268,9 @@ PYBIND11_MODULE(_kiln, m) {
       .def("save", &kiln::Executable::save, py::arg("path"),
            "Writes the compiled model as a .kiln artifact (a per-size model: its sizes "
            "so far, as a size set).")
+      .def("save_symbolic", &kiln::Executable::saveSymbolic, py::arg("path"),
+           "Writes a per-size model as a symbolic artifact: its graph and kernels with "
+           "run-time sizes; kiln.load gives an Executable for every size in its ranges.")
       .def("run", &runOn, "Runs on the inputs (arrays, in input order); returns the outputs.")
       .def_property_readonly(
           "inputs", [](const kiln::Executable &e) { return ports(e.inputs()); },

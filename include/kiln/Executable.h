@@ -61,6 +61,13 @@ public:
   /// as their IR nodes. One that compiles per size writes the
   /// specializations kept so far as a size set (an error before any run).
   void save(const std::string &path) const;
+  /// Writes one that compiles per size as a symbolic artifact (codegen/
+  /// SymbolicArtifact.h, as `kiln compile --dim SYM=LO..HI -o` does): its
+  /// graph and its kernels with run-time sizes, compiled for the ranges of
+  /// its open symbols (CompileOptions::ranges, else 1..1024), whether or
+  /// not it has run. Model::load reads it back; the runtime alone does not.
+  /// An error for one compiled at fixed sizes or in stages.
+  void saveSymbolic(const std::string &path) const;
 
   /// Runs on `inputs` (in input order; their bytes are read in place, not
   /// copied) and returns the outputs.

@@ -144,6 +144,13 @@ def test_symbolic_artifact():
     np.testing.assert_allclose(two(x), ref(x), rtol=1e-6, atol=1e-6)
     expect_error(lambda: kiln.compile(path, cpu="haswell"), "is a symbolic artifact")
     expect_error(lambda: kiln.load(path, dims={"N": 2}), "dims do not apply")
+    # The API's own: saved before any run, loaded as the CLI's is.
+    mine = os.path.join(SCRATCH, "mine.kiln")
+    kiln.compile(SIZE_SET, threads=1, ranges={"N": (1, 6)}).save_symbolic(mine)
+    again = kiln.load(mine)
+    x = rng.standard_normal((6, 2, 8)).astype(np.float32)
+    np.testing.assert_allclose(again(x), ref(x), rtol=1e-6, atol=1e-6)
+    expect_error(lambda: again(np.zeros((7, 2, 8), np.float32)), "N = 7", "1..6")
 
 
 def test_ranges():

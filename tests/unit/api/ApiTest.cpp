@@ -304,6 +304,39 @@ TEST(ApiTest, SymbolicArtifactLoadsItsKernelsAndCompilesEachSize) {
   std::remove(path.c_str());
 }
 
+// Executable::saveSymbolic: the API's own compile over ranges, saved before
+// any run and loaded back, runs every size from the kernels it saved.
+TEST(ApiTest, SymbolicModelSavesASymbolicArtifact) {
+  kiln::Model model = symbolicModel();
+  kiln::CompileOptions options;
+  options.threads = 1;
+  options.ranges["N"] = {1, 12};
+  const std::string path = tempPath("saved-symbolic");
+  kiln::compile(model, options).saveSymbolic(path);
+  std::vector<std::string> log;
+  kiln::CompileOptions quiet;
+  quiet.onSpecialize = [&](const std::string &line) { log.push_back(line); };
+  kiln::Executable exe = kiln::compile(kiln::Model::load(path), quiet);
+  for (auto [n, s] : std::vector<std::pair<int64_t, int64_t>>{{12, 3}, {2, 40}}) {
+    std::vector<kiln::Tensor> in = symbolicInputs(n, s, 70 + static_cast<uint64_t>(n + s));
+    expectClose(exe.run(in)[0], interpreted(model, in)[0]);
+  }
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_NE(log[0].find("its kernels with run-time sizes (1) are compiled already"),
+            std::string::npos)
+      << log[0];
+  const std::string outside = errorOf([&] { exe.run(symbolicInputs(13, 2, 1)); });
+  EXPECT_NE(outside.find("outside its range 1..12"), std::string::npos) << outside;
+  kiln::CompileOptions fixed;
+  fixed.dims = {{"N", 2}, {"S", 5}};
+  const std::string one =
+      errorOf([&] { kiln::compile(model, fixed).saveSymbolic(tempPath("fixed")); });
+  EXPECT_NE(one.find("as a symbolic artifact: the model is compiled for one size"),
+            std::string::npos)
+      << one;
+  std::remove(path.c_str());
+}
+
 TEST(ApiTest, DimsTheModelAssumesEqualAreCheckedAtEveryRun) {
   // Two inputs with their own batch symbols, broadcast together: the model
   // assumes B == C (Note [Assumed equal dims]) and compiles per size of both.
