@@ -112,8 +112,14 @@ void Executable::save(const std::string &path) const {
     if (kept.empty())
       throw Error("cannot save a model that compiles per size before it has run (" +
                   impl_->perSize->summary() +
-                  "): run it at each size to keep, then save; or compile with every symbol "
-                  "in CompileOptions::dims");
+                  "): run it at each size to keep, then save (a size set); or saveSymbolic "
+                  "(every size of its ranges); or compile with every symbol in "
+                  "CompileOptions::dims");
+    if (impl_->perSize && runtime::isSymbolicArtifactFile(path))
+      throw Error("cannot save over '" + path +
+                  "': it is a symbolic artifact, and save() writes the sizes run so far (a size "
+                  "set); write the size set elsewhere, or use saveSymbolic (save_symbolic in "
+                  "Python)");
     for (const auto &[sizes, compiled] : kept)
       refuseStaged(*compiled);
     std::sort(kept.begin(), kept.end(),

@@ -115,7 +115,7 @@ Model::~Model() = default;
 Model Model::load(const std::string &path, const std::map<std::string, int64_t> &dims) {
   Collect c;
   FailureOr<std::unique_ptr<Module>> module = failure();
-  if (codegen::isSymbolicArtifactFile(path)) {
+  if (runtime::isSymbolicArtifactFile(path)) {
     if (!dims.empty())
       throw Error("cannot load '" + path +
                   "' with dims: a symbolic artifact takes its sizes "
@@ -462,14 +462,14 @@ Executable compile(const Model &model, const CompileOptions &given) {
         !options.ranges.empty())
       throw Error("compile: '" + model.impl_->path +
                   "' is a symbolic artifact, compiled for its "
-                  "CPU, flags and ranges already; CompileOptions may set only threads, dims, "
-                  "cache, maxSpecializations and onSpecialize");
+                  "CPU, flags and ranges already; only the threads, the dims and how many "
+                  "sizes to keep apply");
     std::string why;
     auto sized = codegen::withSizes(*symbolic, model.graph(), options.dims, options.threads, why);
     if (!sized)
       throw Error("compile: CompileOptions::dims " + why + " ('" + model.impl_->path + "')");
     o = std::move(*sized);
-    o.cache = options.cache;
+    o.cache = false; // Note [Symbolic artifacts]: a cache entry per size copies the constants
     options.dims = o.dims;
     for (const codegen::SymbolRange &r : o.ranges)
       options.ranges[r.name] = {r.min, r.max};

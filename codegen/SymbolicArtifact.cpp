@@ -24,7 +24,9 @@
 // a size compiles (oneDNN's ISA, a kernel that stays per size) is for the
 // machine that loads the file, which must have the features the stored
 // kernels need (checked at load); naming the saving machine's CPU instead
-// could ask for features a loading VM hides.
+// could ask for features a loading VM hides. Sizes compiled from the file
+// skip the compile cache: each takes tens of ms, and an entry per size
+// would copy every constant the file maps.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/SymbolicArtifact.h"
@@ -133,10 +135,6 @@ FailureOr<std::unique_ptr<Module>> asStored(const Graph &g, DiagnosticEngine &di
   return parseModule(text, diag, parse);
 }
 
-bool isSymbolicArtifactFile(const std::string &path) {
-  return hasMagic(path, kSymbolicMagic);
-}
-
 LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options,
                                    const SharedKernels &shared, const std::set<std::string> &open,
                                    const std::string &model, const std::string &path,
@@ -167,8 +165,9 @@ LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options
   }
 
   meta.set_threads(options.threads);
-  for (const SymbolRange &r : options.ranges)
-    putRange(r, meta.add_ranges());
+  for (const SymbolRange &r : options.ranges) // a fixed size's range no longer applies
+    if (!options.dims.count(r.name))
+      putRange(r, meta.add_ranges());
   for (const auto &[name, n] : options.dims)
     putRange({name, n, n}, meta.add_dims());
   meta.set_pipeline(options.pipeline);

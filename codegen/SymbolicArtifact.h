@@ -51,9 +51,6 @@ struct SymbolicModel {
   uint64_t fileBytes = 0, constantBytes = 0, codeBytes = 0;
 };
 
-/// True when the file at `path` starts with the symbolic artifact magic.
-bool isSymbolicArtifactFile(const std::string &path);
-
 /// Writes `g` (its symbols unbound, as compile() takes it), `options`
 /// (their ranges and dims) and `shared` (compiled for those options, every
 /// kernel with its object code) to `path`, through a temporary file renamed

@@ -219,7 +219,7 @@ int benchCommand(const Args &args) {
   const bool isArtifact = runtime::isArtifactFile(file);
   if (isArtifact && !onlyThreadsForArtifact("kiln bench", options, file))
     return 2;
-  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
+  const bool isSymbolic = runtime::isSymbolicArtifactFile(file); // compiled per size from it
   std::set<std::string> open; // its symbols no --dim named (reported at 1)
   // What is run, and what the report says about it.
   std::unique_ptr<runtime::Executable> exe;

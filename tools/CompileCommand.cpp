@@ -580,7 +580,7 @@ int compileCommand(const Args &args) {
     return 2;
   }
 
-  if (runtime::isArtifactFile(file) || codegen::isSymbolicArtifactFile(file)) {
+  if (runtime::isArtifactFile(file) || runtime::isSymbolicArtifactFile(file)) {
     std::fprintf(stderr,
                  "kiln compile: error: '%s' is a compiled artifact already; compile the "
                  "model it came from\n",
@@ -594,6 +594,16 @@ int compileCommand(const Args &args) {
                  "kiln compile: error: refusing to overwrite the model '%s' with its "
                  "artifact\n",
                  file.c_str());
+    return 1;
+  }
+  // Nothing the user gave is overwritten: -o replaces a compiled file only
+  // (not, say, the external weights a model reads, model.onnx.data).
+  if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
+      !runtime::isArtifactFile(outputPath) && !runtime::isSymbolicArtifactFile(outputPath)) {
+    std::fprintf(stderr,
+                 "kiln compile: error: refusing to overwrite '%s': it exists and is not a Kiln "
+                 "artifact (remove it first, or write elsewhere)\n",
+                 outputPath.c_str());
     return 1;
   }
   if (!outputPath.empty() && !sizeLists.empty())

@@ -156,7 +156,7 @@ int inspectCommand(const Args &args) {
   installStderrHandler(diag);
   std::map<std::string, int64_t> given = options.dims;
   std::set<std::string> open;                                    // Note [Symbolic without --dim]
-  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
+  const bool isSymbolic = runtime::isSymbolicArtifactFile(file); // compiled per size from it
   bool usage = false;
   auto model = isSymbolic ? loadSymbolicForCompile("kiln inspect", file, graphName, options, open,
                                                    usage, diag)
@@ -165,6 +165,8 @@ int inspectCommand(const Args &args) {
     return usage ? 2 : 1;
   if (failed(codegen::checkRanges(*model->graph, options, diag)))
     return 1;
+  if (isSymbolic) // its fixed sizes, and those given, are fixed
+    given = options.dims;
   Graph *g = model->graph;
   const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
 

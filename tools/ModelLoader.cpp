@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -30,6 +31,17 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
     opts.dimBindings = onnxDims;
     module = importOnnx(path, diag, opts);
   } else {
+    // A .kir file is text: a binary file (a damaged artifact, say) is named
+    // as such, not parsed into an error quoting its bytes.
+    if (std::FILE *f = std::fopen(path.c_str(), "rb")) {
+      char head[4096];
+      const size_t n = std::fread(head, 1, sizeof head, f);
+      std::fclose(f);
+      if (std::memchr(head, '\0', n))
+        return diag.emitError(Location::file(path))
+               << "not a model Kiln reads: neither .kir text, an ONNX model (.onnx) nor a Kiln "
+                  "artifact (its first bytes are binary and match no artifact magic)";
+    }
     module = parseFile(path, diag);
   }
   if (failed(module))
@@ -113,9 +125,10 @@ FailureOr<LoadedModel> loadSymbolicForCompile(const char *cmd, const std::string
     usage = true;
     return failure();
   }
-  const bool cache = options.cache;
+  // Each size compiles in tens of ms from the artifact; a cache entry per
+  // size would copy all of its constants (Note [Symbolic artifacts]).
   options = std::move(*sized);
-  options.cache = cache;
+  options.cache = false;
   open.clear();
   for (const std::string &s : sym->open)
     if (!sizes.count(s))

@@ -143,7 +143,7 @@ int runCommand(const Args &args) {
     printRunUsage(stderr);
     return 2;
   }
-  const bool isSymbolic = codegen::isSymbolicArtifactFile(file); // compiled per size from it
+  const bool isSymbolic = runtime::isSymbolicArtifactFile(file); // compiled per size from it
   if ((compileOnly || checks.bisect || checks.each) && !compiled &&
       !runtime::isArtifactFile(file) && !isSymbolic) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
@@ -318,6 +318,12 @@ int runCommand(const Args &args) {
     bindDimsFromInputs(*g, values, copts.dims);
     // An ONNX model is imported again with those dims, as `kiln compile
     // --dim` imports it: the same graph, so the same compile cache key.
+    if (isSymbolic) {
+      std::string sizes;
+      for (const auto &[name, n] : copts.dims)
+        sizes += (sizes.empty() ? "" : ", ") + name + "=" + std::to_string(n);
+      std::printf("size: %s (compiled from the symbolic artifact)\n", sizes.c_str());
+    }
     if (isOnnx && copts.dims != importDims && !copts.runTimeSizes) {
       auto reloaded = loadModel(file, graphName, dimsAtImport(copts), diag);
       if (failed(reloaded))

@@ -82,7 +82,7 @@ public:
   /// --dim SYM=LO..HI -o M.kiln`) loads as its graph with its kernels
   /// compiled already: compile() then compiles each size it meets from them,
   /// inside the artifact's ranges, with its --cpu and flags (only threads,
-  /// dims, cache, maxSpecializations and onSpecialize apply; for `native`,
+  /// dims, maxSpecializations and onSpecialize apply, and no size is cached; for `native`,
   /// what each size compiles is for the machine that loads it, and the load
   /// checks that it has the features the stored kernels need).
   static Model load(const std::string &path, const std::map<std::string, int64_t> &dims = {});

@@ -87,15 +87,12 @@ const char *kilnVersion() {
   return KILN_VERSION_STRING;
 }
 
+bool isSymbolicArtifactFile(const std::string &path) {
+  return hasMagic(path, kSymbolicMagic);
+}
+
 bool isArtifactFile(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return false;
-  char magic[8] = {};
-  const bool ok = std::fread(magic, 1, 8, f) == 8 &&
-                  (std::memcmp(magic, kMagic, 8) == 0 || std::memcmp(magic, kSetMagic, 8) == 0);
-  std::fclose(f);
-  return ok;
+  return hasMagic(path, kMagic) || hasMagic(path, kSetMagic);
 }
 
 namespace {

@@ -72,6 +72,9 @@ const char *kilnVersion();
 
 /// True when the file at `path` starts with the artifact or size set magic.
 bool isArtifactFile(const std::string &path);
+/// True when it starts with a symbolic artifact's (codegen/SymbolicArtifact.h),
+/// which the compiler loads, not loadArtifact.
+bool isSymbolicArtifactFile(const std::string &path);
 
 /// Writes `exe` (finalized, every kernel step with its KernelObject, every
 /// extern step saveable) to `path`, with `info`'s model, ports and summary

@@ -137,7 +137,8 @@ Status writeFileAtomically(const std::string &path, const std::function<Status(i
       break;
   }
   if (fd < 0)
-    return Status::failure("cannot create '" + tmp + "': " + std::strerror(errno));
+    return Status::failure("cannot write '" + path + "': " + std::strerror(errno) +
+                           " (creating its temporary file '" + tmp + "')");
   Status st = write(fd);
   if (::close(fd) != 0 && st.ok())
     st = Status::failure(std::strerror(errno));

@@ -151,6 +151,10 @@ def test_symbolic_artifact():
     x = rng.standard_normal((6, 2, 8)).astype(np.float32)
     np.testing.assert_allclose(again(x), ref(x), rtol=1e-6, atol=1e-6)
     expect_error(lambda: again(np.zeros((7, 2, 8), np.float32)), "N = 7", "1..6")
+    # save() writes the sizes run so far, a size set: never over the symbolic artifact.
+    before = open(mine, "rb").read()
+    expect_error(lambda: again.save(mine), "is a symbolic artifact", "save_symbolic")
+    assert open(mine, "rb").read() == before
 
 
 def test_ranges():
