@@ -49,6 +49,14 @@ def short_error(msg, n=160):
     return msg if len(msg) <= n else msg[:n] + "..."
 
 
+# The measurements other scripts write, named at the end of RESULTS.md.
+SEE_ALSO = ("Measured apart, each by its own script: dynamic shapes (one symbolic compile or "
+            "symbolic artifact against a static compile per size and ONNX Runtime, at batch 1-64 "
+            "and sequence 16-512) in [DYNAMIC.md](DYNAMIC.md), `bench/dynamic.py`; start-up "
+            "(cold and warm compile, artifact load, peak RSS) in [STARTUP.md](STARTUP.md), "
+            "`bench/startup.py`; control flow in [CONTROL_FLOW.md](CONTROL_FLOW.md); "
+            "torch.compile's backend in [TORCH_COMPILE.md](TORCH_COMPILE.md).")
+
 class Report:
     def __init__(self, res):
         self.res = res
@@ -559,6 +567,8 @@ class Report:
         self.pointwise_line()
         self.step_overhead_line()
         self.errors()
+        self.w(SEE_ALSO)
+        self.w()
         self.w("Chart: [results.png](results.png). Raw data: build/bench/results.json (not committed); "
                "worker logs: build/bench/logs/.")
         return "\n".join(self.lines) + "\n"
