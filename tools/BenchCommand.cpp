@@ -298,10 +298,10 @@ int benchCommand(const Args &args) {
       if (!checkInputRanges("kiln bench", *g, inputs, options.ranges))
         return 1;
       bindDimsFromInputs(*g, inputs, options.dims);
-      sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
+      sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open, isSymbolic);
     }
   } else if (g) {
-    sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
+    sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open, isSymbolic);
     inputs = randomInputs(*g, options.dims, 1234);
   } else {
     inputs = randomTensors(inputTypes, 1234);

@@ -111,10 +111,12 @@ std::vector<Tensor> randomInputs(const Graph &g, const std::map<std::string, int
 /// `open`, Note [Symbolic without --dim]), else to 1, and returns every size
 /// of `dims` as the report's line ("batch=64, seq=1 (batch: the largest of
 /// --dim batch=1..64; symbols not given are 1; give --dim seq=N for other
-/// sizes)"); empty when there are none.
+/// sizes)"); empty when there are none. For a symbolic artifact
+/// (`fromArtifact`) the ranges are the artifact's, and only --dim SYM=N
+/// picks another size.
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
                                  const std::vector<codegen::SymbolRange> &ranges = {},
-                                 const std::set<std::string> &open = {});
+                                 const std::set<std::string> &open = {}, bool fromArtifact = false);
 /// False, with one error on stderr from `cmd` naming the input, its dim,
 /// the symbol and the range, when an input tensor's size of a symbolic dim
 /// is outside that symbol's range in `ranges` (`--dim SYM=LO..HI`).

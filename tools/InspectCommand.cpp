@@ -168,7 +168,8 @@ int inspectCommand(const Args &args) {
   if (isSymbolic) // its fixed sizes, and those given, are fixed
     given = options.dims;
   Graph *g = model->graph;
-  const std::string sizes = bindSymbolsForReport(*g, options.dims, options.ranges, open);
+  const std::string sizes =
+      bindSymbolsForReport(*g, options.dims, options.ranges, open, isSymbolic);
 
   std::printf("model: %s, graph @%s\n", file.c_str(), g->name().c_str());
   if (isSymbolic)

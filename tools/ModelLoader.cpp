@@ -238,7 +238,7 @@ std::string openRangesStr(const std::vector<codegen::SymbolRange> &ranges,
 
 std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> &dims,
                                  const std::vector<codegen::SymbolRange> &ranges,
-                                 const std::set<std::string> &open) {
+                                 const std::set<std::string> &open, bool fromArtifact) {
   std::string defaulted, largest, symbolic;
   for (const std::string &s : inputSymbols(g)) {
     if (dims.count(s))
@@ -252,8 +252,9 @@ std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> 
     }
     if (r != ranges.end()) {
       dims[s] = r->max;
-      largest += (largest.empty() ? "" : ", ") + s + ": the largest of --dim " + s + "=" +
-                 std::to_string(r->min) + ".." + std::to_string(r->max);
+      const std::string range = std::to_string(r->min) + ".." + std::to_string(r->max);
+      largest += (largest.empty() ? "" : ", ") + s + ": the largest of " +
+                 (fromArtifact ? "the artifact's range " + range : "--dim " + s + "=" + range);
       continue;
     }
     dims[s] = 1;
@@ -264,10 +265,12 @@ std::string bindSymbolsForReport(const Graph &g, std::map<std::string, int64_t> 
   for (const auto &[name, size] : dims)
     line += (line.empty() ? "" : ", ") + name + "=" + std::to_string(size);
   std::string why = largest;
+  if (fromArtifact && !largest.empty())
+    why += "; give --dim SYM=N for other sizes";
   if (!symbolic.empty())
     why += (why.empty() ? "" : "; ") + symbolic + (open.size() == 1 ? " has" : " have") +
-           " no --dim: compiled for " + openRangesStr(ranges, open) +
-           ", reported at 1; give --dim SYM=N or SYM=LO..HI for other sizes";
+           " no --dim: compiled for " + openRangesStr(ranges, open) + ", reported at 1; give " +
+           (fromArtifact ? "--dim SYM=N" : "--dim SYM=N or SYM=LO..HI") + " for other sizes";
   if (!defaulted.empty())
     why += (why.empty() ? "" : "; ") + std::string("symbols not given are 1; give ") + defaulted +
            " for other sizes";
