@@ -350,7 +350,10 @@ private:
       auto range = ranges_.find(name);
       if (range != ranges_.end() && (size < range->second.min || size > range->second.max))
         throw Error(given(name, size) + ", outside its range " + std::to_string(range->second.min) +
-                    ".." + std::to_string(range->second.max) + " (CompileOptions::ranges)");
+                    ".." + std::to_string(range->second.max) +
+                    (options_.sharedKernels
+                         ? " (the symbolic artifact's)" // loaded with its kernels
+                         : " (CompileOptions::ranges)"));
       sizes[name] = size;
     }
     return sizes;
