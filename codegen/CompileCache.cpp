@@ -193,6 +193,7 @@ std::string cacheKey(const Graph &g, const CompileOptions &o, const std::string 
   const uint8_t flags[] = {o.useLibraries,
                            o.useKernels,
                            o.fuse,
+                           o.shareKernels,
                            static_cast<uint8_t>(o.dnnlLayout),
                            static_cast<uint8_t>(o.recurrent),
                            static_cast<uint8_t>(o.runTimeSizes || o.sharedKernels)};

@@ -77,6 +77,11 @@ struct CompileOptions {
   /// Fuse nodes into kernels (false: one kernel or library call per node,
   /// for bisecting fusion bugs and measuring per-step overhead).
   bool fuse = true;
+  /// Compile the kernels that differ only in their sizes once, with
+  /// run-time sizes (Note [Kernels shared across shapes] in
+  /// codegen/KernelSharing.cpp); false (`--no-kernel-sharing`): one
+  /// compile per kernel, for measuring what sharing costs or saves.
+  bool shareKernels = true;
   LibraryLayout dnnlLayout = LibraryLayout::Blocked;
   RecurrentChoice recurrent = RecurrentChoice::Measure;
   /// LLVM optimization level of kernels.

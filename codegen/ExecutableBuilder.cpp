@@ -57,6 +57,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/ExecutableBuilder.h"
+#include "codegen/KernelSharing.h"
 #include "codegen/RunTimeSizes.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 
@@ -70,12 +71,9 @@
 #include "runtime/reference/ReferenceStep.h"
 #include "runtime/reference/RegionStep.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <deque>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 namespace kiln::codegen {
@@ -518,21 +516,43 @@ public:
   LogicalResult compileKernels(cpu::CpuJit *jit) {
     if (pending_.empty())
       return success();
+    // Note [Kernels shared across shapes] in KernelSharing.cpp.
+    std::vector<const Kernel *> kernels;
+    std::vector<Schedule> schedules;
+    for (const PendingKernel &p : pending_) {
+      kernels.push_back(&p.kernel);
+      schedules.push_back(p.schedule);
+    }
+    const std::vector<ShapeSharedKernel> shared = options_.shareKernels
+                                                      ? shareAcrossShapes(kernels, schedules)
+                                                      : std::vector<ShapeSharedKernel>{};
+    // Per pending kernel: its job, and the sizes it passes.
+    std::vector<size_t> jobOf(pending_.size(), SIZE_MAX);
+    std::vector<const std::vector<int64_t> *> sizesOf(pending_.size(), nullptr);
     std::vector<cpu::KernelJob> jobs;
-    for (const PendingKernel &p : pending_)
-      jobs.push_back({&p.kernel, p.schedule});
-    // The CPUs this process may run on (its affinity mask, which container
-    // CPU sets restrict), not the machine's.
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    const int threads = sched_getaffinity(0, sizeof(set), &set) == 0
-                            ? std::max(1, CPU_COUNT(&set))
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto fns = jit->compileAll(jobs, threads, diag_);
+    for (const ShapeSharedKernel &s : shared) {
+      for (size_t m = 0; m < s.members.size(); ++m) {
+        jobOf[s.members[m]] = jobs.size();
+        sizesOf[s.members[m]] = &s.sizes[m];
+      }
+      jobs.push_back({&s.kernel, pending_[s.members.front()].schedule});
+    }
+    for (size_t i = 0; i < pending_.size(); ++i)
+      if (jobOf[i] == SIZE_MAX) {
+        jobOf[i] = jobs.size();
+        jobs.push_back({&pending_[i].kernel, pending_[i].schedule});
+      }
+    auto fns = jit->compileAll(jobs, cpu::compileThreads(), diag_);
     if (failed(fns))
       return failure();
-    for (size_t i = 0; i < pending_.size(); ++i)
-      exe_->setKernelCode(pending_[i].step, (*fns)[i], jit->objectOf((*fns)[i]));
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      runtime::KernelFn fn = (*fns)[jobOf[i]];
+      exe_->setKernelCode(pending_[i].step, fn, jit->objectOf(fn));
+      if (sizesOf[i]) {
+        exe_->setKernelSizes(pending_[i].step, *sizesOf[i]);
+        ++report_.numSharedKernels;
+      }
+    }
     pending_.clear();
     return success();
   }

@@ -9,6 +9,7 @@
 #include "codegen/ExecutableBuilder.h"
 #include "codegen/Fusion.h"
 #include "codegen/Internal.h"
+#include "codegen/KernelSharing.h"
 #include "codegen/cpu/CpuJit.h"
 #include "codegen/cpu/dnnl/OneDnnSteps.h"
 #include "ir/Interpreter.h"
@@ -19,7 +20,6 @@
 #include <map>
 #include <numeric>
 #include <set>
-#include <thread>
 
 namespace kiln::codegen {
 
@@ -250,65 +250,8 @@ bool Generalizer::sameStructure(const Kernel &a, const Kernel &b, const std::str
                                 std::vector<int32_t> &map) {
   if (a.name != b.name)
     return fail("the kernels are named " + a.name + " and " + b.name + " " + at);
-  auto sameBuffers = [&](const std::vector<KernelBuffer> &x, const std::vector<KernelBuffer> &y) {
-    if (x.size() != y.size())
-      return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (x[i].dtype != y[i].dtype || x[i].shape.size() != y[i].shape.size())
-        return false;
-    return true;
-  };
-  if (!sameBuffers(a.inputs, b.inputs) || !sameBuffers(a.outputs, b.outputs))
-    return fail("the buffers' count, dtype or rank differ " + at);
-  if (a.outer.size() != b.outer.size())
-    return fail("the outer loops' count differs " + at);
-  if (a.stages.size() != b.stages.size())
-    return fail("the stages' count differs " + at);
-  // The DAGs are compared as the expressions the stages read, node by
-  // node from the roots: a DAG holds each constant once, so at some sizes
-  // two constants of `a` are one node of `b` (a size equal to a constant).
-  // Each node of `a` must meet one node of `b`.
-  const auto &na = a.dag.nodes(), &nb = b.dag.nodes();
-  map.assign(na.size(), -1);
-  std::vector<std::pair<ScalarRef, ScalarRef>> todo;
-  auto pair = [&](ScalarRef x, ScalarRef y, const std::string &what) {
-    if (x.valid() != y.valid())
-      return fail(what + " differs " + at);
-    if (x.valid())
-      todo.emplace_back(x, y);
-    return true;
-  };
-  for (size_t s = 0; s < a.stages.size(); ++s) {
-    const Stage &x = a.stages[s], &y = b.stages[s];
-    std::string what = "stage " + std::to_string(s);
-    if (x.kind != y.kind || x.reduce != y.reduce || x.outerOnly != y.outerOnly ||
-        x.stores.size() != y.stores.size() || !pair(x.value, y.value, what))
-      return fail(what + " differs " + at);
-    for (size_t i = 0; i < x.stores.size(); ++i)
-      if (x.stores[i].output != y.stores[i].output ||
-          !pair(x.stores[i].offset, y.stores[i].offset, what) ||
-          !pair(x.stores[i].value, y.stores[i].value, what))
-        return fail(what + " differs " + at);
-  }
-  while (!todo.empty()) {
-    auto [x, y] = todo.back();
-    todo.pop_back();
-    int32_t &m = map[static_cast<size_t>(x.id)];
-    if (m == y.id)
-      continue;
-    const ScalarNode &p = na[static_cast<size_t>(x.id)], &q = nb[static_cast<size_t>(y.id)];
-    std::string node = "node %" + std::to_string(x.id) + " (" + scalarOpName(p.op) + ") ";
-    if (m != -1)
-      return fail(node + "stands for two nodes " + at);
-    m = y.id;
-    if (p.op != q.op || p.type != q.type || p.slot != q.slot)
-      return fail(node + "differs " + at);
-    if (p.op == ScalarOp::ConstInt && p.type != DType::I64 && p.ivalue != q.ivalue)
-      return fail(node + "is a " + std::string(dtypeName(p.type)) + " constant that differs " + at);
-    for (unsigned i = 0; i < scalarArity(p.op); ++i)
-      todo.emplace_back(p.args[i], q.args[i]);
-  }
-  return true;
+  std::string why;
+  return matchKernelStructure(a, b, map, why) || fail(why + " " + at);
 }
 
 DimExpr Generalizer::toDim(const Poly &p) {
@@ -871,7 +814,7 @@ compileSharedKernels(const Graph &g, const std::vector<SymbolRange> &ranges,
       jobOf.emplace_back(i, in);
     }
   }
-  auto fns = (*jit)->compileAll(jobs, std::max(1u, std::thread::hardware_concurrency()), diag);
+  auto fns = (*jit)->compileAll(jobs, cpu::compileThreads(), diag);
   if (failed(fns))
     return failure();
   for (size_t j = 0; j < jobs.size(); ++j) {

@@ -174,6 +174,7 @@ LogicalResult saveSymbolicArtifact(const Graph &g, const CompileOptions &options
   meta.set_use_libraries(options.useLibraries);
   meta.set_use_kernels(options.useKernels);
   meta.set_fuse(options.fuse);
+  meta.set_no_kernel_sharing(!options.shareKernels);
   meta.set_dnnl_layout(static_cast<int32_t>(options.dnnlLayout));
   meta.set_recurrent(static_cast<int32_t>(options.recurrent));
   meta.set_opt_level(options.optLevel);
@@ -313,6 +314,7 @@ FailureOr<SymbolicModel> loadSymbolicArtifact(const std::string &path, Diagnosti
   o.useLibraries = meta.use_libraries();
   o.useKernels = meta.use_kernels();
   o.fuse = meta.fuse();
+  o.shareKernels = !meta.no_kernel_sharing();
   if (meta.dnnl_layout() < 0 || meta.dnnl_layout() > static_cast<int>(LibraryLayout::Measure) ||
       meta.recurrent() < 0 || meta.recurrent() > static_cast<int>(RecurrentChoice::Measure) ||
       meta.threads() < 0 || meta.opt_level() < 0 || meta.opt_level() > 3)

@@ -159,7 +159,7 @@ extern const char kToleranceUsage[];
 /// The compile options every compiling command takes (--cpu, --threads,
 /// --dim SYM=N and SYM=LO..HI (a range: CompileOptions::ranges, and
 /// runTimeSizes), --passes, --no-libraries, --no-kernels, --no-fusion,
-/// --dnnl-layout). Bad values are reported as `cmd: error: ...` (Bad).
+/// --no-kernel-sharing, --dnnl-layout). Bad values are reported as `cmd: error: ...` (Bad).
 /// `compileOnly` is set for a flag that means nothing without compiling
 /// (all but --dim), so `kiln run` can refuse it without --compile.
 FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,

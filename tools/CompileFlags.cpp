@@ -34,6 +34,9 @@ const char kCompileFlagsUsage[] =
     "  --no-libraries          no oneDNN: conv, matmul, ... run on reference kernels\n"
     "  --no-kernels            no JIT: kernel groups run on reference kernels\n"
     "  --no-fusion             one kernel or library call per node\n"
+    "  --no-kernel-sharing     compile each kernel for its own sizes, also those that\n"
+    "                          differ from another only in sizes (by default compiled\n"
+    "                          once, with run-time sizes)\n"
     "  --dnnl-layout=L         plain, blocked (default) or measure (time both per call)\n"
     "                          activations for convs and pools\n"
     "  --recurrent=R           kiln, onednn or measure (default): who runs LSTM/GRU/RNN layers\n"
@@ -141,6 +144,10 @@ FlagMatch matchCompileFlag(const char *cmd, const Args &args, size_t &i,
     options.fuse = false;
     return compileOnlyFlag();
   }
+  if (a == "--no-kernel-sharing") {
+    options.shareKernels = false;
+    return compileOnlyFlag();
+  }
   if (a == "--no-cache") {
     options.cache = false;
     return compileOnlyFlag();
@@ -224,6 +231,8 @@ const char *compileFlagBeyondThreads(const codegen::CompileOptions &o) {
     return "--no-kernels";
   if (o.fuse != d.fuse)
     return "--no-fusion";
+  if (o.shareKernels != d.shareKernels)
+    return "--no-kernel-sharing";
   if (o.dnnlLayout != d.dnnlLayout)
     return "--dnnl-layout";
   if (o.recurrent != d.recurrent)

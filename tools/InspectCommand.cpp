@@ -91,10 +91,12 @@ int inspectArtifact(const std::string &file, bool steps) {
     size_t kernelSteps = 0;
     for (const runtime::Step &st : m.exe->steps())
       kernelSteps += st.kind == runtime::Step::Kind::Kernel;
-    std::printf("file: %s: constants %s, machine code %s (%zu distinct kernels for %zu kernel "
-                "steps), %zu steps\n",
+    std::printf("file: %s: constants %s, machine code %s (%zu distinct kernel%s for %zu kernel "
+                "step%s), %zu steps\n",
                 formatBytes(info.fileBytes).c_str(), formatBytes(info.constantBytes).c_str(),
-                formatBytes(info.codeBytes).c_str(), info.numKernels, kernelSteps, info.numSteps);
+                formatBytes(info.codeBytes).c_str(), info.numKernels,
+                info.numKernels == 1 ? "" : "s", kernelSteps, kernelSteps == 1 ? "" : "s",
+                info.numSteps);
     std::printf("memory: arena %s, output block %s\n", formatBytes(m.exe->arenaBytes()).c_str(),
                 formatBytes(m.exe->outputBlockBytes()).c_str());
     if (steps)

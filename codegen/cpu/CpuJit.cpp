@@ -45,6 +45,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdint>
@@ -53,6 +54,8 @@
 #include <set>
 #include <system_error>
 #include <thread>
+
+#include <sched.h>
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -434,6 +437,14 @@ std::string CpuJitImpl::targetDescription() const {
 } // namespace
 
 CpuJit::~CpuJit() = default;
+
+int compileThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0
+             ? std::max(1, CPU_COUNT(&set))
+             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 std::string llvmVersion() {
   return LLVM_VERSION_STRING;

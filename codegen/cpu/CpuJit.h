@@ -78,6 +78,11 @@ public:
   virtual std::shared_ptr<const runtime::KernelObject> objectOf(runtime::KernelFn fn) const = 0;
 };
 
+/// The threads compileAll() is given by the compiler: the CPUs this process
+/// may run on (its affinity mask, which container CPU sets restrict), not
+/// the machine's.
+int compileThreads();
+
 /// "16.0.6": the LLVM the JIT links.
 std::string llvmVersion();
 

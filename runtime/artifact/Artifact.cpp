@@ -147,7 +147,8 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
     if (b.placement == BufferDesc::Placement::Arena)
       out->set_arena_offset(b.offset);
   }
-  // Kernels: one object per distinct function, in first-use order.
+  // Kernels: an entry per distinct function and sizes, in first-use
+  // order; the object once per function.
   std::vector<std::pair<KernelFn, int>> kernelIndex;
   std::vector<SavedStep> saved; // kept alive until the data is written
   saved.reserve(exe.steps().size());
@@ -167,13 +168,19 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
         return Status::failure("kernel step '" + s.name +
                                "' has no machine code to save (it was not compiled by the CPU "
                                "code generator)");
-      auto it = std::find_if(kernelIndex.begin(), kernelIndex.end(),
-                             [&](const auto &e) { return e.first == s.fn; });
+      auto it = std::find_if(kernelIndex.begin(), kernelIndex.end(), [&](const auto &e) {
+        const artifact::Kernel &k = meta.kernels(e.second);
+        return e.first == s.fn &&
+               std::equal(k.sizes().begin(), k.sizes().end(), s.sizes.begin(), s.sizes.end());
+      });
       int index;
       if (it != kernelIndex.end()) {
         index = it->second;
       } else {
         index = meta.kernels_size();
+        auto code = std::find_if(kernelIndex.begin(), kernelIndex.end(),
+                                 [&](const auto &e) { return e.first == s.fn; });
+        const int codeOf = code == kernelIndex.end() ? 0 : code->second + 1;
         kernelIndex.emplace_back(s.fn, index);
         artifact::Kernel *k = meta.add_kernels();
         k->set_symbol(s.object->symbol);
@@ -181,7 +188,12 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
           k->add_buffer_bytes(exe.buffers()[static_cast<size_t>(id)].byteSize());
         k->set_num_reads(s.numReads);
         k->set_num_outer(s.numOuter);
-        data.add(s.object->elf.data(), s.object->elf.size(), k->mutable_object());
+        for (int64_t v : s.sizes)
+          k->add_sizes(v);
+        if (codeOf != 0)
+          k->set_code_of(codeOf);
+        else
+          data.add(s.object->elf.data(), s.object->elf.size(), k->mutable_object());
       }
       out->set_kernel(index);
       out->set_num_outer(s.numOuter);
@@ -249,8 +261,18 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
 
   // Code.
   std::vector<std::string_view> objects;
+  std::vector<size_t> objectOf; // per kernel entry
   uint64_t codeBytes = 0;
   for (const artifact::Kernel &k : meta.kernels()) {
+    if (k.code_of() != 0) {
+      const int32_t first = k.code_of() - 1;
+      if (first < 0 || first >= static_cast<int32_t>(objectOf.size()) ||
+          meta.kernels(first).code_of() != 0 || meta.kernels(first).symbol() != k.symbol())
+        return fail("kernel '" + k.symbol() + "' names the code of an entry that has none");
+      objectOf.push_back(objectOf[static_cast<size_t>(first)]);
+      continue;
+    }
+    objectOf.push_back(objects.size());
     auto s = blobSpan(k.object());
     if (!s)
       return fail("kernel '" + k.symbol() + "' lies outside the file");
@@ -266,13 +288,19 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
   // again (a compile-cache hit written with -o).
   std::vector<std::shared_ptr<const KernelObject>> kernelObjects;
   for (int i = 0; i < meta.kernels_size(); ++i) {
-    void *fn = code->symbol(static_cast<size_t>(i), meta.kernels(i).symbol());
+    const size_t object = objectOf[static_cast<size_t>(i)];
+    if (meta.kernels(i).code_of() != 0) {
+      fns.push_back(fns[static_cast<size_t>(meta.kernels(i).code_of() - 1)]);
+      kernelObjects.push_back(kernelObjects[static_cast<size_t>(meta.kernels(i).code_of() - 1)]);
+      continue;
+    }
+    void *fn = code->symbol(object, meta.kernels(i).symbol());
     if (!fn)
-      return fail("kernel object " + std::to_string(i) + " does not define '" +
+      return fail("kernel object " + std::to_string(object) + " does not define '" +
                   meta.kernels(i).symbol() + "'");
     fns.push_back(reinterpret_cast<KernelFn>(fn));
     kernelObjects.push_back(std::make_shared<const KernelObject>(
-        KernelObject{meta.kernels(i).symbol(), std::string(objects[static_cast<size_t>(i)])}));
+        KernelObject{meta.kernels(i).symbol(), std::string(objects[object])}));
   }
 
   auto exe = std::make_unique<Executable>();
@@ -340,8 +368,10 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
         return fail("step " + std::to_string(i) + " ('" + s.name() + "') is corrupt");
       // The kernel's code has its shapes built in: the step must match them.
       const artifact::Kernel &k = meta.kernels(s.kernel());
-      bool matches = k.buffer_bytes_size() == static_cast<int>(ids.size()) &&
-                     k.num_reads() == s.num_reads() && k.num_outer() == s.num_outer();
+      bool matches =
+          k.buffer_bytes_size() == static_cast<int>(ids.size()) && k.num_reads() == s.num_reads() &&
+          k.num_outer() == s.num_outer() &&
+          std::equal(k.sizes().begin(), k.sizes().end(), s.sizes().begin(), s.sizes().end());
       for (size_t b = 0; matches && b < ids.size(); ++b)
         matches = exe->buffers()[static_cast<size_t>(ids[b])].byteSize() ==
                   k.buffer_bytes(static_cast<int>(b));
@@ -417,7 +447,7 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
     info.fileBytes = size;
     info.constantBytes = constantBytes;
     info.codeBytes = codeBytes;
-    info.numKernels = fns.size();
+    info.numKernels = objects.size();
     info.numSteps = exe->steps().size();
   }
   exeOut = std::move(exe);
