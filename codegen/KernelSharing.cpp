@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -122,8 +123,15 @@ bool matchKernelStructure(const Kernel &a, const Kernel &b, std::vector<int32_t>
 
 namespace {
 
+/// Whether a size (an i64 cast to the constant's type) can hold `f`: -0
+/// cannot (a cast of 0 is +0), nor NaN, infinities or fractions.
 bool integral(double f) {
-  return std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53;
+  return std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53 &&
+         !(f == 0 && std::signbit(f));
+}
+
+bool sameBits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
 }
 
 /// A key equal for kernels matchKernelStructure may match (and for those
@@ -248,7 +256,7 @@ std::optional<ShapeSharedKernel> merge(std::span<const Kernel *const> kernels,
       bool differs = false;
       for (size_t j = 0; j < m; ++j) {
         const double f = nodeAt(j).fvalue;
-        differs |= !(f == n.fvalue || (std::isnan(f) && std::isnan(n.fvalue)));
+        differs |= !sameBits(f, n.fvalue);
         if (!integral(f))
           column.push_back(0);
         else

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
@@ -346,8 +347,10 @@ std::optional<Kernel> Generalizer::run() {
       bool varies = false, integral = true;
       for (size_t s = 0; s < samples_.size(); ++s) {
         double f = nodeAt(s, i).fvalue;
-        varies |= !(f == n.fvalue || (std::isnan(f) && std::isnan(n.fvalue)));
-        integral &= std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53;
+        varies |= std::memcmp(&f, &n.fvalue, sizeof(double)) != 0;
+        // A cast of a size is never -0.
+        integral &= std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53 &&
+                    !(f == 0 && std::signbit(f));
         v.push_back(integral ? static_cast<int64_t>(f) : 0);
       }
       if (varies && !integral) {

@@ -170,8 +170,12 @@ TEST(KernelSharingTest, KernelsThatWouldLoseWhatTheirSizesGiveKeepTheirOwnCompil
   };
   // Sizes and an integral float constant differ: one group.
   EXPECT_EQ(groupsOf({rowKernel(3, 17, scaled(2.0)), rowKernel(5, 40, scaled(3.0))}), 1u);
-  // A float constant that is no integer differs: none.
+  // A float constant that is no integer differs: none; nor -0 against +0
+  // (a size cast to a float is never -0), nor NaN against a number.
   EXPECT_EQ(groupsOf({rowKernel(3, 17, scaled(0.5)), rowKernel(5, 40, scaled(0.25))}), 0u);
+  EXPECT_EQ(groupsOf({rowKernel(3, 17, scaled(0.0)), rowKernel(5, 40, scaled(-0.0))}), 0u);
+  EXPECT_EQ(groupsOf({rowKernel(3, 17, scaled(NAN)), rowKernel(5, 40, scaled(1.0))}), 0u);
+  EXPECT_EQ(groupsOf({rowKernel(3, 17, scaled(-0.0)), rowKernel(5, 40, scaled(-0.0))}), 1u);
   // The inner index reaches a comparison (a pad or concat along it): none.
   auto padded = [](int64_t edge) {
     return [edge](ScalarDag &d, ScalarRef x, ScalarRef j) {
