@@ -312,18 +312,33 @@ std::optional<ShapeSharedKernel> merge(std::span<const Kernel *const> kernels,
   return out;
 }
 
+/// `k` with every buffer one-dimensional: the backend reads buffers only
+/// through flat offsets, so kernels whose buffers differ in rank alone (a
+/// squeeze and a slice, both one contiguous copy) may share.
+Kernel flattened(const Kernel &k) {
+  Kernel f = k;
+  for (auto *buffers : {&f.inputs, &f.outputs})
+    for (KernelBuffer &b : *buffers)
+      b.shape = {b.numElements()};
+  return f;
+}
+
 } // namespace
 
 std::vector<ShapeSharedKernel> shareAcrossShapes(std::span<const Kernel *const> kernels,
                                                  std::span<const Schedule> schedules) {
-  // Candidates by structure key, in kernel order.
+  // Candidates, flattened, by structure key, in kernel order.
+  std::vector<Kernel> flat(kernels.size());
+  std::vector<const Kernel *> flatOf(kernels.size(), nullptr);
   std::map<std::string, std::vector<size_t>> byKey;
   std::vector<std::string> order;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const Kernel &k = *kernels[i];
     if (k.hasRunTimeSizes() || !innerIndexOnlyAddresses(k))
       continue;
-    std::string key = structureKey(k, schedules[i]);
+    flat[i] = flattened(k);
+    flatOf[i] = &flat[i];
+    std::string key = structureKey(flat[i], schedules[i]);
     auto [it, fresh] = byKey.try_emplace(key);
     if (fresh)
       order.push_back(key);
@@ -338,17 +353,17 @@ std::vector<ShapeSharedKernel> shareAcrossShapes(std::span<const Kernel *const> 
     // constant, a member's DAG holds one node for both, and each node of
     // the representative must stand for one node of every member.
     std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) {
-      return kernels[a]->dag.nodes().size() > kernels[b]->dag.nodes().size();
+      return flatOf[a]->dag.nodes().size() > flatOf[b]->dag.nodes().size();
     });
     while (rest.size() >= 2) {
       std::vector<size_t> members{rest.front()}, unmatched;
       std::vector<std::vector<int32_t>> maps(1);
-      const Kernel &rep = *kernels[rest.front()];
+      const Kernel &rep = *flatOf[rest.front()];
       maps[0].resize(rep.dag.nodes().size());
       std::vector<int32_t> map;
       std::string why;
       for (size_t j = 1; j < rest.size(); ++j) {
-        if (matchKernelStructure(rep, *kernels[rest[j]], map, why)) {
+        if (matchKernelStructure(rep, *flatOf[rest[j]], map, why)) {
           members.push_back(rest[j]);
           maps.push_back(map);
         } else {
@@ -359,7 +374,7 @@ std::vector<ShapeSharedKernel> shareAcrossShapes(std::span<const Kernel *const> 
         // The representative maps to itself where any member's DAG is read.
         for (size_t i = 0; i < maps[0].size(); ++i)
           maps[0][i] = maps[1][i] >= 0 ? static_cast<int32_t>(i) : -1;
-        if (auto shared = merge(kernels, members, maps))
+        if (auto shared = merge(flatOf, members, maps))
           out.push_back(std::move(*shared));
       }
       rest = std::move(unmatched);
