@@ -514,10 +514,8 @@ FailureOr<std::unique_ptr<runtime::Executable>> compile(std::unique_ptr<Graph> o
     return failure();
   std::unique_ptr<runtime::Executable> exe = std::move(*built);
   report.steps = exe->describe();
-  if (ports && report.numRegions == 0) // Note [Compiled regions] (ExecutableBuilder.cpp)
+  if (ports)
     storeCached(*exe, *ports, report, diag);
-  else if (ports)
-    report.cacheEntry.clear();
   report.totalSeconds = secondsSince(start);
   return exe;
 }

@@ -215,10 +215,10 @@ public:
   /// dim (a carried value that changes shape), a loop scans for a number
   /// of iterations known only at run time (a scan result with a `?`; ONNX
   /// Scan's results have the length of its input, and the step copies each
-  /// iteration's rows into place), or a region does not compile. A model with compiled regions is
-  /// not stored in the compile cache (artifacts hold the node as a reference step, its regions
-  /// interpreted; a cache hit would be slower than the compile it saves).
-  /// Returns the reason it could not, or "".
+  /// iteration's rows into place), or a region does not compile. Artifacts
+  /// (and so the compile cache) store the regions compiled, as artifacts
+  /// nested in the step's (Note [Nested artifacts] in
+  /// runtime/artifact/Artifact.cpp). Returns the reason it could not, or "".
   std::string addRegionStep(const Node *n) {
     std::vector<const Graph *> regions;
     if (n->kind() == OpKind::If) {
@@ -297,7 +297,8 @@ public:
     std::vector<const Value *> reads(n->operands().begin(), n->operands().end()), writes;
     for (unsigned r = 0; r < n->numResults(); ++r)
       writes.push_back(n->result(r));
-    exe_->addExternStep(std::make_shared<runtime::RegionStep>(n, nullptr, std::move(exes)),
+    exe_->addExternStep(std::make_shared<runtime::RegionStep>(runtime::RegionStep::Spec::of(*n),
+                                                              nullptr, std::move(exes)),
                         stepBuffers(reads, writes), static_cast<int32_t>(n->numOperands()));
     ++report_.numRegions;
     return "";

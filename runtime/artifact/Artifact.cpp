@@ -8,6 +8,7 @@
 #include "runtime/artifact/FileFormat.h"
 #include "runtime/dnnl/DnnlSteps.h"
 #include "runtime/reference/ReferenceStep.h"
+#include "runtime/reference/RegionStep.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <optional>
 
@@ -97,6 +99,34 @@ bool isArtifactFile(const std::string &path) {
 
 namespace {
 
+Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, uint64_t &written);
+
+// Note [Nested artifacts]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A compiled if or loop (runtime/reference/RegionStep.h) runs regions that
+// are Executables of their own. Saved, the step is its Spec as the payload
+// and each region as a whole artifact, a page-aligned blob of the step: the
+// loader loads each from the same mapping, with every check a file gets,
+// then rebuilds the step and checks that the regions fit its buffers. So
+// a model with compiled regions is stored in the compile cache and loaded
+// from an artifact with its regions compiled, not interpreted.
+
+/// `exe` (a region of a compiled if or loop) as artifact bytes.
+Status nestedArtifact(const Executable &exe, std::string &bytes) {
+  ArtifactInfo info;
+  info.model = "region";
+  int fd = ::memfd_create("kiln-region", MFD_CLOEXEC);
+  if (fd < 0)
+    return Status::failure(std::string("cannot save a compiled region: ") + std::strerror(errno));
+  uint64_t written = 0;
+  Status st = writeArtifact(fd, exe, info, written);
+  bytes.resize(written);
+  if (st.ok() && ::pread(fd, bytes.data(), written, 0) != static_cast<ssize_t>(written))
+    st = Status::failure(std::string("cannot save a compiled region: ") + std::strerror(errno));
+  ::close(fd);
+  return st;
+}
+
 /// Writes the artifact of `exe` at `fd`'s position; `written` gets its size.
 Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, uint64_t &written) {
   if (!exe.finalized())
@@ -152,6 +182,7 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
   std::vector<std::pair<KernelFn, int>> kernelIndex;
   std::vector<SavedStep> saved; // kept alive until the data is written
   saved.reserve(exe.steps().size());
+  std::deque<std::string> nested; // Note [Nested artifacts]
   for (const Step &s : exe.steps()) {
     artifact::Step *out = meta.add_steps();
     out->set_name(s.name);
@@ -212,6 +243,12 @@ Status writeArtifact(int fd, const Executable &exe, const ArtifactInfo &info, ui
     out->set_payload(st.payload);
     for (std::span<const uint8_t> blob : st.blobs)
       data.add(blob.data(), blob.size(), out->add_blobs());
+    if (const auto *region = dynamic_cast<const RegionStep *>(s.externStep.get()))
+      for (const auto &r : region->regions()) {
+        if (Status st = nestedArtifact(*r, nested.emplace_back()); !st.ok())
+          return st;
+        data.add(nested.back().data(), nested.back().size(), out->add_blobs(), kPage);
+      }
   }
   for (int32_t id : exe.outputs())
     meta.add_outputs_buffers(id);
@@ -394,13 +431,29 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
       if (!sp)
         return fail("step '" + s.name() + "' has data outside the file");
       blobs.push_back(*sp);
-      constantBytes += sp->size();
+      if (s.extern_kind() != RegionStep::kKind) // nested artifacts: their constants below
+        constantBytes += sp->size();
     }
     std::vector<size_t> bufferBytes;
     for (int32_t id : ids)
       bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
+    std::vector<std::shared_ptr<const Executable>> regions;
+    if (s.extern_kind() == RegionStep::kKind) // Note [Nested artifacts]
+      for (size_t r = 0; r < blobs.size(); ++r) {
+        const size_t at =
+            static_cast<size_t>(blobs[r].data() - static_cast<const uint8_t *>(map->base));
+        std::unique_ptr<Executable> region;
+        if (Status st = loadMapped(map, at, blobs[r].size(),
+                                   label + ": step '" + s.name() + "' region " + std::to_string(r),
+                                   region, nullptr);
+            !st.ok())
+          return st;
+        regions.push_back(std::move(region));
+      }
     std::shared_ptr<const ExternStep> step =
-        s.extern_kind() == CopyStep::kKind ? CopyStep::load(s.payload(), bufferBytes, why)
+        s.extern_kind() == RegionStep::kKind
+            ? RegionStep::load(s.payload(), std::move(regions), bufferBytes, why)
+        : s.extern_kind() == CopyStep::kKind ? CopyStep::load(s.payload(), bufferBytes, why)
         : s.extern_kind() == IndexCheckStep::kKind && bufferBytes.size() == 1
             ? IndexCheckStep::load(s.payload(), bufferBytes[0], why)
         : s.extern_kind() == ReferenceStep::kKind
@@ -408,6 +461,8 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
             : onednn::loadStep(s.extern_kind(), s.payload(), blobs, bufferBytes, map, why);
     if (!step)
       return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);
+    if (s.extern_kind() == RegionStep::kKind)
+      constantBytes += step->constantBytes();
     exe->addExternStep(std::move(step), std::move(ids), s.num_reads());
   }
   std::vector<int32_t> outputs(meta.outputs_buffers().begin(), meta.outputs_buffers().end());

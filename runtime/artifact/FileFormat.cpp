@@ -53,8 +53,8 @@ void Hasher::flush() {
   fill_ = 0;
 }
 
-void DataPart::add(const void *data, size_t size, artifact::Blob *blob) {
-  end = alignUp(end, kBlobAlign);
+void DataPart::add(const void *data, size_t size, artifact::Blob *blob, size_t align) {
+  end = alignUp(end, align);
   chunks.push_back({data, size, end});
   blob->set_offset(end);
   blob->set_size(size);

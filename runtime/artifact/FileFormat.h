@@ -79,7 +79,8 @@ struct DataPart {
   };
   std::vector<Chunk> chunks;
   size_t end = 0;
-  void add(const void *data, size_t size, artifact::Blob *blob);
+  /// Places `size` bytes at the next multiple of `align` (a power of two).
+  void add(const void *data, size_t size, artifact::Blob *blob, size_t align = kBlobAlign);
 };
 
 Status writeAll(int fd, const void *data, size_t n);

@@ -5,30 +5,156 @@
 #include "runtime/reference/ReferenceStep.h"
 
 #include <cstring>
+#include <sstream>
 
 namespace kiln::runtime {
 namespace {
 
-/// A HostTensor over the step buffer `data` of `v`'s static type.
-HostTensor borrowBuffer(const Value *v, void *data) {
-  const TensorType &t = v->type();
-  return HostTensor{t.dtype, staticSizes(t.shape), std::shared_ptr<void>(data, [](void *) {}),
-                    data};
+/// A HostTensor over the step buffer `data` of a static type.
+HostTensor borrowBuffer(DType dtype, const std::vector<int64_t> &shape, void *data) {
+  return HostTensor{dtype, shape, std::shared_ptr<void>(data, [](void *) {}), data};
 }
 
 bool truth(const void *data) {
   return *static_cast<const uint8_t *>(data) != 0;
 }
 
+void putDims(std::ostringstream &os, const std::vector<int64_t> &dims) {
+  os << ' ' << dims.size();
+  for (int64_t d : dims)
+    os << ' ' << d;
+}
+
+bool getDims(std::istringstream &is, std::vector<int64_t> &dims) {
+  size_t rank = 0;
+  if (!(is >> rank) || rank > 64)
+    return false;
+  dims.assign(rank, 0);
+  for (int64_t &d : dims)
+    if (!(is >> d) || d < 0)
+      return false;
+  return true;
+}
+
+uint64_t bytesOf(DType t, const std::vector<int64_t> &shape) {
+  uint64_t n = dtypeSize(t);
+  for (int64_t d : shape)
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
+
 } // namespace
 
-RegionStep::RegionStep(const Node *node, std::shared_ptr<const void> owner,
+RegionStep::Spec RegionStep::Spec::of(const Node &node) {
+  Spec s;
+  s.isLoop = node.kind() == OpKind::Loop;
+  s.name = std::string(node.mnemonic()) + " %" +
+           (node.numResults() ? node.result(0)->name() : std::string());
+  for (const Value *v : node.operands()) {
+    s.operandTypes.push_back(v->type().dtype);
+    s.operandShapes.push_back(staticSizes(v->type().shape));
+  }
+  s.numResults = node.numResults();
+  if (s.isLoop) {
+    s.numCarried = static_cast<unsigned>(LoopOp(node).num_carried());
+    for (unsigned r = s.numCarried; r < node.numResults(); ++r)
+      s.scanRows.push_back(node.result(r)->type().shape[0].size());
+    const Graph &body = *LoopOp(node).body();
+    s.iterShape = staticSizes(body.input(0)->type().shape);
+    s.condShape = staticSizes(body.input(1)->type().shape);
+  }
+  return s;
+}
+
+// One line of numbers, then the name: "loop RESULTS CARRIED OPERANDS
+// (DTYPE RANK DIMS...)... SCANS ROWS... ITER-RANK DIMS... COND-RANK DIMS...".
+std::string RegionStep::Spec::str() const {
+  std::ostringstream os;
+  os << (isLoop ? "loop" : "if") << ' ' << numResults << ' ' << numCarried << ' '
+     << operandTypes.size();
+  for (size_t i = 0; i < operandTypes.size(); ++i) {
+    os << ' ' << dtypeName(operandTypes[i]);
+    putDims(os, operandShapes[i]);
+  }
+  putDims(os, scanRows);
+  putDims(os, iterShape);
+  putDims(os, condShape);
+  os << '\n' << name;
+  return os.str();
+}
+
+std::optional<RegionStep::Spec> RegionStep::Spec::parse(const std::string &payload,
+                                                        std::string &why) {
+  const size_t eol = payload.find('\n');
+  std::istringstream is(payload.substr(0, eol));
+  Spec s;
+  std::string kind;
+  size_t numOperands = 0;
+  bool ok = static_cast<bool>(is >> kind >> s.numResults >> s.numCarried >> numOperands) &&
+            (kind == "if" || kind == "loop") && numOperands <= 4096 && s.numResults <= 4096 &&
+            eol != std::string::npos;
+  s.isLoop = kind == "loop";
+  for (size_t i = 0; ok && i < numOperands; ++i) {
+    std::string dtype;
+    std::optional<DType> t = (is >> dtype) ? dtypeFromName(dtype) : std::nullopt;
+    s.operandShapes.emplace_back();
+    ok = t && getDims(is, s.operandShapes.back());
+    s.operandTypes.push_back(t.value_or(DType::F32));
+  }
+  ok = ok && getDims(is, s.scanRows) && getDims(is, s.iterShape) && getDims(is, s.condShape);
+  // An if reads its condition, a loop its trip count and condition.
+  ok = ok && numOperands >= (s.isLoop ? 2u : 1u) &&
+       (s.isLoop ? s.numCarried + s.scanRows.size() == s.numResults
+                 : s.numCarried == 0 && s.scanRows.empty());
+  if (!ok) {
+    why = "a corrupt compiled if/loop step";
+    return std::nullopt;
+  }
+  s.name = payload.substr(eol + 1);
+  return s;
+}
+
+RegionStep::RegionStep(Spec spec, std::shared_ptr<const void> owner,
                        std::vector<std::shared_ptr<const Executable>> regions)
-    : node_(node), owner_(std::move(owner)), regions_(std::move(regions)) {}
+    : spec_(std::move(spec)), owner_(std::move(owner)), regions_(std::move(regions)) {}
+
+std::shared_ptr<const ExternStep>
+RegionStep::load(const std::string &payload, std::vector<std::shared_ptr<const Executable>> regions,
+                 std::span<const size_t> bufferBytes, std::string &why) {
+  std::optional<Spec> spec = Spec::parse(payload, why);
+  if (!spec)
+    return nullptr;
+  const size_t numOps = spec->operandTypes.size();
+  bool fits =
+      regions.size() == (spec->isLoop ? 1u : 2u) && bufferBytes.size() == numOps + spec->numResults;
+  for (size_t i = 0; fits && i < numOps; ++i)
+    fits = bufferBytes[i] == bytesOf(spec->operandTypes[i], spec->operandShapes[i]);
+  // Each region takes the operands after an if's condition, or a loop's
+  // iteration number, condition and carried values, and gives the step's
+  // results (a loop body: its condition first, then a row of each scan).
+  for (size_t r = 0; fits && r < regions.size(); ++r) {
+    const Executable &e = *regions[r];
+    auto outBytes = [&](size_t k) {
+      return e.buffers()[static_cast<size_t>(e.outputs()[k])].byteSize();
+    };
+    const size_t first = spec->isLoop ? 1 : 0;
+    fits = e.inputShapes().size() == (spec->isLoop ? numOps : numOps - 1) &&
+           e.outputs().size() == first + spec->numResults;
+    for (size_t k = 0; fits && k < spec->numResults; ++k) {
+      const bool scan = spec->isLoop && k >= spec->numCarried;
+      const uint64_t rows = scan ? static_cast<uint64_t>(spec->scanRows[k - spec->numCarried]) : 1;
+      fits = outBytes(first + k) * rows == bufferBytes[numOps + k];
+    }
+  }
+  if (!fits) {
+    why = "compiled " + spec->name + " does not fit its buffers or regions";
+    return nullptr;
+  }
+  return std::make_shared<RegionStep>(std::move(*spec), nullptr, std::move(regions));
+}
 
 std::string RegionStep::describe() const {
-  std::string name = node_->numResults() ? node_->result(0)->name() : std::string();
-  return "compiled " + std::string(node_->mnemonic()) + " %" + name;
+  return "compiled " + spec_.name;
 }
 
 uint64_t RegionStep::constantBytes() const {
@@ -38,49 +164,48 @@ uint64_t RegionStep::constantBytes() const {
   return bytes;
 }
 
-bool RegionStep::save(SavedStep &out, std::string &why) const {
-  return ReferenceStep(node_, owner_).save(out, why);
+bool RegionStep::save(SavedStep &out, std::string &) const {
+  out.kind = kKind;
+  out.payload = spec_.str();
+  return true;
 }
 
 Status RegionStep::run(std::span<void *const> buffers, const StepContext &ctx) const {
   RunOptions opts;
   opts.threads = ctx.threads;
-  return node_->kind() == OpKind::If ? runIf(buffers, opts) : runLoop(buffers, opts);
+  return spec_.isLoop ? runLoop(buffers, opts) : runIf(buffers, opts);
 }
 
 Status RegionStep::runIf(std::span<void *const> buffers, const RunOptions &opts) const {
-  const unsigned numOps = node_->numOperands();
+  const size_t numOps = spec_.operandTypes.size();
   const Executable &branch = *regions_[truth(buffers[0]) ? 0 : 1];
   std::vector<HostTensor> inputs;
-  for (unsigned i = 1; i < numOps; ++i)
-    inputs.push_back(borrowBuffer(node_->operand(i), buffers[i]));
+  for (size_t i = 1; i < numOps; ++i)
+    inputs.push_back(borrowBuffer(spec_.operandTypes[i], spec_.operandShapes[i], buffers[i]));
   std::vector<HostTensor> outs;
   if (Status st = branch.run(inputs, outs, opts); !st.ok())
     return Status::failure(describe() + ": " + st.error);
-  for (unsigned r = 0; r < node_->numResults(); ++r)
+  for (unsigned r = 0; r < spec_.numResults && r < outs.size(); ++r)
     std::memcpy(buffers[numOps + r], outs[r].data, outs[r].byteSize());
   return Status::success();
 }
 
 Status RegionStep::runLoop(std::span<void *const> buffers, const RunOptions &opts) const {
-  const unsigned numOps = node_->numOperands();
-  const unsigned numCarried = static_cast<unsigned>(LoopOp(*node_).num_carried());
-  const unsigned numScans = node_->numResults() - numCarried;
+  const size_t numOps = spec_.operandTypes.size();
+  const unsigned numCarried = spec_.numCarried;
+  const size_t numScans = spec_.scanRows.size();
   const Executable &body = *regions_[0];
   const int64_t trip = *static_cast<const int64_t *>(buffers[0]);
   bool cond = truth(buffers[1]);
-  const Graph &region = *LoopOp(*node_).body();
   std::vector<HostTensor> inputs;
-  inputs.push_back(HostTensor::allocate(DType::I64, staticSizes(region.input(0)->type().shape)));
-  inputs.push_back(HostTensor::allocate(DType::Bool, staticSizes(region.input(1)->type().shape)));
+  inputs.push_back(HostTensor::allocate(DType::I64, spec_.iterShape));
+  inputs.push_back(HostTensor::allocate(DType::Bool, spec_.condShape));
   *static_cast<uint8_t *>(inputs[1].data) = 1;
-  for (unsigned i = 2; i < numOps; ++i)
-    inputs.push_back(borrowBuffer(node_->operand(i), buffers[i]));
+  for (size_t i = 2; i < numOps; ++i)
+    inputs.push_back(borrowBuffer(spec_.operandTypes[i], spec_.operandShapes[i], buffers[i]));
   // A scan result's type is static here (the compiler makes a region step
   // of no other scanning loop): the loop must run exactly its rows.
-  std::vector<int64_t> rows(numScans);
-  for (unsigned s = 0; s < numScans; ++s)
-    rows[s] = node_->result(numCarried + s)->type().shape[0].size();
+  const std::vector<int64_t> &rows = spec_.scanRows;
   // One output vector: run() keeps the previous outputs (this iteration's
   // inputs) alive while it runs, then recycles their block.
   std::vector<HostTensor> outs;

@@ -3,11 +3,12 @@
 // Note [Compiled regions] in codegen/ExecutableBuilder.cpp: an `if` with a run-time
 // condition and a `loop` with a run-time trip count compile their regions
 // and run as one step each, equal to the interpreter for both branches and
-// trip counts 0, 1 and several, at 1 and 2 threads, through an artifact
-// (where the node is a reference step). A loop whose result the run sizes
-// (a value grown for a run-time number of iterations) is a compile error.
+// trip counts 0, 1 and several, at 1 and 2 threads, and through an artifact
+// (the regions nested in it, compiled); a damaged nested region is an error. A loop whose result
+// the run sizes (a value grown for a run-time number of iterations) is a compile error.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/reference/RegionStep.h"
 #include "codegen/CompileCache.h"
 #include "codegen/Compiler.h"
 #include "ir/Interpreter.h"
@@ -95,10 +96,11 @@ TEST(RegionStepTest, IfAndLoopRegionsCompileAndEqualTheInterpreter) {
           // exp and tanh are within a few ulps of the reference.
           EXPECT_LE(worst, 1e-6) << label << " output " << k;
         }
-        // Saved, the node is a reference step: the loaded model gives the
-        // interpreter's values exactly.
-        if (threads == 1 && trips == 7)
-          kiln::testing::expectArtifactRoundTrip(**exe, in, *want, label);
+        // Saved, the regions are artifacts nested in the step's (Note
+        // [Nested artifacts]): the loaded model gives the compiled values
+        // exactly.
+        if (threads == 1)
+          kiln::testing::expectArtifactRoundTrip(**exe, in, *got, label);
       }
   }
 }
@@ -225,3 +227,33 @@ TEST(RegionStepTest, TheCacheKeyCoversConstantsInsideRegions) {
 }
 
 } // namespace
+
+// Note [Nested artifacts]: the step's payload round-trips, and a payload or
+// regions that do not fit the step's buffers are refused with the reason.
+TEST(RegionStepTest, ASavedRegionStepThatDoesNotFitIsRefused) {
+  auto g = parse(kModel);
+  ASSERT_TRUE(g);
+  const Node *loop = nullptr;
+  for (const Node *n : g->nodes())
+    if (n->kind() == OpKind::Loop)
+      loop = n;
+  ASSERT_TRUE(loop);
+  const runtime::RegionStep::Spec spec = runtime::RegionStep::Spec::of(*loop);
+  std::string why;
+  auto back = runtime::RegionStep::Spec::parse(spec.str(), why);
+  ASSERT_TRUE(back.has_value()) << why;
+  EXPECT_EQ(back->str(), spec.str());
+  EXPECT_TRUE(back->isLoop);
+  EXPECT_EQ(back->numCarried, 1u);
+  for (const char *bad : {"", "loop", "while 1 1 4\nx", "loop 1 1 9999999\nx",
+                          "loop 1 1 2 f32 1 -3 i64 0 0 0 0\nx", "if 1 1 1 bool 0 0 0 0\nx"}) {
+    why.clear();
+    EXPECT_FALSE(runtime::RegionStep::Spec::parse(bad, why).has_value()) << bad;
+    EXPECT_NE(why.find("corrupt"), std::string::npos) << bad;
+  }
+  // The right payload without its body region, and with the wrong buffers.
+  std::vector<size_t> bytes{8, 1, 480, 480, 480};
+  why.clear();
+  EXPECT_EQ(runtime::RegionStep::load(spec.str(), {}, bytes, why), nullptr);
+  EXPECT_NE(why.find("does not fit"), std::string::npos) << why;
+}
