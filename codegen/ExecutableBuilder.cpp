@@ -743,7 +743,7 @@ private:
   bool addCopyConcat(const FusionGroup &group) {
     if (!options_.useKernels)
       return false; // --no-kernels: every kernel group on reference kernels
-    auto match = detail::matchCopyConcat(group);
+    auto match = detail::matchCopyConcat(group, !options_.sharedKernels);
     if (!match)
       return false;
     const Value *out = group.outputs.front();

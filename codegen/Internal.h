@@ -150,9 +150,11 @@ std::string sanitizedName(const std::string &s);
 /// `why`: Note [Pools as kernels] in PoolKernel.cpp.
 FailureOr<Kernel> channelsLastPoolKernel(const Node &n, std::string &why);
 
-/// A kernel group made only of concats and reshapes, as copies of runs of
-/// elements from its inputs into its output: Note [Concat as copies] in
-/// CopyConcat.cpp.
+/// A kernel group made only of concats, reshapes, transposes and slices, as
+/// copies of runs of elements from its inputs into its output: Note [Concat
+/// as copies] in CopyConcat.cpp. `plainMoves`: also a group with fewer
+/// concat operands and at most a few runs, a decision that depends on the
+/// sizes (so not where kernels are shared across sizes).
 struct CopyConcat {
   /// Elements [from, from + count) of sources[source] (row-major) are the
   /// output's elements [to, to + count).
@@ -163,7 +165,7 @@ struct CopyConcat {
   std::vector<const Value *> sources; ///< group inputs
   std::vector<Run> runs;              ///< ordered by `to`; they cover the output once
 };
-std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group);
+std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group, bool plainMoves);
 
 /// The kernel split into one kernel per operand of the concat its single
 /// store selects from along an outer loop index, or empty when it does not

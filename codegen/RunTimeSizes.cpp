@@ -632,7 +632,7 @@ lowerAtSizes(const Graph &g, const std::map<std::string, int64_t> &sizes,
       channelsLast.insert(group.outputs.begin(), group.outputs.end());
       continue;
     }
-    if (options.useKernels && detail::matchCopyConcat(group))
+    if (options.useKernels && detail::matchCopyConcat(group, false))
       continue;
     const KernelLayouts kl = detail::kernelLayouts(group, channelsLast);
     const bool iterate = kl.iterateChannelsLast;

@@ -32,13 +32,20 @@ Status CopyStep::run(std::span<void *const> buffers, const StepContext &ctx) con
   const auto n = static_cast<int64_t>(runs_.size());
   // Threads only pay off for copies larger than the caches' share of a core.
   const bool parallel = ctx.threads > 1 && totalBytes_ >= (int64_t(1) << 20) && n > 1;
-#pragma omp parallel for num_threads(ctx.threads) if (parallel) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  auto copy = [&](int64_t i) {
     const Run &r = runs_[static_cast<size_t>(i)];
     std::memcpy(dst + r.dstOffset,
                 static_cast<const char *>(buffers[static_cast<size_t>(r.src)]) + r.srcOffset,
                 static_cast<size_t>(r.bytes));
+  };
+  if (!parallel) { // not even a serialized OpenMP region: ~0.5 us a call
+    for (int64_t i = 0; i < n; ++i)
+      copy(i);
+    return Status::success();
   }
+#pragma omp parallel for num_threads(ctx.threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    copy(i);
   return Status::success();
 }
 
