@@ -241,6 +241,7 @@ public:
       o.dumpDir.clear();
       o.debugFaultKernel.clear();
       o.sharedKernels = nullptr, o.runTimeSizes = false; // the kernels of the outer graph
+      o.ranges.clear(); // the outer graph's symbols; a region is compiled static
       std::vector<TensorType> actual;
       for (unsigned i = 0; i < region->numInputs(); ++i) {
         const TensorType &declared = region->input(i)->type();
