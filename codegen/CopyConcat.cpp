@@ -39,6 +39,7 @@
 #include "codegen/Internal.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 namespace kiln::codegen::detail {
@@ -72,7 +73,8 @@ void compose(const std::vector<Seg> &segs, int64_t from, int64_t count, int64_t 
 /// Maps the runs of a transpose's result (`segs`) to its operand's: the
 /// operand moves in blocks of its trailing dims that the permutation keeps
 /// in place. False when those blocks are shorter than kMinRun.
-bool transposeRuns(const Node &n, const std::vector<Seg> &segs, std::vector<Seg> &out) {
+bool transposeRuns(const Node &n, const std::vector<Seg> &segs, int64_t maxBlocks,
+                   std::vector<Seg> &out) {
   const std::vector<int64_t> in = sizesOf(n.operand(0)), res = sizesOf(n.result());
   std::vector<int64_t> perm = TransposeOp(n).perm();
   if (perm.empty())
@@ -95,6 +97,8 @@ bool transposeRuns(const Node &n, const std::vector<Seg> &segs, std::vector<Seg>
   }
   std::vector<int64_t> j(m, 0);
   const int64_t blocks = numElements(in) / block;
+  if (blocks > maxBlocks)
+    return false;
   for (int64_t b = 0; b < blocks; ++b) {
     int64_t to = 0;
     for (size_t d = 0; d < m; ++d)
@@ -112,10 +116,13 @@ bool transposeRuns(const Node &n, const std::vector<Seg> &segs, std::vector<Seg>
 /// Maps the runs of a slice's result (`segs`) to its operand's: blocks of
 /// the trailing dims from the last sliced one. False for a step other than
 /// 1 or blocks shorter than kMinRun.
-bool sliceRuns(const Node &n, const std::vector<Seg> &segs, std::vector<Seg> &out) {
+bool sliceRuns(const Node &n, const std::vector<Seg> &segs, int64_t maxBlocks,
+               std::vector<Seg> &out) {
   SliceOp op(n);
   const std::vector<int64_t> in = sizesOf(n.operand(0)), res = sizesOf(n.result());
   const auto rank = static_cast<int64_t>(in.size());
+  if (in.empty() || res.size() != in.size())
+    return false;
   std::optional<std::vector<int64_t>> starts = constantInts(op.starts());
   const std::vector<int64_t> axes = op.axes(), steps = op.steps();
   if (!starts)
@@ -149,6 +156,8 @@ bool sliceRuns(const Node &n, const std::vector<Seg> &segs, std::vector<Seg> &ou
   }
   std::vector<int64_t> j(m - 1, 0);
   const int64_t blocks = numElements(res) / block;
+  if (blocks > maxBlocks)
+    return false;
   for (int64_t b = 0; b < blocks; ++b) {
     int64_t from = start[m - 1] * inStride[m - 1], to = 0;
     for (size_t d = 0; d + 1 < m; ++d) {
@@ -183,8 +192,12 @@ std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group, bool plainMo
       return std::nullopt;
   }
   const Value *output = group.outputs.front();
-  if (!output->type().isStatic())
+  if (!output->type().isStatic() || (concatOperands < kMinOperands && !plainMoves))
     return std::nullopt;
+  // A plain move of more blocks than kMaxPlainRuns is refused before its
+  // runs are listed (an attention transpose has millions).
+  const int64_t maxBlocks = concatOperands >= kMinOperands ? std::numeric_limits<int64_t>::max()
+                                                           : static_cast<int64_t>(kMaxPlainRuns);
 
   // Members in reverse topological order: a value's consumers come first.
   std::vector<const Node *> order;
@@ -221,12 +234,12 @@ std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group, bool plainMo
       continue;
     }
     if (n->kind() == OpKind::Transpose) {
-      if (!transposeRuns(*n, segs, map[n->operand(0)]))
+      if (!transposeRuns(*n, segs, maxBlocks, map[n->operand(0)]))
         return std::nullopt;
       continue;
     }
     if (n->kind() == OpKind::Slice) {
-      if (!sliceRuns(*n, segs, map[n->operand(0)]))
+      if (!sliceRuns(*n, segs, maxBlocks, map[n->operand(0)]))
         return std::nullopt;
       continue;
     }
@@ -238,6 +251,8 @@ std::optional<CopyConcat> matchCopyConcat(const FusionGroup &group, bool plainMo
       outer *= shape[d];
     for (size_t d = axis + 1; d < shape.size(); ++d)
       inner *= shape[d];
+    if (outer > maxBlocks / static_cast<int64_t>(n->numOperands()))
+      return std::nullopt;
     int64_t offset = 0;
     for (const Value *v : n->operands()) {
       const int64_t size = sizesOf(v)[axis], block = size * inner;

@@ -30,9 +30,9 @@ namespace kiln::codegen {
 // passes its member's values. A kernel is its group's only member where
 // sharing would cost it what a static kernel gets from its sizes:
 //   - the inner index reaches something other than index arithmetic (add,
-//     sub, mul) and the offsets of loads and stores: a concat or pad along
-//     the inner axis (its inner loop is split where a condition changes), a
-//     resize (its inner-index values are tabulated), an iota, an argmax;
+//     sub, mul): a concat or pad along the inner axis (its inner loop is
+//     split where a condition changes), a resize (its inner-index values
+//     are tabulated), an iota cast to floats, an argmax;
 //   - a divisor (div, rem) reads a quantity that differs: a division by a
 //     run-time value is an instruction of 20-40 cycles, by a constant a
 //     multiply-shift;

@@ -38,7 +38,9 @@ constexpr char kSetMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'T', '\0'};
 constexpr uint32_t kSetFormatVersion = 1;
 /// Bumped by any change of the layout or of Artifact.proto that is not a
 /// pure addition.
-constexpr uint32_t kFormatVersion = 2; // 2: kernel steps with run-time sizes
+// 2: kernel steps with run-time sizes; 3: kernel entries sharing code
+// (code_of), compiled regions as nested artifacts.
+constexpr uint32_t kFormatVersion = 3;
 /// The header of a size set; the table (SizeSet in Artifact.proto) follows
 /// the last member.
 struct SetHeader {
@@ -121,8 +123,16 @@ Status nestedArtifact(const Executable &exe, std::string &bytes) {
   uint64_t written = 0;
   Status st = writeArtifact(fd, exe, info, written);
   bytes.resize(written);
-  if (st.ok() && ::pread(fd, bytes.data(), written, 0) != static_cast<ssize_t>(written))
-    st = Status::failure(std::string("cannot save a compiled region: ") + std::strerror(errno));
+  for (uint64_t at = 0; st.ok() && at < written;) {
+    const ssize_t n = ::pread(fd, bytes.data() + at, written - at, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      st = Status::failure(std::string("cannot save a compiled region: ") +
+                           (n < 0 ? std::strerror(errno) : "the file ended early"));
+    else
+      at += static_cast<uint64_t>(n);
+  }
   ::close(fd);
   return st;
 }
@@ -271,11 +281,23 @@ Status saveArtifact(const Executable &exe, const ArtifactInfo &info, const std::
 
 namespace {
 
+/// How deep artifacts nest, and how many nested ones a load takes in all
+/// (Note [Nested artifacts]): a crafted file cannot make a load recurse
+/// without end or load one region a thousand times over.
+struct Nesting {
+  int depth = 0;
+  int loadsLeft = 4096;
+};
+constexpr int kMaxNesting = 8;
+
 /// Loads the artifact in bytes [offset, offset + size) of `map` (offset a
 /// multiple of the page size); `label` names it in errors.
 Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t size,
                   const std::string &label, std::unique_ptr<Executable> &exeOut,
-                  ArtifactInfo *infoOut) {
+                  ArtifactInfo *infoOut, Nesting *nesting = nullptr) {
+  Nesting top;
+  if (!nesting)
+    nesting = &top;
   auto fail = [&](const std::string &what) { return Status::failure(label + ": " + what); };
   const auto *bytes = static_cast<const uint8_t *>(map->base) + offset;
   if (size >= 8 && std::memcmp(bytes, kSymbolicMagic, 8) == 0)
@@ -302,8 +324,8 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
   uint64_t codeBytes = 0;
   for (const artifact::Kernel &k : meta.kernels()) {
     if (k.code_of() != 0) {
-      const int32_t first = k.code_of() - 1;
-      if (first < 0 || first >= static_cast<int32_t>(objectOf.size()) ||
+      const int64_t first = int64_t(k.code_of()) - 1;
+      if (first < 0 || first >= static_cast<int64_t>(objectOf.size()) ||
           meta.kernels(first).code_of() != 0 || meta.kernels(first).symbol() != k.symbol())
         return fail("kernel '" + k.symbol() + "' names the code of an entry that has none");
       objectOf.push_back(objectOf[static_cast<size_t>(first)]);
@@ -438,18 +460,31 @@ Status loadMapped(const std::shared_ptr<Mapping> &map, size_t offset, size_t siz
     for (int32_t id : ids)
       bufferBytes.push_back(exe->buffers()[static_cast<size_t>(id)].byteSize());
     std::vector<std::shared_ptr<const Executable>> regions;
-    if (s.extern_kind() == RegionStep::kKind) // Note [Nested artifacts]
+    if (s.extern_kind() == RegionStep::kKind) { // Note [Nested artifacts]
+      std::optional<RegionStep::Spec> spec = RegionStep::Spec::parse(s.payload(), why);
+      if (!spec)
+        return fail("step " + std::to_string(i) + " ('" + s.name() + "'): " + why);
+      if (blobs.size() != (spec->isLoop ? 1u : 2u) || nesting->depth >= kMaxNesting)
+        return fail("step " + std::to_string(i) + " ('" + s.name() + "') has " +
+                    std::to_string(blobs.size()) + " regions nested " +
+                    std::to_string(nesting->depth + 1) + " deep");
       for (size_t r = 0; r < blobs.size(); ++r) {
         const size_t at =
             static_cast<size_t>(blobs[r].data() - static_cast<const uint8_t *>(map->base));
+        if (at % kPage != 0 || --nesting->loadsLeft < 0)
+          return fail("step " + std::to_string(i) + " ('" + s.name() + "') region " +
+                      std::to_string(r) + " is not a nested artifact it may load");
         std::unique_ptr<Executable> region;
-        if (Status st = loadMapped(map, at, blobs[r].size(),
-                                   label + ": step '" + s.name() + "' region " + std::to_string(r),
-                                   region, nullptr);
-            !st.ok())
+        ++nesting->depth;
+        Status st = loadMapped(map, at, blobs[r].size(),
+                               label + ": step '" + s.name() + "' region " + std::to_string(r),
+                               region, nullptr, nesting);
+        --nesting->depth;
+        if (!st.ok())
           return st;
         regions.push_back(std::move(region));
       }
+    }
     std::shared_ptr<const ExternStep> step =
         s.extern_kind() == RegionStep::kKind
             ? RegionStep::load(s.payload(), std::move(regions), bufferBytes, why)

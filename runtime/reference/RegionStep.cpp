@@ -4,6 +4,7 @@
 #include "ir/Graph.h"
 #include "runtime/reference/ReferenceStep.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -25,22 +26,32 @@ void putDims(std::ostringstream &os, const std::vector<int64_t> &dims) {
     os << ' ' << d;
 }
 
+/// The largest dim a payload may state: sizes of buffers that exist.
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+
 bool getDims(std::istringstream &is, std::vector<int64_t> &dims) {
   size_t rank = 0;
   if (!(is >> rank) || rank > 64)
     return false;
   dims.assign(rank, 0);
   for (int64_t &d : dims)
-    if (!(is >> d) || d < 0)
+    if (!(is >> d) || d < 0 || d > kMaxDim)
       return false;
   return true;
 }
 
+/// Bytes of a buffer of `shape`; UINT64_MAX when that overflows (so it
+/// matches no buffer).
 uint64_t bytesOf(DType t, const std::vector<int64_t> &shape) {
   uint64_t n = dtypeSize(t);
   for (int64_t d : shape)
-    n *= static_cast<uint64_t>(d);
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      return UINT64_MAX;
   return n;
+}
+
+bool isScalar(const std::vector<int64_t> &shape) {
+  return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d == 1; });
 }
 
 } // namespace
@@ -124,26 +135,46 @@ RegionStep::load(const std::string &payload, std::vector<std::shared_ptr<const E
   std::optional<Spec> spec = Spec::parse(payload, why);
   if (!spec)
     return nullptr;
-  const size_t numOps = spec->operandTypes.size();
-  bool fits =
-      regions.size() == (spec->isLoop ? 1u : 2u) && bufferBytes.size() == numOps + spec->numResults;
+  const Spec &sp = *spec;
+  const size_t numOps = sp.operandTypes.size(), first = sp.isLoop ? 1 : 0;
+  // What run() reads without checking: an if's condition (one bool), a
+  // loop's trip count and condition (an i64 and a bool), its iteration
+  // and condition inputs (one element each), every carried value's
+  // operand, result and body output of one size, each scan's rows.
+  bool fits = regions.size() == (sp.isLoop ? 1u : 2u) &&
+              bufferBytes.size() == numOps + sp.numResults &&
+              numOps >= (sp.isLoop ? 2 + size_t(sp.numCarried) : 1) &&
+              sp.operandTypes[0] == (sp.isLoop ? DType::I64 : DType::Bool) &&
+              isScalar(sp.operandShapes[0]) &&
+              (!sp.isLoop || (sp.operandTypes[1] == DType::Bool && isScalar(sp.operandShapes[1]) &&
+                              isScalar(sp.iterShape) && isScalar(sp.condShape)));
   for (size_t i = 0; fits && i < numOps; ++i)
-    fits = bufferBytes[i] == bytesOf(spec->operandTypes[i], spec->operandShapes[i]);
+    fits = bufferBytes[i] == bytesOf(sp.operandTypes[i], sp.operandShapes[i]);
+  for (size_t c = 0; fits && sp.isLoop && c < sp.numCarried; ++c)
+    fits = bufferBytes[2 + c] == bufferBytes[numOps + c];
   // Each region takes the operands after an if's condition, or a loop's
-  // iteration number, condition and carried values, and gives the step's
-  // results (a loop body: its condition first, then a row of each scan).
+  // iteration number, condition and the rest, and gives the step's results
+  // (a loop body: its condition first, then a row of each scan).
   for (size_t r = 0; fits && r < regions.size(); ++r) {
     const Executable &e = *regions[r];
     auto outBytes = [&](size_t k) {
-      return e.buffers()[static_cast<size_t>(e.outputs()[k])].byteSize();
+      return uint64_t(e.buffers()[static_cast<size_t>(e.outputs()[k])].byteSize());
     };
-    const size_t first = spec->isLoop ? 1 : 0;
-    fits = e.inputShapes().size() == (spec->isLoop ? numOps : numOps - 1) &&
-           e.outputs().size() == first + spec->numResults;
-    for (size_t k = 0; fits && k < spec->numResults; ++k) {
-      const bool scan = spec->isLoop && k >= spec->numCarried;
-      const uint64_t rows = scan ? static_cast<uint64_t>(spec->scanRows[k - spec->numCarried]) : 1;
-      fits = outBytes(first + k) * rows == bufferBytes[numOps + k];
+    const std::vector<std::vector<int64_t>> ins = e.inputShapes();
+    fits =
+        ins.size() == numOps - (sp.isLoop ? 0 : 1) && e.outputs().size() == first + sp.numResults;
+    for (size_t i = 0; fits && i < ins.size(); ++i)
+      fits = sp.isLoop && i < 2 ? ins[i] == (i == 0 ? sp.iterShape : sp.condShape)
+                                : ins[i] == sp.operandShapes[i + (sp.isLoop ? 0 : 1)];
+    fits = fits && (!sp.isLoop || outBytes(0) >= 1);
+    for (size_t k = 0; fits && k < sp.numResults; ++k) {
+      const uint64_t got = outBytes(first + k), want = bufferBytes[numOps + k];
+      if (sp.isLoop && k >= sp.numCarried) { // a scan: rows of the body's output
+        const auto rows = static_cast<uint64_t>(sp.scanRows[k - sp.numCarried]);
+        fits = got > 0 && want % got == 0 && want / got == rows;
+      } else {
+        fits = got == want;
+      }
     }
   }
   if (!fits) {

@@ -256,4 +256,34 @@ TEST(RegionStepTest, ASavedRegionStepThatDoesNotFitIsRefused) {
   why.clear();
   EXPECT_EQ(runtime::RegionStep::load(spec.str(), {}, bytes, why), nullptr);
   EXPECT_NE(why.find("does not fit"), std::string::npos) << why;
+
+  // A body that fits a loop of one carried f32[4], and payloads that lie
+  // about it: a carried value with no operand, scan rows whose bytes
+  // overflow, an iteration input of a million elements.
+  auto body = parse(R"(graph @body(%i: i64[], %k: bool[], %a: f32[4]) -> (bool[], f32[4]) {
+  %h = tanh(%a) : f32[4]
+  return %k, %h
+}
+)");
+  ASSERT_TRUE(body);
+  DiagnosticEngine diag;
+  auto exe = compile(*body, CompileOptions{}, diag);
+  ASSERT_TRUE(exe.succeeded());
+  std::shared_ptr<const runtime::Executable> region = std::move(*exe);
+  const std::vector<size_t> fit{8, 1, 16, 16};
+  why.clear();
+  EXPECT_NE(
+      runtime::RegionStep::load("loop 1 1 3 i64 0 bool 0 f32 1 4 0 0 0\nx", {region}, fit, why),
+      nullptr)
+      << why;
+  for (const char *lie :
+       {"loop 1 1 2 i64 0 bool 0 0 0 0\nx", "loop 1 1 3 i64 0 bool 0 f32 1 4 0 1 1000000 0\nx",
+        "loop 2 1 3 i64 0 bool 0 f32 1 4 1 1099511627776 0 0\nx"}) {
+    why.clear();
+    const std::vector<size_t> wrapped{8, 1, 16, 16, 4};
+    EXPECT_EQ(runtime::RegionStep::load(
+                  lie, {region}, std::string(lie).rfind("loop 2", 0) == 0 ? wrapped : fit, why),
+              nullptr)
+        << lie;
+  }
 }
