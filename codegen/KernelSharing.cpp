@@ -121,14 +121,12 @@ bool matchKernelStructure(const Kernel &a, const Kernel &b, std::vector<int32_t>
   return true;
 }
 
-namespace {
-
-/// Whether a size (an i64 cast to the constant's type) can hold `f`: -0
-/// cannot (a cast of 0 is +0), nor NaN, infinities or fractions.
-bool integral(double f) {
+bool sizeCanHold(double f) {
   return std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53 &&
          !(f == 0 && std::signbit(f));
 }
+
+namespace {
 
 bool sameBits(double a, double b) {
   return std::memcmp(&a, &b, sizeof(double)) == 0;
@@ -148,7 +146,7 @@ std::string structureKey(const Kernel &k, const Schedule &s) {
         static_cast<uint64_t>(n.slot));
     if (n.op == ScalarOp::ConstInt && n.type != DType::I64)
       x = mix(x, static_cast<uint64_t>(n.ivalue));
-    if (n.op == ScalarOp::ConstFloat && !integral(n.fvalue))
+    if (n.op == ScalarOp::ConstFloat && !sizeCanHold(n.fvalue))
       x = mix(x, std::hash<double>()(n.fvalue));
     for (unsigned a = 0; a < scalarArity(n.op); ++a)
       x = mix(x, h[static_cast<size_t>(n.args[a].id)]);
@@ -257,14 +255,14 @@ std::optional<ShapeSharedKernel> merge(std::span<const Kernel *const> kernels,
       for (size_t j = 0; j < m; ++j) {
         const double f = nodeAt(j).fvalue;
         differs |= !sameBits(f, n.fvalue);
-        if (!integral(f))
+        if (!sizeCanHold(f))
           column.push_back(0);
         else
           column.push_back(static_cast<int64_t>(f));
       }
       if (differs) {
         for (size_t j = 0; j < m; ++j)
-          if (!integral(nodeAt(j).fvalue))
+          if (!sizeCanHold(nodeAt(j).fvalue))
             return std::nullopt; // a size cannot hold it
         constSlot[i] = slotOf(column);
       }

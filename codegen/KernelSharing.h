@@ -33,6 +33,12 @@ namespace kiln::codegen {
 bool matchKernelStructure(const Kernel &a, const Kernel &b, std::vector<int32_t> &map,
                           std::string &why);
 
+/// Whether a run-time size (an i64 cast to the constant's float type) can
+/// stand for the float constant `f`: an integer below 2^53, not -0 (a cast
+/// of 0 is +0), not NaN or infinite. Merging kernels here and at sampled
+/// sizes (RunTimeSizes.cpp) both ask it.
+bool sizeCanHold(double f);
+
 /// One kernel with run-time sizes that computes several static kernels.
 struct ShapeSharedKernel {
   Kernel kernel;

@@ -348,9 +348,7 @@ std::optional<Kernel> Generalizer::run() {
       for (size_t s = 0; s < samples_.size(); ++s) {
         double f = nodeAt(s, i).fvalue;
         varies |= std::memcmp(&f, &n.fvalue, sizeof(double)) != 0;
-        // A cast of a size is never -0.
-        integral &= std::isfinite(f) && std::floor(f) == f && std::fabs(f) < 0x1p53 &&
-                    !(f == 0 && std::signbit(f));
+        integral &= sizeCanHold(f);
         v.push_back(integral ? static_cast<int64_t>(f) : 0);
       }
       if (varies && !integral) {
