@@ -41,6 +41,9 @@ RULES = {
     # backends together) share codegen/; only the driver sees the backends.
     "codegen": ["ir", "passes", "codegen", "runtime"],
     "codegen/cpu": ["ir", "codegen", "codegen/cpu", "runtime"],
+    # The CUDA backend's code generator and NVRTC (CudaHeaders.inc is
+    # generated in the build tree: the headers kernels include).
+    "codegen/cuda": ["ir", "codegen", "codegen/cuda", "CudaHeaders.inc"],
     "codegen/cpu/dnnl": ["ir", "codegen", "codegen/cpu/dnnl", "codegen/cpu/CpuTarget.h",
                          "runtime", "runtime/dnnl"],
 }
@@ -54,8 +57,8 @@ DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "c
           "codegen/CompileCache.cpp", "codegen/CompileCache.h",
           "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h",
           "codegen/ChannelsLastGroups.cpp", "codegen/RunTimeSizes.cpp", "codegen/RunTimeSizes.h",
-          "codegen/SymbolicArtifact.cpp"}
-DRIVER_EXTRA = ["codegen/cpu", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
+          "codegen/SymbolicArtifact.cpp", "codegen/CudaProgram.cpp", "codegen/CudaProgram.h"}
+DRIVER_EXTRA = ["codegen/cpu", "codegen/cuda", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 
 MAX_LINES = 1000

@@ -190,4 +190,20 @@ bool bisectIfAsked(const Graph &g, std::span<const Tensor> inputs,
                    const codegen::CompileOptions &options, const CheckFlags &flags, bool outputsOk,
                    const char *hint, DiagnosticEngine &diag);
 
+/// `kiln compile --emit=cuda|ptx [--cuda-arch sm_NN] [--cuda-dir DIR]`.
+struct CudaEmitFlags {
+  bool source = false, ptx = false;
+  int arch = 90;
+  std::string dir;
+  bool any() const { return source || ptx || !dir.empty(); }
+};
+/// The CUDA backend's module of `g`'s kernels (codegen/CudaProgram.h):
+/// prints its CUDA C and/or PTX, writes kernels.cu, .ptx and .cubin into
+/// `flags.dir`, then a `cuda:` summary line (tools/CudaEmit.cpp). The exit
+/// status.
+/// "sm_90" or "90" -> 90; -1 for anything else.
+int parseCudaArchFlag(const std::string &s);
+int emitCuda(const Graph &g, const codegen::CompileOptions &options, const CudaEmitFlags &flags,
+             DiagnosticEngine &diag);
+
 } // namespace kiln::tools

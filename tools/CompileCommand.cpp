@@ -1,7 +1,7 @@
 //===- CompileCommand.cpp - kiln compile: the CPU compiler -----*- C++ -*-===//
 //
 //   kiln compile MODEL [-o FILE] [--dim SYM=A,B,...|SYM=LO..HI] ...
-//                [--explain-fusion] [--emit=kernels|llvm|llvm-opt] [--steps]
+//                [--explain-fusion] [--emit=kernels|llvm|llvm-opt|cuda|ptx] [--steps]
 //                [--report-memory] [--profile N] [--check [--bisect]] [--check-each]
 //                [--cpu NAME] [--threads N] [--dim SYM=N] ... (tools/CompileFlags.cpp)
 //
@@ -59,7 +59,13 @@ const char kCompileUsageHead[] =
     "                          (and 7)\n"
     "  --explain-fusion        print every fusion decision with its rule and reason\n"
     "  --emit=WHAT             print kernels (kernel IR text), llvm (LLVM IR before\n"
-    "                          optimization) or llvm-opt (after O3); repeatable\n"
+    "                          optimization) or llvm-opt (after O3); repeatable;\n"
+    "                          cuda or ptx: the kernels as one CUDA module written by\n"
+    "                          the CUDA backend and compiled by NVRTC (no GPU needed),\n"
+    "                          its CUDA C or PTX, instead of a CPU compile\n"
+    "  --cuda-arch sm_NN       the compute capability of --emit=cuda|ptx (default sm_90)\n"
+    "  --cuda-dir DIR          with --emit=cuda|ptx: also write kernels.cu, kernels.ptx\n"
+    "                          and kernels.cubin into DIR\n"
     "  --steps                 print the executable's steps\n"
     "  --report-memory         print the memory plan: arena, lower bound, naive sum\n"
     "                          and each buffer's offset, size and lifetime (steps)\n"
@@ -509,6 +515,7 @@ int compileCommand(const Args &args) {
   CheckFlags &checks = flags.checks;
   std::string &outputPath = flags.outputPath;
   SizeLists sizeLists;
+  CudaEmitFlags cuda;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string v;
     const std::string &a = args[i];
@@ -541,12 +548,31 @@ int compileCommand(const Args &args) {
         options.emitLLVM = true;
       else if (v == "llvm-opt")
         options.emitLLVMOptimized = true;
+      else if (v == "cuda")
+        cuda.source = true;
+      else if (v == "ptx")
+        cuda.ptx = true;
       else {
         std::fprintf(stderr,
-                     "kiln compile: error: --emit expects kernels, llvm or llvm-opt, got '%s'\n",
+                     "kiln compile: error: --emit expects kernels, llvm, llvm-opt, cuda or ptx, "
+                     "got '%s'\n",
                      v.c_str());
         return 2;
       }
+    } else if (matchFlag(args, i, "--cuda-arch", v)) {
+      cuda.arch = parseCudaArchFlag(v);
+      if (cuda.arch < 0) {
+        std::fprintf(stderr,
+                     "kiln compile: error: --cuda-arch expects sm_NN (50 or more), got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+    } else if (matchFlag(args, i, "--cuda-dir", v)) {
+      if (v.empty()) {
+        std::fprintf(stderr, "kiln compile: error: --cuda-dir expects a folder\n");
+        return 2;
+      }
+      cuda.dir = v;
     } else if (matchFlag(args, i, "--profile", v)) {
       int64_t n;
       if (!parseIntArg("kiln compile", "--profile", v, 1, 1000000, n))
@@ -618,6 +644,16 @@ int compileCommand(const Args &args) {
                      r.name.c_str(), r.name.c_str());
         return 2;
       }
+  if (cuda.any() &&
+      (!outputPath.empty() || !sizeLists.empty() || !options.ranges.empty() || checks.check ||
+       checks.each || profileRuns > 0 || printSteps || reportMemory || options.explain ||
+       options.emitKernels || options.emitLLVM || options.emitLLVMOptimized)) {
+    std::fprintf(stderr, "kiln compile: error: --emit=cuda|ptx and --cuda-dir write the CUDA "
+                         "backend's module instead of a CPU compile: they take none of -o, "
+                         "--check, --profile, --steps, --report-memory, --explain-fusion, "
+                         "--emit=kernels|llvm, nor a --dim range or list (give --dim SYM=N)\n");
+    return 2;
+  }
   if (!sizeLists.empty()) {
     for (const auto &[sym, sizes] : sizeLists) {
       if (options.dims.count(sym)) {
@@ -654,6 +690,8 @@ int compileCommand(const Args &args) {
   Graph *g = model->graph;
   if (failed(codegen::checkRanges(*g, options, diag)))
     return 1;
+  if (cuda.any())
+    return emitCuda(*g, options, cuda, diag);
   if (!rangedSizes(options).empty() && !outputPath.empty()) {
     // Compiled as a symbolic artifact stores it, so that its kernels'
     // names are the loaded graph's (codegen::asStored).

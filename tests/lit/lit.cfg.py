@@ -27,6 +27,11 @@ config.substitutions.append(
     ("%expect-exit", "%s %s" % (config.python_executable,
                                 os.path.join(config.test_source_root, "expect_exit.py"))))
 
+# The CUDA backend (codegen/cuda), built where CMake found NVRTC: its tests
+# say `REQUIRES: cuda` and are reported unsupported without it.
+if getattr(config, "kiln_has_cuda", False):
+    config.available_features.add("cuda")
+
 # The host's vector ISA. Which layouts oneDNN picks depends on it: its
 # AVX-512 convolutions take channels-last activations, its AVX2 ones
 # blocked (aBcd8b). RUN lines that check the AVX-512 layout choices run

@@ -251,15 +251,13 @@ std::string compare(const OpInfo &op, const Tensor &got, const Tensor &want,
   return "";
 }
 
-struct Built {
-  std::unique_ptr<Graph> graph;
-  std::vector<Tensor> inputs;
-  std::vector<std::string> labels; ///< per output
-};
+using Built = kiln::testing::MatrixCase;
 
 /// Attribute settings of an op in the matrix: the defaults, `to` over every
 /// dtype for cast, the innermost axis for reductions and normalizations.
-std::vector<std::vector<NamedAttr>> attrVariants(const OpInfo &op) {
+} // namespace
+
+std::vector<std::vector<NamedAttr>> kiln::testing::attrVariants(const OpInfo &op) {
   if (op.kind == OpKind::Clip)
     return {{}, {{"min", -1.0}, {"max", 1.0}}, {{"min", 0.0}, {"max", 6.0}}};
   if (op.kind == OpKind::Gelu)
@@ -283,8 +281,10 @@ std::vector<std::vector<NamedAttr>> attrVariants(const OpInfo &op) {
 
 /// The graph of one (op, dtype, attributes) case with every size and form;
 /// nullopt when the op's type inference refuses the dtype.
-std::optional<Built> build(const OpInfo &op, DType t, const std::vector<NamedAttr> &attrs,
-                           unsigned seed) {
+std::optional<Built> kiln::testing::buildMatrixCase(const OpInfo &op, DType t,
+                                                    const std::vector<NamedAttr> &attrs,
+                                                    unsigned seed,
+                                                    const std::vector<int64_t> &onlySizes) {
   Built b;
   b.graph = std::make_unique<Graph>("matrix");
   DiagnosticEngine diag;
@@ -293,9 +293,10 @@ std::optional<Built> build(const OpInfo &op, DType t, const std::vector<NamedAtt
   std::mt19937 rng(seed);
   std::vector<Value *> outs;
   const bool allForms = t == DType::F32;
-  const bool normalization = op.hasTrait(Normalization);
   for (int64_t n : kSizes) {
     if (!allForms && n != 1 && n != 7 && n != 16 && n != 17 && n != 65 && n != 4099)
+      continue;
+    if (!onlySizes.empty() && std::find(onlySizes.begin(), onlySizes.end(), n) == onlySizes.end())
       continue;
     std::vector<Form> forms;
     if (op.hasTrait(Elementwise)) {
@@ -309,14 +310,7 @@ std::optional<Built> build(const OpInfo &op, DType t, const std::vector<NamedAtt
       std::vector<Value *> operands;
       for (size_t k = 0; k < f.shapes.size(); ++k) {
         DType ot = op.kind == OpKind::Where && k == 0 ? DType::Bool : t;
-        Tensor v = fill(ot, f.shapes[k], rng, !isFloat(ot) && needsSafeIntegers(op, k));
-        if (normalization && k == 0 && isFloat(ot))
-          for (int64_t i = 0; i < v.numel(); ++i) // finite rows; specials below
-            v.setDouble(i, std::uniform_real_distribution<double>(-4, 4)(rng));
-        if (!op.hasTrait(Elementwise) && k == 0 && isFloat(ot) && n > 2) {
-          v.setDouble(n + n / 2, kNaN); // row 1 has a NaN
-          v.setDouble(2 * n + 1, kInf); // row 2 an infinity
-        }
+        Tensor v = matrixOperand(op, k, ot, f.shapes[k], rng);
         if (f.constant[k]) {
           operands.push_back(builder.constant(v));
         } else {
@@ -342,6 +336,27 @@ std::optional<Built> build(const OpInfo &op, DType t, const std::vector<NamedAtt
   b.graph->setOutputs(outs);
   return b;
 }
+
+Tensor kiln::testing::matrixOperand(const OpInfo &op, size_t k, DType t,
+                                    const std::vector<int64_t> &shape, std::mt19937 &rng) {
+  Tensor v = fill(t, shape, rng, !isFloat(t) && needsSafeIntegers(op, k));
+  if (op.hasTrait(Normalization) && k == 0 && isFloat(t))
+    for (int64_t i = 0; i < v.numel(); ++i) // finite rows; specials below
+      v.setDouble(i, std::uniform_real_distribution<double>(-4, 4)(rng));
+  const int64_t n = shape.empty() ? 1 : shape.back();
+  if (!op.hasTrait(Elementwise) && k == 0 && isFloat(t) && n > 2 && v.numel() > 2 * n + 1) {
+    v.setDouble(n + n / 2, kNaN); // row 1 has a NaN
+    v.setDouble(2 * n + 1, kInf); // row 2 an infinity
+  }
+  return v;
+}
+
+std::string kiln::testing::compareWithBound(const OpInfo &op, const Tensor &got, const Tensor &want,
+                                            bool onePrimitive) {
+  return ::compare(op, got, want, onePrimitive);
+}
+
+namespace {
 
 /// One case of a structured op: operand shapes (i64 operands are gather
 /// indices), which are constants, attributes, results.
@@ -841,7 +856,7 @@ TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
   for (const std::vector<NamedAttr> &attrs : attrVariants(op)) {
     for (unsigned ti = 0; ti < kNumDTypes; ++ti) {
       DType t = static_cast<DType>(ti);
-      auto built = build(op, t, attrs, seed++);
+      auto built = buildMatrixCase(op, t, attrs, seed++);
       if (!built)
         continue;
       ++cases;
@@ -874,13 +889,17 @@ TEST_P(OpMatrixTest, CompiledEqualsInterpreter) {
   EXPECT_GT(cases, 0) << "no dtype accepted by '" << op.mnemonic << "'";
 }
 
-std::vector<const OpInfo *> matrixOps() {
+} // namespace
+
+std::vector<const OpInfo *> kiln::testing::matrixOps() {
   std::vector<const OpInfo *> ops;
   for (const OpInfo &info : allOps())
     if (isGeneric(info))
       ops.push_back(&info);
   return ops;
 }
+
+namespace {
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpMatrixTest, ::testing::ValuesIn(matrixOps()),
                          [](const ::testing::TestParamInfo<const OpInfo *> &info) {

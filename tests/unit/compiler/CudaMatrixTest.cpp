@@ -1,0 +1,236 @@
+//===- CudaMatrixTest.cpp - The op matrix on the CUDA backend -------------===//
+//
+// Every case of the op matrix (OpMatrix.h: each Elementwise, Reduction and
+// Normalization op of the op table, over every dtype it takes, sizes from
+// 1 to 4099, broadcast forms, special values) lowered to kernels as the
+// compiler lowers them, the same kernels merged into kernels with run-time
+// sizes as kernel sharing merges them (codegen/KernelSharing.h), and each
+// written as CUDA C by the CUDA backend. Per op, all of them:
+//   - compile with NVRTC for sm_90 as one module (PTX and CUBIN);
+//   - compile with g++ against the host emulation of CUDA's built-ins
+//     (tests/unit/cuda/CudaHost.h) and run on the matrix's values, each
+//     output within the op's bound of interpretKernel's on the same inputs.
+// What the emulation cannot show (CUDA's math library, the device's f16
+// instructions) waits for the GPU check. ctest runs this as `cuda-matrix`.
+//
+//===----------------------------------------------------------------------===//
+#include "../OpBounds.h"
+#include "OpMatrix.h"
+#include "codegen/KernelSharing.h"
+#include "codegen/RunTimeSizes.h"
+#include "codegen/cuda/CudaEmitter.h"
+#include "codegen/cuda/Nvrtc.h"
+#include "ir/Ops.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::codegen;
+using namespace kiln::testing;
+namespace fs = std::filesystem;
+
+/// Rows of one point, a few (a thread per row), under 64 (a warp of the
+/// emulation's blocks of 64, some lanes idle), a stride and a remainder,
+/// and past the warp's rows (a block per row).
+const std::vector<int64_t> kSizes = {1, 7, 33, 65, 4099};
+/// Kernels per module: the cast case alone has 441 dtype pairs.
+constexpr size_t kChunk = 200;
+
+using Launch = void (*)(void **buffers, const long long *sizes, unsigned grid, unsigned block,
+                        bool synchronizes);
+
+/// One kernel to check: its CUDA C, the sizes it runs at, its case.
+struct Item {
+  Kernel kernel;
+  cuda::CudaKernel cuda;
+  std::vector<int64_t> sizes;
+  size_t caseIndex = 0;
+};
+
+struct Case {
+  std::string label;
+  const OpInfo *op = nullptr;
+  bool onePrimitive = false;
+};
+
+void writeText(const fs::path &p, const std::string &text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+/// The launcher the emulation calls: unpacks buffers and sizes, launches.
+std::string launcher(const Item &it) {
+  const cuda::CudaKernel &c = it.cuda;
+  std::string s = "extern \"C\" void launch_" + c.name +
+                  "(void **b, const long long *sizes, unsigned grid, unsigned block, bool sync) "
+                  "{\n  (void)sizes;\n";
+  std::string args;
+  size_t buffer = 0;
+  for (const std::string &p : c.params) {
+    if (!args.empty())
+      args += ", ";
+    if (p.find('*') != std::string::npos) {
+      args += "(" + p + ")b[" + std::to_string(buffer++) + "]";
+    } else {
+      s += "  " + p + " s;\n  std::memcpy(s.v, sizes, sizeof s.v);\n";
+      args += "s";
+    }
+  }
+  s += "  kiln_emu::launch(grid, block, sync, [&] { " + c.name + "(" + args + "); });\n}\n";
+  return s;
+}
+
+class CudaMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
+
+TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
+  const OpInfo &op = *GetParam();
+  std::vector<Case> cases;
+  std::vector<Item> items;
+  unsigned seed = 1;
+  for (const std::vector<NamedAttr> &attrs : attrVariants(op)) {
+    for (unsigned ti = 0; ti < kNumDTypes; ++ti) {
+      const DType t = static_cast<DType>(ti);
+      auto built = buildMatrixCase(op, t, attrs, seed++, kSizes);
+      if (!built)
+        continue;
+      Case c;
+      c.op = &op;
+      c.label = std::string(op.mnemonic) + " " + std::string(dtypeName(t));
+      for (const NamedAttr &a : attrs)
+        c.label += " " + a.first;
+      const Node *first = built->graph->outputs()[0]->definingNode();
+      std::vector<DType> operandTypes;
+      for (const Value *v : first->operands())
+        operandTypes.push_back(v->type().dtype);
+      c.onePrimitive =
+          op.hasTrait(Elementwise) &&
+          lowersToOnePrimitive(op, first->attrs(), operandTypes, first->result()->type().dtype);
+      DiagnosticEngine diag;
+      ScopedDiagnosticCollector collect(diag);
+      auto kernels = lowerAtSizes(*built->graph, {}, CompileOptions{}, diag);
+      ASSERT_TRUE(kernels.succeeded()) << c.label << ": " << collect.str();
+      const size_t caseIndex = cases.size();
+      cases.push_back(c);
+      auto add = [&](const Kernel &k, std::vector<int64_t> sizes) {
+        std::string error;
+        const std::string name =
+            "c" + std::to_string(caseIndex) + "_k" + std::to_string(items.size());
+        auto ck = cuda::emitCudaKernel(k, name, error);
+        ASSERT_TRUE(ck.has_value()) << c.label << ": " << error << "\n" << k.str();
+        items.push_back({k, *ck, std::move(sizes), caseIndex});
+      };
+      std::vector<const Kernel *> ptrs;
+      for (const Kernel &k : *kernels) {
+        add(k, {});
+        ptrs.push_back(&k);
+      }
+      // Kernels with run-time sizes, at each member's sizes.
+      const std::vector<Schedule> schedules(ptrs.size());
+      for (const ShapeSharedKernel &shared : shareAcrossShapes(ptrs, schedules))
+        add(shared.kernel, shared.sizes.back());
+    }
+  }
+  ASSERT_FALSE(items.empty()) << "no kernels for '" << op.mnemonic << "'";
+
+  // Modules of kChunk kernels: NVRTC for the device, g++ (two at a
+  // time) for the emulation.
+  const fs::path dir = fs::temp_directory_path() / ("kiln-cuda-matrix-" + std::to_string(getpid()) +
+                                                    "-" + std::string(op.mnemonic));
+  fs::remove_all(dir);
+  for (const auto &[name, text] : cuda::cudaHeaders())
+    if (name != "cstdint") // the host's own
+      writeText(dir / name, text);
+  std::string compile;
+  const size_t chunks = (items.size() + kChunk - 1) / kChunk;
+  for (size_t c = 0; c < chunks; ++c) {
+    std::string module, host;
+    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i) {
+      module += items[i].cuda.source;
+      host += launcher(items[i]);
+    }
+    cuda::CudaBinary binary;
+    std::string error;
+    ASSERT_TRUE(cuda::compileWithNvrtc(module, std::string(op.mnemonic) + ".cu",
+                                       cuda::kDefaultCudaArch, binary, error))
+        << error;
+    EXPECT_FALSE(binary.ptx.empty());
+    EXPECT_FALSE(binary.cubin.empty());
+    const std::string stem = (dir / ("chunk" + std::to_string(c))).string();
+    writeText(stem + ".cpp", module + host);
+    compile += "g++ -std=c++20 -O0 -fPIC -shared -pthread -ffp-contract=off -w -include " +
+               std::string(KILN_SOURCE_DIR) + "/tests/unit/cuda/CudaHost.h -I " + dir.string() +
+               " " + stem + ".cpp -o " + stem + ".so 2> " + stem + ".log || echo " + stem + " >> " +
+               (dir / "failed").string() + (c % 2 == 0 && c + 1 < chunks ? " &\n" : "\nwait\n");
+  }
+  writeText(dir / "compile.sh", compile);
+  ASSERT_EQ(std::system(("sh " + (dir / "compile.sh").string()).c_str()), 0);
+  ASSERT_FALSE(fs::exists(dir / "failed"))
+      << "g++ failed on " << std::ifstream(dir / "failed").rdbuf() << " (see its .log)";
+  std::vector<void *> libs;
+  for (size_t c = 0; c < chunks; ++c) {
+    const std::string so = (dir / ("chunk" + std::to_string(c) + ".so")).string();
+    libs.push_back(dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL));
+    ASSERT_NE(libs.back(), nullptr) << dlerror();
+  }
+
+  std::mt19937 rng(7);
+  int failures = 0;
+  for (const Item &it : items) {
+    const Kernel bound = it.kernel.bind(it.sizes);
+    std::vector<Tensor> inputs, got, want;
+    std::vector<void *> gotBuffers, wantBuffers;
+    for (const KernelBuffer &b : bound.inputs) {
+      inputs.push_back(
+          matrixOperand(*cases[it.caseIndex].op, inputs.size(), b.dtype, b.shape, rng));
+      gotBuffers.push_back(inputs.back().mutableRawData());
+      wantBuffers.push_back(inputs.back().mutableRawData());
+    }
+    for (const KernelBuffer &b : bound.outputs) {
+      got.push_back(Tensor::zeros(b.dtype, b.shape));
+      want.push_back(Tensor::zeros(b.dtype, b.shape));
+      gotBuffers.push_back(got.back().mutableRawData());
+      wantBuffers.push_back(want.back().mutableRawData());
+    }
+    interpretKernel(it.kernel, wantBuffers, it.sizes);
+    const size_t index = static_cast<size_t>(&it - items.data());
+    auto launch =
+        reinterpret_cast<Launch>(dlsym(libs[index / kChunk], ("launch_" + it.cuda.name).c_str()));
+    ASSERT_NE(launch, nullptr) << it.cuda.name;
+    const cuda::CudaForm form = it.cuda.form;
+    const bool sync = form == cuda::CudaForm::WarpPerRow || form == cuda::CudaForm::BlockPerRow;
+    // Fewer blocks of fewer threads than a GPU launch: the loops stride by
+    // the grid, and a block of two warps still combines across warps.
+    const unsigned grid = std::min(cuda::cudaGridBlocks(form, bound.numOuter(), bound.inner), 3u);
+    std::vector<long long> sizes(it.sizes.begin(), it.sizes.end());
+    if (grid > 0)
+      launch(gotBuffers.data(), sizes.data(), grid, 64, sync);
+    const Case &c = cases[it.caseIndex];
+    for (size_t o = 0; o < got.size(); ++o) {
+      const std::string bad = compareWithBound(*c.op, got[o], want[o], c.onePrimitive);
+      if (!bad.empty() && failures++ < 6)
+        ADD_FAILURE() << c.label << ", kernel " << it.cuda.name << " (" << cuda::cudaFormName(form)
+                      << ", output " << o << "): " << bad << "\n"
+                      << it.cuda.source;
+    }
+  }
+  for (void *lib : libs)
+    dlclose(lib);
+  if (failures == 0)
+    fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaMatrixTest, ::testing::ValuesIn(matrixOps()),
+                         [](const ::testing::TestParamInfo<const OpInfo *> &info) {
+                           return std::string(info.param->mnemonic);
+                         });
+
+} // namespace
