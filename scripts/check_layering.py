@@ -29,6 +29,8 @@ RULES = {
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
+    # The GPU device over the CUDA driver (opened with dlopen).
+    "runtime/cuda": ["runtime", "runtime/cuda"],
     # The reference-kernel step: the runtime and the IR (its interpreter,
     # printer and parser), no compiler.
     "runtime/reference": ["runtime", "runtime/reference", "ir"],

@@ -11,7 +11,11 @@
 //     (tests/unit/cuda/CudaHost.h) and run on the matrix's values, each
 //     output within the op's bound of interpretKernel's on the same inputs.
 // What the emulation cannot show (CUDA's math library, the device's f16
-// instructions) waits for the GPU check. ctest runs this as `cuda-matrix`.
+// instructions) the GPU test shows where there is a GPU: the same kernels
+// loaded through the CUDA driver (runtime/cuda/CudaDriver.h) and run at
+// full launches. ctest runs the emulation as `cuda-matrix` and the GPU
+// test as `cuda-gpu-matrix`, which reports itself skipped (not passed)
+// without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "../OpBounds.h"
@@ -21,6 +25,7 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Ops.h"
+#include "runtime/cuda/CudaDriver.h"
 
 #include <gtest/gtest.h>
 
@@ -89,12 +94,8 @@ std::string launcher(const Item &it) {
   return s;
 }
 
-class CudaMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
-
-TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
-  const OpInfo &op = *GetParam();
-  std::vector<Case> cases;
-  std::vector<Item> items;
+/// Every case of `op` at kSizes, its kernels and their merges, in CUDA C.
+void collect(const OpInfo &op, std::vector<Case> &cases, std::vector<Item> &items) {
   unsigned seed = 1;
   for (const std::vector<NamedAttr> &attrs : attrVariants(op)) {
     for (unsigned ti = 0; ti < kNumDTypes; ++ti) {
@@ -140,7 +141,55 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
     }
   }
   ASSERT_FALSE(items.empty()) << "no kernels for '" << op.mnemonic << "'";
+}
 
+/// The inputs of `it` (drawn as the matrix draws its case's operands) and
+/// interpretKernel's outputs on them, and zeroed outputs for the backend.
+struct KernelRun {
+  std::vector<Tensor> inputs, want, got;
+};
+KernelRun prepare(const Item &it, const std::vector<Case> &cases, std::mt19937 &rng) {
+  const Kernel bound = it.kernel.bind(it.sizes);
+  KernelRun r;
+  std::vector<void *> wantBuffers;
+  for (const KernelBuffer &b : bound.inputs) {
+    r.inputs.push_back(
+        matrixOperand(*cases[it.caseIndex].op, r.inputs.size(), b.dtype, b.shape, rng));
+    wantBuffers.push_back(r.inputs.back().mutableRawData());
+  }
+  for (const KernelBuffer &b : bound.outputs) {
+    r.got.push_back(Tensor::zeros(b.dtype, b.shape));
+    r.want.push_back(Tensor::zeros(b.dtype, b.shape));
+    wantBuffers.push_back(r.want.back().mutableRawData());
+  }
+  interpretKernel(it.kernel, wantBuffers, it.sizes);
+  return r;
+}
+
+/// Adds a failure per output of `r` outside the op's bound (at most six
+/// in all, counted by `failures`).
+void compareRun(const Item &it, const KernelRun &r, const std::vector<Case> &cases,
+                const char *backend, int &failures) {
+  const Case &c = cases[it.caseIndex];
+  for (size_t o = 0; o < r.got.size(); ++o) {
+    const std::string bad = compareWithBound(*c.op, r.got[o], r.want[o], c.onePrimitive);
+    if (!bad.empty() && failures++ < 6)
+      ADD_FAILURE() << c.label << ", kernel " << it.cuda.name << " ("
+                    << cuda::cudaFormName(it.cuda.form) << ", " << backend << ", output " << o
+                    << "): " << bad << "\n"
+                    << it.cuda.source;
+  }
+}
+
+class CudaMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
+
+TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
+  const OpInfo &op = *GetParam();
+  std::vector<Case> cases;
+  std::vector<Item> items;
+  collect(op, cases, items);
+  if (HasFatalFailure())
+    return;
   // Modules of kChunk kernels: NVRTC for the device, g++ (two at a
   // time) for the emulation.
   const fs::path dir = fs::temp_directory_path() / ("kiln-cuda-matrix-" + std::to_string(getpid()) +
@@ -185,22 +234,12 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
   std::mt19937 rng(7);
   int failures = 0;
   for (const Item &it : items) {
-    const Kernel bound = it.kernel.bind(it.sizes);
-    std::vector<Tensor> inputs, got, want;
-    std::vector<void *> gotBuffers, wantBuffers;
-    for (const KernelBuffer &b : bound.inputs) {
-      inputs.push_back(
-          matrixOperand(*cases[it.caseIndex].op, inputs.size(), b.dtype, b.shape, rng));
-      gotBuffers.push_back(inputs.back().mutableRawData());
-      wantBuffers.push_back(inputs.back().mutableRawData());
-    }
-    for (const KernelBuffer &b : bound.outputs) {
-      got.push_back(Tensor::zeros(b.dtype, b.shape));
-      want.push_back(Tensor::zeros(b.dtype, b.shape));
-      gotBuffers.push_back(got.back().mutableRawData());
-      wantBuffers.push_back(want.back().mutableRawData());
-    }
-    interpretKernel(it.kernel, wantBuffers, it.sizes);
+    KernelRun r = prepare(it, cases, rng);
+    std::vector<void *> buffers;
+    for (Tensor &t : r.inputs)
+      buffers.push_back(t.mutableRawData());
+    for (Tensor &t : r.got)
+      buffers.push_back(t.mutableRawData());
     const size_t index = static_cast<size_t>(&it - items.data());
     auto launch =
         reinterpret_cast<Launch>(dlsym(libs[index / kChunk], ("launch_" + it.cuda.name).c_str()));
@@ -209,23 +248,93 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
     const bool sync = form == cuda::CudaForm::WarpPerRow || form == cuda::CudaForm::BlockPerRow;
     // Fewer blocks of fewer threads than a GPU launch: the loops stride by
     // the grid, and a block of two warps still combines across warps.
+    const Kernel bound = it.kernel.bind(it.sizes);
     const unsigned grid = std::min(cuda::cudaGridBlocks(form, bound.numOuter(), bound.inner), 3u);
     std::vector<long long> sizes(it.sizes.begin(), it.sizes.end());
     if (grid > 0)
-      launch(gotBuffers.data(), sizes.data(), grid, 64, sync);
-    const Case &c = cases[it.caseIndex];
-    for (size_t o = 0; o < got.size(); ++o) {
-      const std::string bad = compareWithBound(*c.op, got[o], want[o], c.onePrimitive);
-      if (!bad.empty() && failures++ < 6)
-        ADD_FAILURE() << c.label << ", kernel " << it.cuda.name << " (" << cuda::cudaFormName(form)
-                      << ", output " << o << "): " << bad << "\n"
-                      << it.cuda.source;
-    }
+      launch(buffers.data(), sizes.data(), grid, 64, sync);
+    compareRun(it, r, cases, "emulated", failures);
   }
   for (void *lib : libs)
     dlclose(lib);
   if (failures == 0)
     fs::remove_all(dir);
+}
+
+/// The GPU every GPU test of the process runs on, opened once; null (and
+/// `why`) where there is none.
+runtime::cuda::CudaDevice *gpu(std::string &why) {
+  static std::string error;
+  static std::unique_ptr<runtime::cuda::CudaDevice> device = runtime::cuda::CudaDevice::open(error);
+  why = error;
+  return device.get();
+}
+
+TEST_P(CudaMatrixTest, GpuKernelsEqualTheInterpreter) {
+  std::string why;
+  runtime::cuda::CudaDevice *device = gpu(why);
+  if (!device)
+    GTEST_SKIP() << "no GPU to run on: " << why; // reason: the kernels need one
+  const OpInfo &op = *GetParam();
+  std::vector<Case> cases;
+  std::vector<Item> items;
+  collect(op, cases, items);
+  if (HasFatalFailure())
+    return;
+  std::mt19937 rng(7);
+  int failures = 0;
+  std::string error;
+  for (size_t c = 0; c * kChunk < items.size(); ++c) {
+    std::string module;
+    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i)
+      module += items[i].cuda.source;
+    cuda::CudaBinary binary;
+    ASSERT_TRUE(cuda::compileWithNvrtc(module, std::string(op.mnemonic) + ".cu",
+                                       device->computeCapability(), binary, error))
+        << error;
+    auto loaded = device->loadModule(binary.cubin, error);
+    ASSERT_NE(loaded, nullptr) << error;
+    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i) {
+      const Item &it = items[i];
+      KernelRun r = prepare(it, cases, rng);
+      void *fn = loaded->function(it.cuda.name, error);
+      ASSERT_NE(fn, nullptr) << error;
+      std::vector<runtime::cuda::DevicePtr> ptrs;
+      std::vector<const Tensor *> all;
+      for (const Tensor &t : r.inputs)
+        all.push_back(&t);
+      for (const Tensor &t : r.got)
+        all.push_back(&t);
+      for (const Tensor *t : all) {
+        ptrs.push_back(0);
+        const size_t bytes = static_cast<size_t>(t->numel()) * dtypeSize(t->dtype());
+        ASSERT_TRUE(device->alloc(bytes, ptrs.back(), error)) << error;
+        ASSERT_TRUE(device->copyToDevice(ptrs.back(), t->rawData(), bytes, error)) << error;
+      }
+      std::vector<void *> args;
+      for (runtime::cuda::DevicePtr &p : ptrs)
+        args.push_back(&p);
+      std::vector<long long> sizes(it.sizes.begin(), it.sizes.end());
+      if (!sizes.empty())
+        args.push_back(sizes.data()); // the struct of sizes: its array, by value
+      const Kernel bound = it.kernel.bind(it.sizes);
+      ASSERT_TRUE(device->launch(fn,
+                                 cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
+                                 cuda::kCudaBlockThreads, args.data(), error))
+          << error;
+      ASSERT_TRUE(device->synchronize(error)) << it.cuda.name << ": " << error;
+      for (size_t o = 0; o < r.got.size(); ++o) {
+        Tensor &t = r.got[o];
+        ASSERT_TRUE(device->copyToHost(t.mutableRawData(), ptrs[r.inputs.size() + o],
+                                       static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()),
+                                       error))
+            << error;
+      }
+      for (runtime::cuda::DevicePtr p : ptrs)
+        device->free(p);
+      compareRun(it, r, cases, device->name().c_str(), failures);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaMatrixTest, ::testing::ValuesIn(matrixOps()),

@@ -1,0 +1,205 @@
+//===- CudaDriver.cpp - The CUDA driver, opened on first use --------------===//
+//
+// Note [The CUDA driver opened on first use]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// libcuda.so.1 comes with the NVIDIA driver, not with the toolkit: a machine
+// without a GPU has none, and a binary linked against it (or against the
+// toolkit's stub) would not start there. So it is opened with dlopen the
+// first time a GPU is asked for; its entry points keep the types cuda.h
+// declares (through decltype) and are looked up under the names the
+// headers map them to (cuMemAlloc is cuMemAlloc_v2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaDriver.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+namespace kiln::runtime::cuda {
+namespace {
+
+struct Driver {
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuGetErrorString) errorString = nullptr;
+  decltype(&::cuDeviceGetCount) deviceCount = nullptr;
+  decltype(&::cuDeviceGet) deviceGet = nullptr;
+  decltype(&::cuDeviceGetName) deviceName = nullptr;
+  decltype(&::cuDeviceGetAttribute) deviceAttribute = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) retain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) release = nullptr;
+  decltype(&::cuCtxSetCurrent) setCurrent = nullptr;
+  decltype(&::cuCtxSynchronize) synchronize = nullptr;
+  decltype(&::cuMemAlloc) memAlloc = nullptr;
+  decltype(&::cuMemFree) memFree = nullptr;
+  decltype(&::cuMemcpyHtoD) copyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) copyDtoH = nullptr;
+  decltype(&::cuModuleLoadData) moduleLoad = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) moduleFunction = nullptr;
+  decltype(&::cuLaunchKernel) launch = nullptr;
+  std::string error; ///< why the driver cannot be used; empty when it can
+};
+
+template <typename F> void bind(void *lib, const char *name, F &fn, std::string &error) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (!fn && error.empty())
+    error = std::string("the CUDA driver (libcuda.so.1) has no ") + name;
+}
+
+const Driver &driver() {
+  static const Driver d = [] {
+    Driver d;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      d.error = std::string("no CUDA driver on this machine (libcuda.so.1, which the NVIDIA "
+                            "driver installs, could not be opened: ") +
+                dlerror() + ")";
+      return d;
+    }
+    bind(lib, "cuInit", d.init, d.error);
+    bind(lib, "cuGetErrorString", d.errorString, d.error);
+    bind(lib, "cuDeviceGetCount", d.deviceCount, d.error);
+    bind(lib, "cuDeviceGet", d.deviceGet, d.error);
+    bind(lib, "cuDeviceGetName", d.deviceName, d.error);
+    bind(lib, "cuDeviceGetAttribute", d.deviceAttribute, d.error);
+    bind(lib, "cuDevicePrimaryCtxRetain", d.retain, d.error);
+    bind(lib, "cuDevicePrimaryCtxRelease_v2", d.release, d.error);
+    bind(lib, "cuCtxSetCurrent", d.setCurrent, d.error);
+    bind(lib, "cuCtxSynchronize", d.synchronize, d.error);
+    bind(lib, "cuMemAlloc_v2", d.memAlloc, d.error);
+    bind(lib, "cuMemFree_v2", d.memFree, d.error);
+    bind(lib, "cuMemcpyHtoD_v2", d.copyHtoD, d.error);
+    bind(lib, "cuMemcpyDtoH_v2", d.copyDtoH, d.error);
+    bind(lib, "cuModuleLoadData", d.moduleLoad, d.error);
+    bind(lib, "cuModuleUnload", d.moduleUnload, d.error);
+    bind(lib, "cuModuleGetFunction", d.moduleFunction, d.error);
+    bind(lib, "cuLaunchKernel", d.launch, d.error);
+    if (d.error.empty())
+      if (CUresult r = d.init(0); r != CUDA_SUCCESS) {
+        const char *msg = nullptr;
+        d.errorString(r, &msg);
+        d.error = std::string("the CUDA driver did not start (cuInit: ") + (msg ? msg : "?") + ")";
+      }
+    return d;
+  }();
+  return d;
+}
+
+/// False, with `error` "CALL: the driver's message", unless `r` is success.
+bool check(CUresult r, const char *call, std::string &error) {
+  if (r == CUDA_SUCCESS)
+    return true;
+  const char *msg = nullptr;
+  driver().errorString(r, &msg);
+  error = std::string(call) + ": " + (msg ? msg : "unknown CUDA error " + std::to_string(r));
+  return false;
+}
+
+} // namespace
+
+std::unique_ptr<CudaDevice> CudaDevice::open(std::string &error) {
+  const Driver &d = driver();
+  if (!d.error.empty()) {
+    error = d.error;
+    return nullptr;
+  }
+  int count = 0;
+  if (!check(d.deviceCount(&count), "cuDeviceGetCount", error))
+    return nullptr;
+  if (count == 0) {
+    error = "no GPU on this machine (the CUDA driver found no device)";
+    return nullptr;
+  }
+  std::unique_ptr<CudaDevice> dev(new CudaDevice());
+  CUdevice handle = 0;
+  if (!check(d.deviceGet(&handle, 0), "cuDeviceGet", error))
+    return nullptr;
+  dev->device_ = handle;
+  char name[256] = {};
+  int major = 0, minor = 0;
+  CUcontext ctx = nullptr;
+  if (!check(d.deviceName(name, sizeof name, handle), "cuDeviceGetName", error) ||
+      !check(d.deviceAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle),
+             "cuDeviceGetAttribute", error) ||
+      !check(d.deviceAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle),
+             "cuDeviceGetAttribute", error) ||
+      !check(d.retain(&ctx, handle), "cuDevicePrimaryCtxRetain", error))
+    return nullptr;
+  dev->name_ = name;
+  dev->arch_ = 10 * major + minor;
+  dev->context_ = ctx;
+  if (!dev->makeCurrent(error))
+    return nullptr;
+  return dev;
+}
+
+CudaDevice::~CudaDevice() {
+  if (context_)
+    driver().release(device_);
+}
+
+bool CudaDevice::makeCurrent(std::string &error) {
+  return check(driver().setCurrent(static_cast<CUcontext>(context_)), "cuCtxSetCurrent", error);
+}
+
+bool CudaDevice::alloc(size_t bytes, DevicePtr &ptr, std::string &error) {
+  CUdeviceptr p = 0;
+  if (!makeCurrent(error) || !check(driver().memAlloc(&p, bytes ? bytes : 1), "cuMemAlloc", error))
+    return false;
+  ptr = p;
+  return true;
+}
+
+void CudaDevice::free(DevicePtr ptr) {
+  std::string ignored;
+  if (ptr && makeCurrent(ignored))
+    driver().memFree(static_cast<CUdeviceptr>(ptr));
+}
+
+bool CudaDevice::copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error) {
+  return bytes == 0 ||
+         (makeCurrent(error) && check(driver().copyHtoD(dst, src, bytes), "cuMemcpyHtoD", error));
+}
+
+bool CudaDevice::copyToHost(void *dst, DevicePtr src, size_t bytes, std::string &error) {
+  return bytes == 0 ||
+         (makeCurrent(error) && check(driver().copyDtoH(dst, src, bytes), "cuMemcpyDtoH", error));
+}
+
+std::unique_ptr<CudaModule> CudaDevice::loadModule(const std::string &image, std::string &error) {
+  CUmodule m = nullptr;
+  if (!makeCurrent(error) ||
+      !check(driver().moduleLoad(&m, image.data()), "cuModuleLoadData", error))
+    return nullptr;
+  return std::unique_ptr<CudaModule>(new CudaModule(*this, m));
+}
+
+bool CudaDevice::launch(void *fn, unsigned grid, unsigned block, void **args, std::string &error) {
+  if (grid == 0)
+    return true;
+  return makeCurrent(error) && check(driver().launch(static_cast<CUfunction>(fn), grid, 1, 1, block,
+                                                     1, 1, 0, nullptr, args, nullptr),
+                                     "cuLaunchKernel", error);
+}
+
+bool CudaDevice::synchronize(std::string &error) {
+  return makeCurrent(error) && check(driver().synchronize(), "cuCtxSynchronize", error);
+}
+
+CudaModule::~CudaModule() {
+  std::string ignored;
+  if (module_ && device_.makeCurrent(ignored))
+    driver().moduleUnload(static_cast<CUmodule>(module_));
+}
+
+void *CudaModule::function(const std::string &name, std::string &error) {
+  CUfunction f = nullptr;
+  if (!device_.makeCurrent(error) ||
+      !check(driver().moduleFunction(&f, static_cast<CUmodule>(module_), name.c_str()),
+             ("cuModuleGetFunction(" + name + ")").c_str(), error))
+    return nullptr;
+  return f;
+}
+
+} // namespace kiln::runtime::cuda
