@@ -1,9 +1,15 @@
 //===- CudaProgram.cpp - A graph's kernels as one CUDA module -------------===//
 
 #include "codegen/CudaProgram.h"
+#include "codegen/Fusion.h"
+#include "codegen/Internal.h"
+#include "codegen/MemoryPlan.h"
 #include "codegen/RunTimeSizes.h"
+#include "ir/Ops.h"
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 namespace kiln::codegen {
@@ -61,6 +67,142 @@ FailureOr<CudaProgram> compileCudaProgram(const Graph &g, const CompileOptions &
     return failure();
   }
   return prog;
+}
+
+FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
+                                         DiagnosticEngine &diag) {
+  using Buffer = runtime::cuda::CudaModelSpec::Buffer;
+  CudaCompiled out;
+  out.ports = GraphPorts::of(g);
+  auto prepared = prepareGraph(g.clone(), options, diag);
+  if (failed(prepared))
+    return failure();
+  const Graph &pg = **prepared;
+  // No library groups: each node is a kernel's or a fallback's.
+  FusionOptions fusion;
+  fusion.useLibraries = false;
+  fusion.fuse = options.fuse;
+  auto plan = planFusion(pg, fusion, diag);
+  if (failed(plan))
+    return failure();
+  const auto names = detail::valueNames(pg);
+  runtime::cuda::CudaModelSpec &spec = out.spec;
+  std::map<const Value *, int32_t> ids;
+  std::vector<LiveInterval> live; // per buffer (constants unused)
+  const std::vector<Value *> inputs = pg.inputs();
+  auto bufferOf = [&](const Value *v) {
+    if (auto it = ids.find(v); it != ids.end())
+      return it->second;
+    Buffer b;
+    b.name = names.count(v) ? names.at(v) : "value";
+    b.dtype = v->type().dtype;
+    b.shape = detail::sizesOf(v);
+    b.bytes = static_cast<uint64_t>(numElements(b.shape)) * dtypeSize(b.dtype);
+    if (auto in = std::find(inputs.begin(), inputs.end(), v); in != inputs.end()) {
+      b.role = Buffer::Role::Input;
+      b.index = static_cast<int32_t>(in - inputs.begin());
+    } else if (const Node *def = v->definingNode(); def && def->kind() == OpKind::Constant) {
+      b.role = Buffer::Role::Constant;
+      const Tensor &t = ConstantOp(*def).value();
+      b.data.assign(static_cast<const char *>(t.rawData()), b.bytes);
+    }
+    spec.buffers.push_back(std::move(b));
+    live.push_back({spec.buffers.back().bytes, -1, -1, -1});
+    return ids[v] = static_cast<int32_t>(spec.buffers.size() - 1);
+  };
+  auto use = [&](int32_t id, int32_t step) {
+    LiveInterval &l = live[static_cast<size_t>(id)];
+    l.first = l.first < 0 ? step : std::min(l.first, step);
+    l.last = std::max(l.last, step);
+  };
+  out.program.arch = arch;
+  std::set<std::string> taken;
+  for (const FusionGroup &group : plan->groups) {
+    if (group.kind != FusionGroup::Kind::Kernel) {
+      const Node *n = group.nodes.front();
+      diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
+                               << (names.count(n->result()) ? names.at(n->result()) : "?")
+                               << ") yet: convolution, matrix products and the other library "
+                                  "ops need cuDNN and cuBLASLt, which it does not call yet";
+      return failure();
+    }
+    auto k = lowerGroup(group, diag);
+    if (failed(k))
+      return failure();
+    if (k->inputs.size() != group.inputs.size() || k->outputs.size() != group.outputs.size()) {
+      diag.emitError(Location()) << "internal error: kernel '" << k->name << "' has "
+                                 << k->inputs.size() << " inputs for its group's "
+                                 << group.inputs.size();
+      return failure();
+    }
+    const std::string name = uniqueIdentifier(k->name, taken);
+    std::string error;
+    auto ck = cuda::emitCudaKernel(*k, name, error);
+    if (!ck) {
+      diag.emitError(Location()) << "the CUDA backend cannot write kernel '" << k->name
+                                 << "': " << error;
+      return failure();
+    }
+    std::string src = ck->source;
+    if (!out.program.kernels.empty())
+      src = src.substr(src.find('\n') + 1); // one include of the prelude
+    out.program.source += "\n" + src;
+    const uint32_t grid = cuda::cudaGridBlocks(ck->form, k->numOuter(), k->inner);
+    out.program.kernels.push_back({name, ck->form, k->numOuter(), k->inner, grid});
+    runtime::cuda::CudaModelSpec::Step step;
+    step.function = name;
+    step.grid = grid;
+    step.block = cuda::kCudaBlockThreads;
+    step.synchronizes =
+        ck->form == cuda::CudaForm::WarpPerRow || ck->form == cuda::CudaForm::BlockPerRow;
+    const int32_t at = static_cast<int32_t>(spec.steps.size());
+    for (const Value *v : group.inputs)
+      step.buffers.push_back(bufferOf(v));
+    for (const Value *v : group.outputs)
+      step.buffers.push_back(bufferOf(v));
+    for (int32_t id : step.buffers)
+      use(id, at);
+    spec.steps.push_back(std::move(step));
+  }
+  // Outputs stay live to the end; a graph output that is an input or a
+  // constant would need a copy, which the CUDA model has no step for yet.
+  const int32_t last = static_cast<int32_t>(spec.steps.size()) - 1;
+  for (size_t o = 0; o < pg.outputs().size(); ++o) {
+    const Value *v = pg.outputs()[o];
+    auto it = ids.find(v);
+    Buffer *b = it == ids.end() ? nullptr : &spec.buffers[static_cast<size_t>(it->second)];
+    if (!b || b->role != Buffer::Role::Temp) {
+      diag.emitError(Location()) << "the CUDA backend cannot return output " << o
+                                 << " yet: it is an input, a constant or another output";
+      return failure();
+    }
+    b->role = Buffer::Role::Output;
+    b->index = static_cast<int32_t>(o);
+    use(it->second, last);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    use(bufferOf(inputs[i]), 0); // copied in before the first step
+  for (size_t b = 0; b < spec.buffers.size(); ++b)
+    if (spec.buffers[b].role == Buffer::Role::Constant)
+      live[b] = {};
+  const MemoryPlan memory = planMemory(live);
+  for (size_t b = 0; b < spec.buffers.size(); ++b)
+    spec.buffers[b].offset = memory.offsets[b];
+  spec.arenaBytes = memory.arenaBytes;
+  spec.numInputs = static_cast<int32_t>(inputs.size());
+  spec.numOutputs = static_cast<int32_t>(pg.outputs().size());
+  std::string error;
+  out.program.source = "// " + std::to_string(out.program.kernels.size()) + " kernels for sm_" +
+                       std::to_string(arch) + ", written by Kiln's CUDA backend\n" +
+                       out.program.source;
+  if (!cuda::compileWithNvrtc(out.program.source, "kiln_kernels.cu", arch, out.program.binary,
+                              error)) {
+    diag.emitError(Location()) << error;
+    return failure();
+  }
+  spec.image = out.program.binary.cubin;
+  spec.arch = arch;
+  return out;
 }
 
 } // namespace kiln::codegen

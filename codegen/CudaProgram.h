@@ -5,7 +5,8 @@
 // kernels of a graph's kernel groups, lowered as for the CPU (the same
 // fusion plan; library groups, conv and matmul, are not kernels), written
 // as CUDA C (codegen/cuda/CudaEmitter.h) into one translation unit and
-// compiled by NVRTC to PTX and CUBIN. No GPU is needed.
+// compiled by NVRTC to PTX and CUBIN. No GPU is needed. compileCudaModel
+// makes the whole model a runtime::cuda::CudaModelSpec.
 //
 //   auto prog = compileCudaProgram(graph, options, 90, diag);
 //   // prog->source, prog->binary.ptx / .cubin, prog->kernels[i].grid
@@ -16,6 +17,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/cuda/CudaEmitter.h"
 #include "codegen/cuda/Nvrtc.h"
+#include "runtime/cuda/CudaModel.h"
 
 namespace kiln::codegen {
 
@@ -39,5 +41,20 @@ struct CudaProgram {
 /// NVRTC refuses, with NVRTC's log) are diagnostics.
 FailureOr<CudaProgram> compileCudaProgram(const Graph &g, const CompileOptions &options, int arch,
                                           DiagnosticEngine &diag);
+
+/// A model compiled for a CUDA device: the module of its kernels and what
+/// runtime::cuda::CudaModel runs (its buffers, steps and memory plan).
+struct CudaCompiled {
+  CudaProgram program;
+  runtime::cuda::CudaModelSpec spec;
+  GraphPorts ports;
+};
+
+/// `g` at `options.dims` for a CUDA device of compute capability `arch`:
+/// every fusion group a kernel (library groups, convolution and matrix
+/// products, are not run on the GPU yet: such a node is an error naming
+/// it), the intermediates planned into one arena (codegen/MemoryPlan.h).
+FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
+                                         DiagnosticEngine &diag);
 
 } // namespace kiln::codegen

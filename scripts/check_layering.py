@@ -30,7 +30,7 @@ RULES = {
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
     # The GPU device over the CUDA driver (opened with dlopen).
-    "runtime/cuda": ["runtime", "runtime/cuda"],
+    "runtime/cuda": ["runtime", "runtime/cuda", "ir/DType.h"],
     # The reference-kernel step: the runtime and the IR (its interpreter,
     # printer and parser), no compiler.
     "runtime/reference": ["runtime", "runtime/reference", "ir"],
@@ -60,7 +60,7 @@ DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "c
           "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h",
           "codegen/ChannelsLastGroups.cpp", "codegen/RunTimeSizes.cpp", "codegen/RunTimeSizes.h",
           "codegen/SymbolicArtifact.cpp", "codegen/CudaProgram.cpp", "codegen/CudaProgram.h"}
-DRIVER_EXTRA = ["codegen/cpu", "codegen/cuda", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
+DRIVER_EXTRA = ["codegen/cpu", "codegen/cuda", "runtime/cuda", "codegen/cpu/dnnl", "runtime/artifact", "runtime/dnnl",
                 "runtime/reference", "generated/SourceHash.h"]  # generated in the build tree
 
 MAX_LINES = 1000

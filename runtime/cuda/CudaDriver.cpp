@@ -167,39 +167,59 @@ bool CudaDevice::copyToHost(void *dst, DevicePtr src, size_t bytes, std::string 
          (makeCurrent(error) && check(driver().copyDtoH(dst, src, bytes), "cuMemcpyDtoH", error));
 }
 
-std::unique_ptr<CudaModule> CudaDevice::loadModule(const std::string &image, std::string &error) {
+namespace {
+
+class CudaModule final : public Module {
+public:
+  CudaModule(CudaDevice &device, CUmodule module) : device_(device), module_(module) {}
+  ~CudaModule() override {
+    std::string ignored;
+    if (module_ && device_.makeCurrent(ignored))
+      driver().moduleUnload(module_);
+  }
+  void *function(const std::string &name, std::string &error) override {
+    CUfunction f = nullptr;
+    if (!device_.makeCurrent(error) || !check(driver().moduleFunction(&f, module_, name.c_str()),
+                                              ("cuModuleGetFunction(" + name + ")").c_str(), error))
+      return nullptr;
+    return f;
+  }
+
+private:
+  CudaDevice &device_;
+  CUmodule module_;
+};
+
+} // namespace
+
+std::unique_ptr<Module> CudaDevice::loadModule(const std::string &image, std::string &error) {
   CUmodule m = nullptr;
   if (!makeCurrent(error) ||
       !check(driver().moduleLoad(&m, image.data()), "cuModuleLoadData", error))
     return nullptr;
-  return std::unique_ptr<CudaModule>(new CudaModule(*this, m));
+  return std::make_unique<CudaModule>(*this, m);
 }
 
-bool CudaDevice::launch(void *fn, unsigned grid, unsigned block, void **args, std::string &error) {
+bool CudaDevice::launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
+                        std::string &error) {
   if (grid == 0)
     return true;
+  // kernelParams: a pointer to each parameter's value; the sizes struct is
+  // its array of long long.
+  std::vector<DevicePtr> buffers = args.buffers;
+  std::vector<long long> sizes(args.sizes.begin(), args.sizes.end());
+  std::vector<void *> params;
+  for (DevicePtr &p : buffers)
+    params.push_back(&p);
+  if (!sizes.empty())
+    params.push_back(sizes.data());
   return makeCurrent(error) && check(driver().launch(static_cast<CUfunction>(fn), grid, 1, 1, block,
-                                                     1, 1, 0, nullptr, args, nullptr),
+                                                     1, 1, 0, nullptr, params.data(), nullptr),
                                      "cuLaunchKernel", error);
 }
 
 bool CudaDevice::synchronize(std::string &error) {
   return makeCurrent(error) && check(driver().synchronize(), "cuCtxSynchronize", error);
-}
-
-CudaModule::~CudaModule() {
-  std::string ignored;
-  if (module_ && device_.makeCurrent(ignored))
-    driver().moduleUnload(static_cast<CUmodule>(module_));
-}
-
-void *CudaModule::function(const std::string &name, std::string &error) {
-  CUfunction f = nullptr;
-  if (!device_.makeCurrent(error) ||
-      !check(driver().moduleFunction(&f, static_cast<CUmodule>(module_), name.c_str()),
-             ("cuModuleGetFunction(" + name + ")").c_str(), error))
-    return nullptr;
-  return f;
 }
 
 } // namespace kiln::runtime::cuda

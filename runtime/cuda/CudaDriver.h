@@ -9,7 +9,7 @@
 //   std::string error;
 //   auto gpu = CudaDevice::open(error);   // null, error: "no CUDA driver ..."
 //   auto module = gpu->loadModule(cubin, error);
-//   gpu->launch(module->function("kernel_y", error), grid, 256, args, error);
+//   gpu->launch(module->function("kernel_y", error), grid, 256, {{in, out}}, error);
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -18,61 +18,82 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime::cuda {
 
 /// Device memory (a CUdeviceptr), freed with its device.
 using DevicePtr = uint64_t;
 
-class CudaModule;
+/// A loaded module of kernels.
+class Module {
+public:
+  virtual ~Module() = default;
+  /// The kernel `name` (an extern "C" __global__ function), or null.
+  virtual void *function(const std::string &name, std::string &error) = 0;
+};
+
+/// What a launch passes: the kernel's buffers in parameter order, then its
+/// run-time sizes (the struct `<name>_sizes`, by value), if it has any.
+struct LaunchArgs {
+  std::vector<DevicePtr> buffers;
+  std::vector<int64_t> sizes;
+  /// The kernel synchronizes its block (__syncthreads, shuffles): what an
+  /// emulation of the device needs to know, not the device.
+  bool synchronizes = false;
+};
+
+/// Where compiled CUDA models run (CudaModel.h): the GPU through the
+/// driver (CudaDevice), or the tests' host emulation of one. Calls that
+/// fail return false (or null) with `error` naming the call and why.
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "NVIDIA H200".
+  virtual const std::string &name() const = 0;
+  virtual bool alloc(size_t bytes, DevicePtr &ptr, std::string &error) = 0;
+  virtual void free(DevicePtr ptr) = 0;
+  virtual bool copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error) = 0;
+  virtual bool copyToHost(void *dst, DevicePtr src, size_t bytes, std::string &error) = 0;
+  /// A CUBIN (or PTX, which the driver compiles) image.
+  virtual std::unique_ptr<Module> loadModule(const std::string &image, std::string &error) = 0;
+  /// `fn` on `grid` blocks of `block` threads. Asynchronous.
+  virtual bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
+                      std::string &error) = 0;
+  virtual bool synchronize(std::string &error) = 0;
+};
 
 /// The first GPU of the machine, its primary context current on the
-/// threads that use it. Calls that fail return false (or null) with
-/// `error` naming the call and the driver's message.
-class CudaDevice {
+/// threads that use it.
+class CudaDevice final : public Device {
 public:
   /// The device, or null with `error` saying why there is none: no driver
   /// library, a driver that does not start, no GPU.
   static std::unique_ptr<CudaDevice> open(std::string &error);
-  ~CudaDevice();
+  ~CudaDevice() override;
 
-  /// "NVIDIA H200", and the compute capability as 90.
-  const std::string &name() const { return name_; }
+  const std::string &name() const override { return name_; }
+  /// The compute capability as 90.
   int computeCapability() const { return arch_; }
 
-  bool alloc(size_t bytes, DevicePtr &ptr, std::string &error);
-  void free(DevicePtr ptr);
-  bool copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error);
-  bool copyToHost(void *dst, DevicePtr src, size_t bytes, std::string &error);
+  bool alloc(size_t bytes, DevicePtr &ptr, std::string &error) override;
+  void free(DevicePtr ptr) override;
+  bool copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error) override;
+  bool copyToHost(void *dst, DevicePtr src, size_t bytes, std::string &error) override;
+  std::unique_ptr<Module> loadModule(const std::string &image, std::string &error) override;
+  bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
+              std::string &error) override;
+  bool synchronize(std::string &error) override;
 
-  /// A CUBIN (or PTX, which the driver compiles) image.
-  std::unique_ptr<CudaModule> loadModule(const std::string &image, std::string &error);
-  /// `fn` on `grid` blocks of `block` threads; `args` points at each
-  /// parameter's value (cuLaunchKernel's kernelParams). Asynchronous.
-  bool launch(void *fn, unsigned grid, unsigned block, void **args, std::string &error);
-  bool synchronize(std::string &error);
+  /// Makes the device's context current on the calling thread.
+  bool makeCurrent(std::string &error);
 
 private:
   CudaDevice() = default;
-  friend class CudaModule;
-  bool makeCurrent(std::string &error);
   int device_ = 0;
   void *context_ = nullptr;
   std::string name_;
   int arch_ = 0;
-};
-
-class CudaModule {
-public:
-  ~CudaModule();
-  /// The kernel `name` (an extern "C" __global__ function), or null.
-  void *function(const std::string &name, std::string &error);
-
-private:
-  friend class CudaDevice;
-  CudaModule(CudaDevice &device, void *module) : device_(device), module_(module) {}
-  CudaDevice &device_;
-  void *module_;
 };
 
 } // namespace kiln::runtime::cuda

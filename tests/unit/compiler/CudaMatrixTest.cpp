@@ -26,6 +26,7 @@
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Ops.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "tests/unit/cuda/Emulation.h"
 
 #include <gtest/gtest.h>
 
@@ -50,9 +51,6 @@ const std::vector<int64_t> kSizes = {1, 7, 33, 65, 4099};
 /// Kernels per module: the cast case alone has 441 dtype pairs.
 constexpr size_t kChunk = 200;
 
-using Launch = void (*)(void **buffers, const long long *sizes, unsigned grid, unsigned block,
-                        bool synchronizes);
-
 /// One kernel to check: its CUDA C, the sizes it runs at, its case.
 struct Item {
   Kernel kernel;
@@ -66,33 +64,6 @@ struct Case {
   const OpInfo *op = nullptr;
   bool onePrimitive = false;
 };
-
-void writeText(const fs::path &p, const std::string &text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-/// The launcher the emulation calls: unpacks buffers and sizes, launches.
-std::string launcher(const Item &it) {
-  const cuda::CudaKernel &c = it.cuda;
-  std::string s = "extern \"C\" void launch_" + c.name +
-                  "(void **b, const long long *sizes, unsigned grid, unsigned block, bool sync) "
-                  "{\n  (void)sizes;\n";
-  std::string args;
-  size_t buffer = 0;
-  for (const std::string &p : c.params) {
-    if (!args.empty())
-      args += ", ";
-    if (p.find('*') != std::string::npos) {
-      args += "(" + p + ")b[" + std::to_string(buffer++) + "]";
-    } else {
-      s += "  " + p + " s;\n  std::memcpy(s.v, sizes, sizeof s.v);\n";
-      args += "s";
-    }
-  }
-  s += "  kiln_emu::launch(grid, block, sync, [&] { " + c.name + "(" + args + "); });\n}\n";
-  return s;
-}
 
 /// Every case of `op` at kSizes, its kernels and their merges, in CUDA C.
 void collect(const OpInfo &op, std::vector<Case> &cases, std::vector<Item> &items) {
@@ -190,22 +161,22 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
   collect(op, cases, items);
   if (HasFatalFailure())
     return;
-  // Modules of kChunk kernels: NVRTC for the device, g++ (two at a
-  // time) for the emulation.
+  // Modules of kChunk kernels: NVRTC for the device, g++ for the
+  // emulation.
   const fs::path dir = fs::temp_directory_path() / ("kiln-cuda-matrix-" + std::to_string(getpid()) +
                                                     "-" + std::string(op.mnemonic));
   fs::remove_all(dir);
-  for (const auto &[name, text] : cuda::cudaHeaders())
-    if (name != "cstdint") // the host's own
-      writeText(dir / name, text);
-  std::string compile;
-  const size_t chunks = (items.size() + kChunk - 1) / kChunk;
-  for (size_t c = 0; c < chunks; ++c) {
-    std::string module, host;
-    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i) {
-      module += items[i].cuda.source;
-      host += launcher(items[i]);
+  std::vector<std::string> modules;
+  std::vector<std::vector<std::string>> functions;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i % kChunk == 0) {
+      modules.emplace_back();
+      functions.emplace_back();
     }
+    modules.back() += items[i].cuda.source;
+    functions.back().push_back(items[i].cuda.name);
+  }
+  for (const std::string &module : modules) {
     cuda::CudaBinary binary;
     std::string error;
     ASSERT_TRUE(cuda::compileWithNvrtc(module, std::string(op.mnemonic) + ".cu",
@@ -213,50 +184,31 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
         << error;
     EXPECT_FALSE(binary.ptx.empty());
     EXPECT_FALSE(binary.cubin.empty());
-    const std::string stem = (dir / ("chunk" + std::to_string(c))).string();
-    writeText(stem + ".cpp", module + host);
-    compile += "g++ -std=c++20 -O0 -fPIC -shared -pthread -ffp-contract=off -w -include " +
-               std::string(KILN_SOURCE_DIR) + "/tests/unit/cuda/CudaHost.h -I " + dir.string() +
-               " " + stem + ".cpp -o " + stem + ".so 2> " + stem + ".log || echo " + stem + " >> " +
-               (dir / "failed").string() + (c % 2 == 0 && c + 1 < chunks ? " &\n" : "\nwait\n");
   }
-  writeText(dir / "compile.sh", compile);
-  ASSERT_EQ(std::system(("sh " + (dir / "compile.sh").string()).c_str()), 0);
-  ASSERT_FALSE(fs::exists(dir / "failed"))
-      << "g++ failed on " << std::ifstream(dir / "failed").rdbuf() << " (see its .log)";
-  std::vector<void *> libs;
-  for (size_t c = 0; c < chunks; ++c) {
-    const std::string so = (dir / ("chunk" + std::to_string(c) + ".so")).string();
-    libs.push_back(dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL));
-    ASSERT_NE(libs.back(), nullptr) << dlerror();
-  }
+  std::string error;
+  auto emulated = EmulatedModule::compile(modules, functions, dir, error);
+  ASSERT_NE(emulated, nullptr) << error;
+  EmulatedDevice device(emulated);
 
   std::mt19937 rng(7);
   int failures = 0;
   for (const Item &it : items) {
     KernelRun r = prepare(it, cases, rng);
-    std::vector<void *> buffers;
+    runtime::cuda::LaunchArgs args;
     for (Tensor &t : r.inputs)
-      buffers.push_back(t.mutableRawData());
+      args.buffers.push_back(reinterpret_cast<runtime::cuda::DevicePtr>(t.mutableRawData()));
     for (Tensor &t : r.got)
-      buffers.push_back(t.mutableRawData());
-    const size_t index = static_cast<size_t>(&it - items.data());
-    auto launch =
-        reinterpret_cast<Launch>(dlsym(libs[index / kChunk], ("launch_" + it.cuda.name).c_str()));
-    ASSERT_NE(launch, nullptr) << it.cuda.name;
-    const cuda::CudaForm form = it.cuda.form;
-    const bool sync = form == cuda::CudaForm::WarpPerRow || form == cuda::CudaForm::BlockPerRow;
-    // Fewer blocks of fewer threads than a GPU launch: the loops stride by
-    // the grid, and a block of two warps still combines across warps.
+      args.buffers.push_back(reinterpret_cast<runtime::cuda::DevicePtr>(t.mutableRawData()));
+    args.sizes = it.sizes;
+    args.synchronizes =
+        it.cuda.form == cuda::CudaForm::WarpPerRow || it.cuda.form == cuda::CudaForm::BlockPerRow;
+    void *fn = emulated->launcher(it.cuda.name);
+    ASSERT_NE(fn, nullptr) << it.cuda.name;
     const Kernel bound = it.kernel.bind(it.sizes);
-    const unsigned grid = std::min(cuda::cudaGridBlocks(form, bound.numOuter(), bound.inner), 3u);
-    std::vector<long long> sizes(it.sizes.begin(), it.sizes.end());
-    if (grid > 0)
-      launch(buffers.data(), sizes.data(), grid, 64, sync);
+    ASSERT_TRUE(device.launch(fn, cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
+                              cuda::kCudaBlockThreads, args, error));
     compareRun(it, r, cases, "emulated", failures);
   }
-  for (void *lib : libs)
-    dlclose(lib);
   if (failures == 0)
     fs::remove_all(dir);
 }
@@ -311,16 +263,11 @@ TEST_P(CudaMatrixTest, GpuKernelsEqualTheInterpreter) {
         ASSERT_TRUE(device->alloc(bytes, ptrs.back(), error)) << error;
         ASSERT_TRUE(device->copyToDevice(ptrs.back(), t->rawData(), bytes, error)) << error;
       }
-      std::vector<void *> args;
-      for (runtime::cuda::DevicePtr &p : ptrs)
-        args.push_back(&p);
-      std::vector<long long> sizes(it.sizes.begin(), it.sizes.end());
-      if (!sizes.empty())
-        args.push_back(sizes.data()); // the struct of sizes: its array, by value
+      runtime::cuda::LaunchArgs args{ptrs, it.sizes};
       const Kernel bound = it.kernel.bind(it.sizes);
       ASSERT_TRUE(device->launch(fn,
                                  cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
-                                 cuda::kCudaBlockThreads, args.data(), error))
+                                 cuda::kCudaBlockThreads, args, error))
           << error;
       ASSERT_TRUE(device->synchronize(error)) << it.cuda.name << ": " << error;
       for (size_t o = 0; o < r.got.size(); ++o) {

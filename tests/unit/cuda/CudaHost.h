@@ -23,6 +23,8 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #define KILN_EMULATION 1
@@ -145,3 +147,35 @@ inline void launch(unsigned grid, unsigned block, bool synchronizes,
 }
 
 } // namespace kiln_emu
+
+namespace kiln_emu {
+
+/// Kernel parameter number `i` of type `P`: buffer `b[i]` (a pointer
+/// parameter) or the launch's sizes (the struct of sizes, after them).
+template <typename P> P arg(void **b, size_t i, const long long *sizes) {
+  if constexpr (std::is_pointer_v<P>) {
+    return static_cast<P>(b[i]);
+  } else {
+    P s;
+    std::memcpy(s.v, sizes, sizeof s.v);
+    return s;
+  }
+}
+
+/// Calls kernel `fn` with buffers `b` (in parameter order) and `sizes`.
+template <typename... P> void call(void (*fn)(P...), void **b, const long long *sizes) {
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    fn(arg<P>(b, I, sizes)...);
+  }
+  (std::index_sequence_for<P...>{});
+}
+
+} // namespace kiln_emu
+
+/// The launcher of kernel NAME the emulated device calls (tests/unit/cuda/
+/// Emulation.h): `launch_NAME(buffers, sizes, grid, block, synchronizes)`.
+#define KILN_EMU_LAUNCHER(NAME)                                                                    \
+  extern "C" void launch_##NAME(void **b, const long long *sizes, unsigned grid, unsigned block,   \
+                                bool synchronizes) {                                               \
+    kiln_emu::launch(grid, block, synchronizes, [&] { kiln_emu::call(NAME, b, sizes); });          \
+  }

@@ -1,0 +1,96 @@
+//===- CudaModel.cpp - A compiled model on a CUDA device ------------------===//
+
+#include "runtime/cuda/CudaModel.h"
+
+namespace kiln::runtime::cuda {
+
+std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, std::string &error) {
+  std::unique_ptr<CudaModel> m(new CudaModel(device, std::move(spec)));
+  const CudaModelSpec &s = m->spec_;
+  m->module_ = device.loadModule(s.image, error);
+  if (!m->module_)
+    return nullptr;
+  for (const CudaModelSpec::Step &step : s.steps) {
+    for (int32_t b : step.buffers)
+      if (b < 0 || static_cast<size_t>(b) >= s.buffers.size()) {
+        error = "step " + step.function + " names buffer " + std::to_string(b) + " of " +
+                std::to_string(s.buffers.size());
+        return nullptr;
+      }
+    m->functions_.push_back(m->module_->function(step.function, error));
+    if (!m->functions_.back())
+      return nullptr;
+  }
+  DevicePtr arena = 0;
+  if (!device.alloc(s.arenaBytes, arena, error))
+    return nullptr;
+  m->owned_.push_back(arena);
+  for (const CudaModelSpec::Buffer &b : s.buffers) {
+    if (b.role != CudaModelSpec::Buffer::Role::Constant) {
+      if (b.offset + b.bytes > s.arenaBytes) {
+        error = "buffer " + b.name + " ends past the arena";
+        return nullptr;
+      }
+      m->address_.push_back(arena + b.offset);
+      continue;
+    }
+    DevicePtr p = 0;
+    if (b.data.size() != b.bytes) {
+      error = "constant " + b.name + " holds " + std::to_string(b.data.size()) + " bytes, not " +
+              std::to_string(b.bytes);
+      return nullptr;
+    }
+    if (!device.alloc(b.bytes, p, error))
+      return nullptr;
+    m->owned_.push_back(p);
+    if (!device.copyToDevice(p, b.data.data(), b.bytes, error))
+      return nullptr;
+    m->address_.push_back(p);
+  }
+  return m;
+}
+
+CudaModel::~CudaModel() {
+  for (DevicePtr p : owned_)
+    device_.free(p);
+}
+
+bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> outputs,
+                    std::string &error) {
+  const CudaModelSpec &s = spec_;
+  if (inputs.size() != static_cast<size_t>(s.numInputs) ||
+      outputs.size() != static_cast<size_t>(s.numOutputs)) {
+    error = "the model takes " + std::to_string(s.numInputs) + " inputs and " +
+            std::to_string(s.numOutputs) + " outputs, given " + std::to_string(inputs.size()) +
+            " and " + std::to_string(outputs.size());
+    return false;
+  }
+  using Role = CudaModelSpec::Buffer::Role;
+  for (size_t b = 0; b < s.buffers.size(); ++b)
+    if (s.buffers[b].role == Role::Input &&
+        !device_.copyToDevice(address_[b], inputs[static_cast<size_t>(s.buffers[b].index)],
+                              s.buffers[b].bytes, error))
+      return false;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const CudaModelSpec::Step &step = s.steps[i];
+    LaunchArgs args;
+    for (int32_t b : step.buffers)
+      args.buffers.push_back(address_[static_cast<size_t>(b)]);
+    args.sizes = step.sizes;
+    args.synchronizes = step.synchronizes;
+    if (!device_.launch(functions_[i], step.grid, step.block, args, error)) {
+      error = "step " + std::to_string(i) + " (" + step.function + "): " + error;
+      return false;
+    }
+  }
+  if (!device_.synchronize(error))
+    return false;
+  for (size_t b = 0; b < s.buffers.size(); ++b)
+    if (s.buffers[b].role == Role::Output &&
+        !device_.copyToHost(outputs[static_cast<size_t>(s.buffers[b].index)], address_[b],
+                            s.buffers[b].bytes, error))
+      return false;
+  return true;
+}
+
+} // namespace kiln::runtime::cuda

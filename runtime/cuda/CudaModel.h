@@ -1,0 +1,83 @@
+//===- CudaModel.h - A compiled model on a CUDA device ----------*- C++ -*-===//
+//
+// What the CUDA backend compiles a model to (codegen/CudaProgram.h,
+// compileCudaModel) and what runs it: one module of kernels, the buffers
+// (inputs, outputs, constants, and the intermediates at their offsets in
+// one arena, from the compiler's memory plan) and the steps in order.
+// Loading uploads the constants and allocates the arena once; a run copies
+// the inputs in, launches every step, and copies the outputs out. No
+// compiler code; the device is a Device (CudaDriver.h).
+//
+//   CudaModelSpec spec = ...;                  // from the compiler
+//   auto model = CudaModel::load(device, std::move(spec), error);
+//   model->run({x.data()}, {y.data()}, error); // host buffers, dense
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/DType.h"
+#include "runtime/cuda/CudaDriver.h"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+struct CudaModelSpec {
+  struct Buffer {
+    enum class Role : uint8_t { Input, Output, Constant, Temp } role = Role::Temp;
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    /// Input and Output: the graph's input or output number.
+    int32_t index = -1;
+    /// Temp, Input and Output: the offset in the arena.
+    uint64_t offset = 0;
+    /// Its size (dense, row-major).
+    uint64_t bytes = 0;
+    /// Constant: its bytes.
+    std::string data;
+  };
+  struct Step {
+    std::string function; ///< the kernel's name in the module
+    /// Buffer numbers: the kernel's inputs, then its outputs.
+    std::vector<int32_t> buffers;
+    unsigned grid = 0, block = 256;
+    bool synchronizes = false;
+    std::vector<int64_t> sizes;
+  };
+  /// The module: a CUBIN for `arch` (or PTX).
+  std::string image;
+  int arch = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+  uint64_t arenaBytes = 0;
+  int32_t numInputs = 0, numOutputs = 0;
+};
+
+class CudaModel {
+public:
+  /// Loads `spec` on `device` (module, functions, constants, arena); null
+  /// with `error` saying what failed.
+  static std::unique_ptr<CudaModel> load(Device &device, CudaModelSpec spec, std::string &error);
+  ~CudaModel();
+
+  const CudaModelSpec &spec() const { return spec_; }
+  /// Runs on dense host buffers of the spec's input and output types
+  /// (input / output number i); false with `error` naming the failing step.
+  bool run(std::span<const void *const> inputs, std::span<void *const> outputs, std::string &error);
+
+private:
+  CudaModel(Device &device, CudaModelSpec spec) : device_(device), spec_(std::move(spec)) {}
+  Device &device_;
+  CudaModelSpec spec_;
+  std::unique_ptr<Module> module_;
+  std::vector<void *> functions_;
+  /// Per buffer: its device address.
+  std::vector<DevicePtr> address_;
+  std::vector<DevicePtr> owned_;
+};
+
+} // namespace kiln::runtime::cuda

@@ -1,0 +1,168 @@
+//===- CudaModelTest.cpp - Whole models compiled for CUDA -----------------===//
+//
+// compileCudaModel (codegen/CudaProgram.h) and runtime::cuda::CudaModel:
+// models made of kernels compiled for a CUDA device, run on the host
+// emulation of one (Emulation.h) against the reference interpreter, the
+// arena of the memory plan included; library ops refused by name; and a
+// machine without a GPU says so in one sentence.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaProgram.h"
+#include "ir/Compare.h"
+#include "ir/Interpreter.h"
+#include "ir/Parser.h"
+#include "tests/unit/cuda/Emulation.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <random>
+
+namespace {
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+std::unique_ptr<Module> parse(const char *text) {
+  DiagnosticEngine diag;
+  auto m = parseModule(text, diag);
+  EXPECT_TRUE(m.succeeded());
+  return m.succeeded() ? std::move(*m) : nullptr;
+}
+
+std::vector<Tensor> randomInputs(const Graph &g, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  std::vector<Tensor> inputs;
+  for (const Value *v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.size());
+    Tensor t = Tensor::zeros(v->type().dtype, shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.setDouble(i, normal(rng));
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
+/// `g` compiled for CUDA and run on the emulated device; its outputs.
+std::vector<Tensor> runEmulated(const Graph &g, const std::vector<Tensor> &inputs,
+                                codegen::CudaCompiled *compiledOut = nullptr) {
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto compiled = codegen::compileCudaModel(g, {}, codegen::cuda::kDefaultCudaArch, diag);
+  EXPECT_TRUE(compiled.succeeded()) << collect.str();
+  if (failed(compiled))
+    return {};
+  std::vector<std::string> names;
+  for (const auto &k : compiled->program.kernels)
+    names.push_back(k.name);
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-cuda-model-" + std::to_string(getpid()) + "-" + g.name());
+  std::string error;
+  auto module = kiln::testing::EmulatedModule::compile({compiled->program.source}, {names}, dir, error);
+  EXPECT_NE(module, nullptr) << error;
+  if (!module)
+    return {};
+  kiln::testing::EmulatedDevice device(module);
+  auto model = runtime::cuda::CudaModel::load(device, compiled->spec, error);
+  EXPECT_NE(model, nullptr) << error;
+  if (!model)
+    return {};
+  std::vector<Tensor> outputs;
+  std::vector<const void *> in;
+  std::vector<void *> out;
+  for (const Tensor &t : inputs)
+    in.push_back(t.rawData());
+  for (const Value *v : g.outputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.size());
+    outputs.push_back(Tensor::zeros(v->type().dtype, shape));
+    out.push_back(outputs.back().mutableRawData());
+  }
+  EXPECT_TRUE(model->run(in, out, error)) << error;
+  if (compiledOut)
+    *compiledOut = std::move(*compiled);
+  fs::remove_all(dir);
+  return outputs;
+}
+
+const char *kBlock = R"(
+graph @block(%x: f32[8,300], %y: f32[8,300], %z: f32[2,3000], %u: f32[8,4]) -> (f32[8,300], f32[2,1], f32[300,8], f32[8,600], f32[8,4]) {
+  %w = constant dense<[0.5, -1.0, 2.0, 0.25]> : f32[4]
+  %a = add(%x, %y) : f32[8,300]
+  %t = tanh(%a) : f32[8,300]
+  %s = softmax(%t) : f32[8,300]
+  %r = reduce_sum(%z) {axes = [1]} : f32[2,1]
+  %p = transpose(%s) {perm = [1, 0]} : f32[300,8]
+  %c = concat(%s, %x) {axis = 1} : f32[8,600]
+  %q = mul(%u, %w) : f32[8,4]
+  return %s, %r, %p, %c, %q
+}
+)";
+
+TEST(CudaModelTest, RunsOnTheEmulatedDeviceAsTheInterpreter) {
+  auto m = parse(kBlock);
+  ASSERT_NE(m, nullptr);
+  const Graph &g = *m->graphs().front();
+  const std::vector<Tensor> inputs = randomInputs(g, 3);
+  DiagnosticEngine diag;
+  auto want = interpret(g, inputs, diag);
+  ASSERT_TRUE(want.succeeded());
+  codegen::CudaCompiled compiled;
+  const std::vector<Tensor> got = runEmulated(g, inputs, &compiled);
+  ASSERT_EQ(got.size(), want->size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    const Comparison c = compareTensors(got[o], (*want)[o], Tolerance{1e-5, 1e-6});
+    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, Tolerance{1e-5, 1e-6});
+  }
+  // One arena for inputs, outputs and intermediates, no larger than their
+  // sum; the constant uploaded on its own.
+  uint64_t sum = 0;
+  int constants = 0;
+  for (const auto &b : compiled.spec.buffers) {
+    if (b.role == runtime::cuda::CudaModelSpec::Buffer::Role::Constant)
+      ++constants;
+    else
+      sum += (b.bytes + 63) / 64 * 64;
+  }
+  EXPECT_LE(compiled.spec.arenaBytes, sum);
+  EXPECT_GT(compiled.spec.arenaBytes, 0u);
+  EXPECT_EQ(constants, 1);
+  EXPECT_FALSE(compiled.spec.image.empty());
+}
+
+TEST(CudaModelTest, LibraryOpsAreRefusedByName) {
+  auto m = parse(R"(
+graph @mm(%a: f32[4,8], %b: f32[8,3]) -> (f32[4,3]) {
+  %c = matmul(%a, %b) : f32[4,3]
+  return %c
+}
+)");
+  ASSERT_NE(m, nullptr);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto compiled = codegen::compileCudaModel(*m->graphs().front(), {}, 90, diag);
+  EXPECT_TRUE(failed(compiled));
+  EXPECT_NE(collect.str().find("the CUDA backend cannot run 'matmul' (c) yet"), std::string::npos)
+      << collect.str();
+}
+
+TEST(CudaModelTest, WithoutAGpuOpeningOneSaysWhy) {
+  std::string error;
+  auto device = runtime::cuda::CudaDevice::open(error);
+  if (device) {
+    EXPECT_GE(device->computeCapability(), 50);
+    EXPECT_FALSE(device->name().empty());
+    return;
+  }
+  EXPECT_TRUE(error.rfind("no CUDA driver on this machine", 0) == 0 ||
+              error.rfind("no GPU on this machine", 0) == 0 ||
+              error.rfind("the CUDA driver did not start", 0) == 0)
+      << error;
+}
+
+} // namespace

@@ -1,0 +1,139 @@
+//===- Emulation.cpp - CUDA kernels run on the host, for tests ------------===//
+
+#include "tests/unit/cuda/Emulation.h"
+#include "codegen/cuda/CudaEmitter.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::testing {
+namespace fs = std::filesystem;
+
+namespace {
+
+void writeText(const fs::path &p, const std::string &text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+class HostModule final : public runtime::cuda::Module {
+public:
+  explicit HostModule(std::shared_ptr<EmulatedModule> m) : m_(std::move(m)) {}
+  void *function(const std::string &name, std::string &error) override {
+    void *f = m_->launcher(name);
+    if (!f)
+      error = "the emulated module has no kernel " + name;
+    return f;
+  }
+
+private:
+  std::shared_ptr<EmulatedModule> m_;
+};
+
+} // namespace
+
+std::shared_ptr<EmulatedModule>
+EmulatedModule::compile(const std::vector<std::string> &sources,
+                        const std::vector<std::vector<std::string>> &functions, const fs::path &dir,
+                        std::string &error) {
+  for (const auto &[name, text] : codegen::cuda::cudaHeaders())
+    if (name != "cstdint") // the host's own
+      writeText(dir / name, text);
+  std::string script;
+  for (size_t c = 0; c < sources.size(); ++c) {
+    std::string text = sources[c];
+    for (const std::string &f : functions[c])
+      text += "KILN_EMU_LAUNCHER(" + f + ")\n";
+    const std::string stem = (dir / ("module" + std::to_string(c))).string();
+    writeText(stem + ".cpp", text);
+    // -O0: the kernels are small and many; g++ takes seconds less.
+    script += "g++ -std=c++20 -O0 -fPIC -shared -pthread -ffp-contract=off -w -include " +
+              std::string(KILN_SOURCE_DIR) + "/tests/unit/cuda/CudaHost.h -I " + dir.string() +
+              " " + stem + ".cpp -o " + stem + ".so 2> " + stem + ".log || echo " + stem + " >> " +
+              (dir / "failed").string() +
+              (c % 2 == 0 && c + 1 < sources.size() ? " &\n" : "\nwait\n");
+  }
+  fs::remove(dir / "failed");
+  writeText(dir / "compile.sh", script);
+  if (std::system(("sh " + (dir / "compile.sh").string()).c_str()) != 0 ||
+      fs::exists(dir / "failed")) {
+    std::ostringstream os;
+    os << "g++ failed on " << std::ifstream(dir / "failed").rdbuf();
+    error = os.str();
+    return nullptr;
+  }
+  auto m = std::shared_ptr<EmulatedModule>(new EmulatedModule());
+  for (size_t c = 0; c < sources.size(); ++c) {
+    const std::string so = (dir / ("module" + std::to_string(c) + ".so")).string();
+    void *lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      error = dlerror();
+      return nullptr;
+    }
+    m->libs_.push_back(lib);
+  }
+  return m;
+}
+
+EmulatedModule::~EmulatedModule() {
+  for (void *lib : libs_)
+    dlclose(lib);
+}
+
+void *EmulatedModule::launcher(const std::string &name) const {
+  for (void *lib : libs_)
+    if (void *f = dlsym(lib, ("launch_" + name).c_str()))
+      return f;
+  return nullptr;
+}
+
+bool EmulatedDevice::alloc(size_t bytes, runtime::cuda::DevicePtr &ptr, std::string &error) {
+  void *p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  if (!p) {
+    error = "out of host memory";
+    return false;
+  }
+  std::memset(p, 0xA5, bytes); // not zero: a kernel must write what it returns
+  ptr = reinterpret_cast<runtime::cuda::DevicePtr>(p);
+  return true;
+}
+
+void EmulatedDevice::free(runtime::cuda::DevicePtr ptr) {
+  std::free(reinterpret_cast<void *>(ptr));
+}
+
+bool EmulatedDevice::copyToDevice(runtime::cuda::DevicePtr dst, const void *src, size_t bytes,
+                                  std::string &) {
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  return true;
+}
+
+bool EmulatedDevice::copyToHost(void *dst, runtime::cuda::DevicePtr src, size_t bytes,
+                                std::string &) {
+  std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+  return true;
+}
+
+std::unique_ptr<runtime::cuda::Module> EmulatedDevice::loadModule(const std::string &,
+                                                                  std::string &) {
+  return std::make_unique<HostModule>(module_);
+}
+
+bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
+                            const runtime::cuda::LaunchArgs &args, std::string &) {
+  std::vector<void *> buffers;
+  for (runtime::cuda::DevicePtr p : args.buffers)
+    buffers.push_back(reinterpret_cast<void *>(p));
+  std::vector<long long> sizes(args.sizes.begin(), args.sizes.end());
+  if (grid > 0)
+    reinterpret_cast<EmulatedLaunch>(fn)(buffers.data(), sizes.data(), std::min(grid, 3u), 64,
+                                         args.synchronizes);
+  return true;
+}
+
+} // namespace kiln::testing

@@ -1,0 +1,70 @@
+//===- Emulation.h - CUDA kernels run on the host, for tests ----*- C++ -*-===//
+//
+// Generated CUDA modules compiled with g++ against the host emulation of
+// CUDA's built-ins (CudaHost.h), and a runtime::cuda::Device whose kernels
+// are those: what the CUDA tests run where there is no GPU.
+//
+//   auto lib = EmulatedModule::compile(source, {"kernel_y"}, dir, error);
+//   EmulatedDevice device(lib);   // a Device: memory is host memory
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/cuda/CudaDriver.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+/// One module of kernels built for the emulation.
+class EmulatedModule {
+public:
+  /// Compiles each of `sources` (modules of CUDA C from the CUDA backend)
+  /// with g++, two at a time, into `dir`, with a launcher for each name of
+  /// `functions[i]` (the kernels of `sources[i]`); null with `error` (g++'s
+  /// messages) on failure.
+  static std::shared_ptr<EmulatedModule>
+  compile(const std::vector<std::string> &sources,
+          const std::vector<std::vector<std::string>> &functions, const std::filesystem::path &dir,
+          std::string &error);
+  ~EmulatedModule();
+  /// The launcher of kernel `name` (CudaHost.h, KILN_EMU_LAUNCHER), or null.
+  void *launcher(const std::string &name) const;
+
+private:
+  std::vector<void *> libs_;
+};
+
+/// Signature of the launchers.
+using EmulatedLaunch = void (*)(void **buffers, const long long *sizes, unsigned grid,
+                                unsigned block, bool synchronizes);
+
+/// A Device on the host: memory is malloc'd, modules are `module` whatever
+/// image they are given, and a launch runs at most three blocks of 64
+/// threads (the kernels' loops stride by the grid, so the values are the
+/// same; a block of two warps still combines across warps).
+class EmulatedDevice final : public runtime::cuda::Device {
+public:
+  explicit EmulatedDevice(std::shared_ptr<EmulatedModule> module) : module_(std::move(module)) {}
+  const std::string &name() const override { return name_; }
+  bool alloc(size_t bytes, runtime::cuda::DevicePtr &ptr, std::string &error) override;
+  void free(runtime::cuda::DevicePtr ptr) override;
+  bool copyToDevice(runtime::cuda::DevicePtr dst, const void *src, size_t bytes,
+                    std::string &error) override;
+  bool copyToHost(void *dst, runtime::cuda::DevicePtr src, size_t bytes,
+                  std::string &error) override;
+  std::unique_ptr<runtime::cuda::Module> loadModule(const std::string &image,
+                                                    std::string &error) override;
+  bool launch(void *fn, unsigned grid, unsigned block, const runtime::cuda::LaunchArgs &args,
+              std::string &error) override;
+  bool synchronize(std::string &) override { return true; }
+
+private:
+  std::shared_ptr<EmulatedModule> module_;
+  std::string name_ = "host emulation";
+};
+
+} // namespace kiln::testing
