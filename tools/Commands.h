@@ -13,6 +13,7 @@
 #include "runtime/artifact/Artifact.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -201,6 +202,17 @@ struct CudaEmitFlags {
 /// prints its CUDA C and/or PTX, writes kernels.cu, .ptx and .cubin into
 /// `flags.dir`, then a `cuda:` summary line (tools/CudaEmit.cpp). The exit
 /// status.
+/// `kiln run --target cuda` (tools/CudaEmit.cpp): `g` compiled with the
+/// CUDA backend for the machine's GPU and loaded on it; `run` is empty
+/// after an error (no GPU, a node the backend cannot run), reported.
+struct CudaRun {
+  std::function<FailureOr<std::vector<Tensor>>(std::span<const Tensor>, DiagnosticEngine &)> run;
+  /// "CUDA on NVIDIA H200, 12 kernels".
+  std::string description;
+};
+CudaRun prepareCudaRun(const Graph &g, const codegen::CompileOptions &options,
+                       DiagnosticEngine &diag);
+
 /// "sm_90" or "90" -> 90; -1 for anything else.
 int parseCudaArchFlag(const std::string &s);
 int emitCuda(const Graph &g, const codegen::CompileOptions &options, const CudaEmitFlags &flags,

@@ -1,9 +1,10 @@
-//===- CudaEmit.cpp - kiln compile --emit=cuda|ptx ------------------------===//
+//===- CudaEmit.cpp - kiln compile --emit=cuda|ptx, kiln run --target cuda ===//
 //
 // The CUDA backend's module of a graph's kernels (codegen/CudaProgram.h):
 // CUDA C and PTX printed, kernels.cu/.ptx/.cubin written to --cuda-dir,
-// and a summary line. Built without NVRTC (KILN_HAS_CUDA unset), it says
-// so.
+// and a summary line; and `kiln run --target cuda`, the model compiled for
+// and run on the machine's GPU (runtime/cuda/CudaModel.h). Built without
+// NVRTC (KILN_HAS_CUDA unset), both say so.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
@@ -82,7 +83,62 @@ int emitCuda(const Graph &g, const codegen::CompileOptions &options, const CudaE
   return 0;
 }
 
+CudaRun prepareCudaRun(const Graph &g, const codegen::CompileOptions &options,
+                       DiagnosticEngine &diag) {
+  CudaRun r;
+  std::string error;
+  // The device first: without one nothing else can run.
+  std::shared_ptr<runtime::cuda::CudaDevice> device = runtime::cuda::CudaDevice::open(error);
+  if (!device) {
+    diag.emitError(Location()) << "--target cuda: " << error;
+    return r;
+  }
+  auto compiled = codegen::compileCudaModel(g, options, device->computeCapability(), diag);
+  if (failed(compiled))
+    return r;
+  std::shared_ptr<runtime::cuda::CudaModel> model =
+      runtime::cuda::CudaModel::load(*device, compiled->spec, error);
+  if (!model) {
+    diag.emitError(Location()) << "--target cuda: loading the model on " << device->name() << ": "
+                               << error;
+    return r;
+  }
+  std::vector<std::pair<DType, std::vector<int64_t>>> outputs(
+      static_cast<size_t>(compiled->spec.numOutputs));
+  for (const auto &b : compiled->spec.buffers)
+    if (b.role == runtime::cuda::CudaModelSpec::Buffer::Role::Output)
+      outputs[static_cast<size_t>(b.index)] = {b.dtype, b.shape};
+  r.description =
+      "CUDA on " + device->name() + ", " + std::to_string(compiled->spec.steps.size()) + " kernels";
+  r.run = [device, model, outputs](std::span<const Tensor> inputs,
+                                   DiagnosticEngine &d) -> FailureOr<std::vector<Tensor>> {
+    std::vector<Tensor> outs;
+    std::vector<const void *> in;
+    std::vector<void *> out;
+    for (const Tensor &t : inputs)
+      in.push_back(t.rawData());
+    for (const auto &[dtype, shape] : outputs) {
+      outs.push_back(Tensor::zeros(dtype, shape));
+      out.push_back(outs.back().mutableRawData());
+    }
+    std::string error;
+    if (!model->run(in, out, error)) {
+      d.emitError(Location()) << "--target cuda: " << error;
+      return failure();
+    }
+    return outs;
+  };
+  return r;
+}
+
 #else
+
+CudaRun prepareCudaRun(const Graph &, const codegen::CompileOptions &, DiagnosticEngine &diag) {
+  diag.emitError(Location()) << "--target cuda: this Kiln was built without the CUDA backend "
+                                "(CMake found no NVRTC under KILN_CUDA_ROOT, /usr/local/cuda by "
+                                "default)";
+  return {};
+}
 
 int emitCuda(const Graph &, const codegen::CompileOptions &, const CudaEmitFlags &,
              DiagnosticEngine &) {

@@ -44,6 +44,10 @@ const char kRunUsage[] =
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
     "  --check                compare the outputs with the expected ones of --data\n"
     "  --compile              compile the model for this CPU and run the compiled code\n"
+    "  --target cpu|cuda      cpu: as --compile; cuda: compile the model for the machine's\n"
+    "                         GPU with the CUDA backend and run it there (models of\n"
+    "                         kernels only: no convolution or matrix product yet);\n"
+    "                         without a GPU, an error saying what is missing\n"
     "  --bisect               with --compile --check: when outputs differ, name the first\n"
     "                         compiled step that differs from the interpreter\n"
     "  --check-each           with --compile: compare every step with the interpreter\n"
@@ -71,7 +75,7 @@ std::string formatMs(double ms) {
 
 int runCommand(const Args &args) {
   std::string file, graphName, outDir, dataDir;
-  bool compiled = false, compileOnly = false;
+  bool compiled = false, compileOnly = false, cuda = false;
   int repeat = 1;
   codegen::CompileOptions copts;
   copts.cache = true; // --no-cache turns it off
@@ -118,6 +122,14 @@ int runCommand(const Args &args) {
       dataDir = v;
     } else if (a == "--compile") {
       compiled = true;
+    } else if (matchFlag(args, i, "--target", v)) {
+      if (v != "cuda" && v != "cpu") {
+        std::fprintf(stderr, "kiln run: error: --target expects cpu or cuda, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      cuda = v == "cuda";
+      compiled = true; // --target cpu is --compile
     } else if (matchFlag(args, i, "--repeat", v)) {
       int64_t n;
       if (!parseIntArg("kiln run", "--repeat", v, 1, 1000000, n))
@@ -144,6 +156,12 @@ int runCommand(const Args &args) {
     return 2;
   }
   const bool isSymbolic = runtime::isSymbolicArtifactFile(file); // compiled per size from it
+  if (cuda && (runtime::isArtifactFile(file) || isSymbolic || checks.bisect || checks.each ||
+               copts.cpu != "native")) {
+    std::fprintf(stderr, "kiln run: error: --target cuda runs a model (.kir or ONNX) on the GPU: "
+                         "it takes no artifact, --bisect, --check-each or --cpu\n");
+    return 2;
+  }
   if ((compileOnly || checks.bisect || checks.each) && !compiled &&
       !runtime::isArtifactFile(file) && !isSymbolic) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
@@ -331,6 +349,13 @@ int runCommand(const Args &args) {
       model = reloaded.take();
       g = model.graph;
     }
+  }
+  CudaRun cudaRun; // --target cuda
+  if (cuda) {
+    cudaRun = prepareCudaRun(*g, copts, diag);
+    if (!cudaRun.run)
+      return 1;
+  } else if (compiled && !isArtifact) {
     std::optional<CompileProgress> progress(std::in_place, file);
     auto e = codegen::StagedModel::compile(*g, copts, diag, &report);
     progress.reset();
@@ -343,6 +368,8 @@ int runCommand(const Args &args) {
   }
   std::vector<std::string> stageLog; // Note [Data-dependent shapes] in codegen/Staged.cpp
   auto runOnce = [&]() -> FailureOr<std::vector<Tensor>> {
+    if (cudaRun.run)
+      return cudaRun.run(values, diag);
     if (staged && !exe)
       return staged->run(values, diag, {copts.threads, false}, &stageLog);
     if (!exe)
@@ -356,7 +383,7 @@ int runCommand(const Args &args) {
   // Compiled code: the first run (cold caches, oneDNN's first-call setup,
   // pools being filled) is reported apart, not as the time.
   double firstMs = -1;
-  const bool compiledRun = exe || staged;
+  const bool compiledRun = exe || staged || cudaRun.run;
   if (compiledRun) {
     auto start = std::chrono::steady_clock::now();
     if (failed(runOnce()))
@@ -381,11 +408,13 @@ int runCommand(const Args &args) {
     std::printf("output %zu (%%%s): %s = %s\n", k, outputNames[k].c_str(), t.type().str().c_str(),
                 previewValues(t, printLimit).c_str());
   }
-  const std::string how = isArtifact ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
-                                     : std::string(exe      ? "compiled"
-                                                   : staged ? "compiled in stages"
-                                                            : "reference interpreter") +
-                                           ", " + std::to_string(g->numNodes()) + " nodes";
+  const std::string how = cudaRun.run ? cudaRun.description
+                          : isArtifact
+                              ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
+                              : std::string(exe      ? "compiled"
+                                            : staged ? "compiled in stages"
+                                                     : "reference interpreter") +
+                                    ", " + std::to_string(g->numNodes()) + " nodes";
   const std::string first = firstMs >= 0 ? ", after a first run of " + formatMs(firstMs) : "";
   if (repeat > 1)
     std::printf("time: %.3f ms (%s, median of %d runs%s)\n", ms, how.c_str(), repeat,

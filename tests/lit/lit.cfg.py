@@ -31,6 +31,9 @@ config.substitutions.append(
 # say `REQUIRES: cuda` and are reported unsupported without it.
 if getattr(config, "kiln_has_cuda", False):
     config.available_features.add("cuda")
+# A GPU with its driver: the tests of what happens without one do not apply.
+if os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("cuda-gpu")
 
 # The host's vector ISA. Which layouts oneDNN picks depends on it: its
 # AVX-512 convolutions take channels-last activations, its AVX2 ones
