@@ -74,7 +74,11 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   using Buffer = runtime::cuda::CudaModelSpec::Buffer;
   CudaCompiled out;
   out.ports = GraphPorts::of(g);
-  auto prepared = prepareGraph(g.clone(), options, diag);
+  // Matrix products as a product and a sum (passes/DecomposeMatMul.cpp):
+  // one reduction kernel each, until the backend calls cuBLASLt.
+  CompileOptions o = options;
+  o.pipeline += ",decompose-matmul,canonicalize,cse,dce";
+  auto prepared = prepareGraph(g.clone(), o, diag);
   if (failed(prepared))
     return failure();
   const Graph &pg = **prepared;
@@ -122,8 +126,8 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
       const Node *n = group.nodes.front();
       diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
                                << (names.count(n->result()) ? names.at(n->result()) : "?")
-                               << ") yet: convolution, matrix products and the other library "
-                                  "ops need cuDNN and cuBLASLt, which it does not call yet";
+                               << ") yet: convolution, pooling and the other library ops need "
+                                  "cuDNN, which it does not call yet";
       return failure();
     }
     auto k = lowerGroup(group, diag);

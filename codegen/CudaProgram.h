@@ -51,9 +51,10 @@ struct CudaCompiled {
 };
 
 /// `g` at `options.dims` for a CUDA device of compute capability `arch`:
-/// every fusion group a kernel (library groups, convolution and matrix
-/// products, are not run on the GPU yet: such a node is an error naming
-/// it), the intermediates planned into one arena (codegen/MemoryPlan.h).
+/// matrix products decomposed (passes/DecomposeMatMul.cpp), every fusion
+/// group a kernel (convolution, pooling and the other library ops are not
+/// run on the GPU yet: such a node is an error naming it), the
+/// intermediates planned into one arena (codegen/MemoryPlan.h).
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
                                          DiagnosticEngine &diag);
 
