@@ -1,11 +1,11 @@
 //===- CudaHost.h - CUDA's built-ins on the host, for tests -----*- C++ -*-===//
 //
-// The host emulation the CUDA matrix (tests/unit/compiler/CudaMatrixTest.cpp)
-// compiles generated kernels against with g++: a block's threads are
-// threads of the process (when the kernel synchronizes) or a loop (when it
-// does not), __syncthreads a barrier of the block, a warp shuffle an
-// exchange through memory between two barriers of the warp, and
-// __shared__ memory static (one block runs at a time). So the kernels'
+// The host emulation the CUDA tests (tests/unit/cuda/Emulation.h) compile
+// generated kernels against with g++: a block's threads are fibers of the
+// calling thread (when the kernel synchronizes) or a loop (when it does
+// not), __syncthreads a barrier of the block, a warp shuffle an exchange
+// through memory between two barriers of the warp, and __shared__ memory
+// static (one block runs at a time). So the kernels'
 // C++, their loops, shuffle trees and shared-memory combining are run on
 // machines without a GPU; CUDA's own math library and the device's f16
 // conversion instructions are not (the host's libm and Kiln's conversions
@@ -16,14 +16,16 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <barrier>
 #include <cmath>
+#include <csetjmp>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <type_traits>
+#include <ucontext.h>
 #include <utility>
 #include <vector>
 
@@ -76,24 +78,66 @@ inline float __fadd_rn(float a, float b) {
 
 namespace kiln_emu {
 
-struct Sync {
-  std::unique_ptr<std::barrier<>> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<unsigned long long> lanes; ///< one slot per thread
+// A block's threads are fibers of the calling thread: a fiber runs until
+// it waits at a barrier or returns, and the scheduler resumes the others
+// in turn, so a barrier costs a few context switches, not a futex wake-up
+// of 64 threads, and runs are deterministic. A fiber starts on its own
+// stack through makecontext and swapcontext; after that, switches are
+// _setjmp/_longjmp (swapcontext would also save the signal mask: a system
+// call per switch). threadIdx is set for a fiber each time it is resumed.
+struct Fiber {
+  ucontext_t context;
+  jmp_buf resume;
+  std::unique_ptr<char[]> stack;
+  bool started = false, done = false;
+  int waitingOn = -1; ///< barrier number, or -1: runnable
 };
-inline Sync *sync = nullptr;
+
+struct Scheduler {
+  ucontext_t start;
+  jmp_buf back; ///< where a fiber that waits or ends returns to
+  std::vector<Fiber> fibers;
+  size_t current = 0;
+  /// Barrier 0 is the block's, 1 + w warp w's.
+  std::vector<int> arrived, expected;
+  std::vector<unsigned long long> lanes; ///< shuffle slots, one per thread
+  const std::function<void()> *kernel = nullptr;
+};
+inline Scheduler *scheduler = nullptr;
+
+inline void wait(int barrier) {
+  Scheduler &s = *scheduler;
+  const size_t b = static_cast<size_t>(barrier);
+  if (++s.arrived[b] == s.expected[b]) {
+    s.arrived[b] = 0; // the last to arrive releases the others, goes on
+    for (Fiber &f : s.fibers)
+      if (f.waitingOn == barrier)
+        f.waitingOn = -1;
+    return;
+  }
+  Fiber &f = s.fibers[s.current];
+  f.waitingOn = barrier;
+  if (_setjmp(f.resume) == 0)
+    _longjmp(s.back, 1);
+}
+
+inline void fiberEntry() {
+  (*scheduler->kernel)();
+  scheduler->fibers[scheduler->current].done = true;
+  _longjmp(scheduler->back, 1); // never returns through uc_link
+}
 
 } // namespace kiln_emu
 
 inline void __syncthreads() {
-  kiln_emu::sync->block->arrive_and_wait();
+  kiln_emu::wait(0);
 }
 inline void __syncwarp(unsigned = 0xffffffffu) {
-  kiln_emu::sync->warps[threadIdx.x / 32]->arrive_and_wait();
+  kiln_emu::wait(1 + static_cast<int>(threadIdx.x / 32));
 }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
   static_assert(sizeof(T) <= 8);
-  kiln_emu::Sync &s = *kiln_emu::sync;
+  kiln_emu::Scheduler &s = *kiln_emu::scheduler;
   unsigned long long bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   s.lanes[threadIdx.x] = bits;
@@ -108,42 +152,67 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
 
 namespace kiln_emu {
 
-/// Runs `kernel` as a grid of `grid` blocks of `block` threads: in a loop
-/// when `synchronizes` is false, else on `block` threads that take the
-/// blocks in turn (a barrier between blocks, as their shared memory is
-/// one).
+/// Runs `kernel` as a grid of `grid` blocks of `block` threads, one block
+/// after another: in a loop when `synchronizes` is false, else as fibers
+/// (a deadlock, a barrier some threads never reach, aborts).
 inline void launch(unsigned grid, unsigned block, bool synchronizes,
                    const std::function<void()> &kernel) {
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
-  if (!synchronizes) {
-    for (unsigned b = 0; b < grid; ++b)
+  for (unsigned b = 0; b < grid; ++b) {
+    blockIdx = {b, 1, 1};
+    if (!synchronizes) {
       for (unsigned t = 0; t < block; ++t) {
-        blockIdx = {b, 1, 1};
         threadIdx = {t, 1, 1};
         kernel();
       }
-    return;
-  }
-  Sync s;
-  s.block = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(block));
-  for (unsigned w = 0; w < (block + 31) / 32; ++w)
-    s.warps.push_back(std::make_unique<std::barrier<>>(32));
-  s.lanes.assign(block, 0);
-  sync = &s;
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < block; ++t)
-    threads.emplace_back([&, t] {
-      threadIdx = {t, 1, 1};
-      for (unsigned b = 0; b < grid; ++b) {
-        blockIdx = {b, 1, 1};
-        kernel();
-        s.block->arrive_and_wait();
+      continue;
+    }
+    Scheduler s;
+    s.kernel = &kernel;
+    s.fibers.resize(block);
+    s.lanes.assign(block, 0);
+    s.expected.push_back(static_cast<int>(block));
+    for (unsigned w = 0; w < (block + 31) / 32; ++w)
+      s.expected.push_back(32);
+    s.arrived.assign(s.expected.size(), 0);
+    constexpr size_t kStack = 256 * 1024;
+    for (Fiber &f : s.fibers) {
+      f.stack.reset(new char[kStack]);
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = f.stack.get();
+      f.context.uc_stack.ss_size = kStack;
+      f.context.uc_link = nullptr;
+      makecontext(&f.context, fiberEntry, 0);
+    }
+    scheduler = &s;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < s.fibers.size(); ++i) {
+        Fiber &f = s.fibers[i];
+        if (f.done || f.waitingOn >= 0)
+          continue;
+        s.current = i;
+        threadIdx = {static_cast<unsigned>(i), 1, 1};
+        progress = true;
+        if (_setjmp(s.back) != 0)
+          continue; // the fiber waits or has ended
+        if (!f.started) {
+          f.started = true;
+          swapcontext(&s.start, &f.context);
+        } else {
+          _longjmp(f.resume, 1);
+        }
       }
-    });
-  for (std::thread &th : threads)
-    th.join();
-  sync = nullptr;
+    }
+    for (const Fiber &f : s.fibers)
+      if (!f.done) {
+        std::fprintf(stderr, "kiln_emu: deadlock: thread %u of block %u waits at barrier %d\n",
+                     static_cast<unsigned>(&f - s.fibers.data()), b, f.waitingOn);
+        std::abort();
+      }
+    scheduler = nullptr;
+  }
 }
 
 } // namespace kiln_emu
