@@ -6,6 +6,7 @@
 #include "codegen/MemoryPlan.h"
 #include "codegen/RunTimeSizes.h"
 #include "ir/Ops.h"
+#include "ir/SizedByRun.h"
 
 #include <algorithm>
 #include <cctype>
@@ -74,6 +75,17 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   using Buffer = runtime::cuda::CudaModelSpec::Buffer;
   CudaCompiled out;
   out.ports = GraphPorts::of(g);
+  // A size only the run decides (Note [Data-dependent shapes] in
+  // codegen/Staged.cpp): the CPU compiles in stages around it; the CUDA
+  // model holds one static plan.
+  for (const Node *n : g.nodes())
+    if (n->numResults() > 0 && sizedByRun(n->info(), n->numOperands()) &&
+        !n->result()->type().isStatic()) {
+      diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic()
+                               << "' yet: the size of its result is decided by its run, and "
+                                  "the backend compiles one static plan (no stages)";
+      return failure();
+    }
   // Matrix products as a product and a sum (passes/DecomposeMatMul.cpp):
   // one reduction kernel each, until the backend calls cuBLASLt.
   CompileOptions o = options;

@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
     names.push_back(k.name);
   const fs::path work = fs::temp_directory_path() / ("kiln-cuda-zoo-" + std::to_string(getpid()));
   std::string error;
-  auto emulated = testing::EmulatedModule::compile({compiled->program.source}, {names}, work, error);
+  auto emulated =
+      testing::EmulatedModule::compile({compiled->program.source}, {names}, work, error);
   if (!emulated) {
     std::printf("FAIL: %s\n", error.c_str());
     return 1;
