@@ -142,6 +142,33 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
                                   "cuDNN, which it does not call yet";
       return failure();
     }
+    // A group of tensors with no elements computes nothing (the CPU runs
+    // such groups on reference kernels, and lowering assumes extents > 0);
+    // one with a non-empty result of an empty operand (a sum over an empty
+    // axis) has no kernel here.
+    auto empty = [](const Value *v) { return numElements(detail::sizesOf(v)) == 0; };
+    auto anyEmpty = [&](const std::vector<const Node *> &nodes) {
+      for (const Node *n : nodes)
+        for (unsigned r = 0; r < n->numResults(); ++r)
+          if (empty(n->result(r)))
+            return true;
+      return false;
+    };
+    if (std::any_of(group.inputs.begin(), group.inputs.end(), empty) ||
+        std::any_of(group.outputs.begin(), group.outputs.end(), empty) || anyEmpty(group.nodes) ||
+        anyEmpty(group.recomputed)) {
+      if (!std::all_of(group.outputs.begin(), group.outputs.end(), empty)) {
+        const Node *n = group.nodes.empty() ? group.recomputed.front() : group.nodes.front();
+        diag.emitError(n->loc())
+            << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
+            << (names.count(n->result()) ? names.at(n->result()) : "?")
+            << ") yet: it reads a tensor with no elements and writes one with some";
+        return failure();
+      }
+      for (const Value *v : group.outputs)
+        bufferOf(v); // no step writes it: it has no bytes
+      continue;
+    }
     auto k = lowerGroup(group, diag);
     if (failed(k))
       return failure();

@@ -520,8 +520,11 @@ void CudaWriter::writePointwise() {
       points = k_.numOuter() * perRow;
   }
   const std::string idx = points >= 0 ? "unsigned" : "unsigned long long";
+  // A row stage runs at inner index 0 even when the inner range is empty;
+  // without one, an empty inner range has no points.
   line("const " + idx + " kPerRow = (" + idx + ")(L > 0 ? L : 1);");
-  line("const " + idx + " kPoints = (" + idx + ")R * kPerRow;");
+  line("const " + idx + " kPoints = (" + idx + ")R * " + (rowStage ? "kPerRow" : "(" + idx + ")L") +
+       ";");
   open("for (" + idx + " t = (" + idx +
        ")blockIdx.x * blockDim.x + threadIdx.x; t < kPoints; t += (" + idx +
        ")gridDim.x * blockDim.x)");
@@ -605,6 +608,10 @@ void CudaWriter::writeRowKernel(CudaForm form) {
         line("for (int m = 16; m > 0; m >>= 1) { const " + T +
              " other = kiln_shfl_xor(acc, m); acc = " + combine(st.reduce, t, "acc", "other") +
              "; }");
+      // Lanes may hold different bits after the butterfly (max of -0 and
+      // +0 keeps each lane's own; NaN payloads): lane 0's is the row's.
+      if (form == CudaForm::WarpPerRow)
+        line("acc = kiln_shfl_first(acc);");
       if (form == CudaForm::BlockPerRow) {
         const std::string p = "kiln_partial" + std::to_string(s);
         line("if ((threadIdx.x & 31u) == 0) " + p + "[threadIdx.x >> 5] = acc;");

@@ -74,7 +74,10 @@ __device__ inline unsigned kiln_encode_mini(float v, unsigned manBits, int bias,
   a = a < maxFinite ? a : maxFinite;
   // Below 2^(manBits+1) after scaling, so adding 2^23 rounds to an integer
   // (nearest even); the _rn forms are never contracted into an FMA.
-  const float scaled = __fmul_rn(a, step);
+  // Clamped so that the conversion below stays in range for normal values
+  // too (whose code is `normal`, not `sub`).
+  float scaled = __fmul_rn(a, step);
+  scaled = scaled < 8388608.0f ? scaled : 8388608.0f;
   const unsigned sub =
       static_cast<unsigned>(__fadd_rn(__fadd_rn(scaled, 8388608.0f), -8388608.0f));
   const unsigned drop = 23u - manBits;
@@ -188,4 +191,13 @@ __device__ inline unsigned char kiln_shfl_xor(unsigned char v, int m) {
 }
 __device__ inline bool kiln_shfl_xor(bool v, int m) {
   return __shfl_xor_sync(0xffffffffu, static_cast<int>(v), m) != 0;
+}
+
+// Lane 0's register in every lane (all 32 lanes take part).
+template <typename T> __device__ inline T kiln_shfl_first(T v) {
+  if constexpr (sizeof(T) < 4) {
+    return static_cast<T>(__shfl_sync(0xffffffffu, static_cast<int>(v), 0));
+  } else {
+    return __shfl_sync(0xffffffffu, v, 0);
+  }
 }

@@ -150,6 +150,20 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
   return r;
 }
 
+template <typename T> T __shfl_sync(unsigned, T v, int srcLane) {
+  static_assert(sizeof(T) <= 8);
+  kiln_emu::Scheduler &s = *kiln_emu::scheduler;
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  s.lanes[threadIdx.x] = bits;
+  __syncwarp();
+  bits = s.lanes[(threadIdx.x & ~31u) | (static_cast<unsigned>(srcLane) & 31u)];
+  __syncwarp();
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+
 namespace kiln_emu {
 
 /// Runs `kernel` as a grid of `grid` blocks of `block` threads, one block

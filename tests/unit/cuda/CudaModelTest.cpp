@@ -173,6 +173,52 @@ TEST(CudaModelTest, MatrixProductsRunAsKernels) {
   }
 }
 
+// Zero-sized tensors: a group of empty tensors has no step; the other
+// outputs are right (an empty buffer has no memory of its own in the
+// arena, and nothing writes it). A non-empty result of an empty operand
+// is refused by name.
+TEST(CudaModelTest, EmptyTensorsWriteNothing) {
+  auto m = parse(R"(
+graph @empty(%x: f32[4,0], %y: f32[4,5]) -> (f32[4,0], f32[4,5], f32[0,5]) {
+  %a = relu(%x) : f32[4,0]
+  %b = neg(%y) : f32[4,5]
+  %z = slice(%y) {starts = [4], ends = [4], axes = [0]} : f32[0,5]
+  %e = exp(%z) : f32[0,5]
+  return %a, %b, %e
+}
+)");
+  ASSERT_NE(m, nullptr);
+  const Graph &g = *m->graphs().front();
+  const std::vector<Tensor> inputs = randomInputs(g, 9);
+  DiagnosticEngine diag;
+  auto want = interpret(g, inputs, diag);
+  ASSERT_TRUE(want.succeeded());
+  const std::vector<Tensor> got = runEmulated(g, inputs);
+  ASSERT_EQ(got.size(), want->size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    const Comparison c = compareTensors(got[o], (*want)[o], Tolerance{0, 0});
+    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, Tolerance{0, 0});
+  }
+}
+
+TEST(CudaModelTest, SumsOverAnEmptyAxisAreRefusedByName) {
+  auto m = parse(R"(
+graph @sum(%x: f32[4,0]) -> (f32[4,1]) {
+  %s = reduce_sum(%x) {axes = [1]} : f32[4,1]
+  return %s
+}
+)");
+  ASSERT_NE(m, nullptr);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto compiled = codegen::compileCudaModel(*m->graphs().front(), {}, 90, diag);
+  EXPECT_TRUE(failed(compiled));
+  EXPECT_NE(collect.str().find("the CUDA backend cannot run 'reduce_sum' (s) yet: it reads a "
+                               "tensor with no elements and writes one with some"),
+            std::string::npos)
+      << collect.str();
+}
+
 TEST(CudaModelTest, LibraryOpsAreRefusedByName) {
   auto m = parse(R"(
 graph @cv(%a: f32[1,2,8,8], %w: f32[3,2,3,3]) -> (f32[1,3,6,6]) {
