@@ -312,11 +312,15 @@ preparePipeline(std::unique_ptr<Graph> g, const CompileOptions &options, Diagnos
 FailureOr<std::unique_ptr<Graph>>
 prepareGraph(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag) {
   auto prepared = preparePipeline(std::move(g), options, diag);
-  if (failed(prepared))
-    return failure();
-  if (failed(requireStatic(**prepared, diag)) || failed(checkConstantIndices(**prepared, diag)))
+  if (failed(prepared) || failed(checkPrepared(**prepared, diag)))
     return failure();
   return prepared;
+}
+
+LogicalResult checkPrepared(const Graph &g, DiagnosticEngine &diag) {
+  if (failed(requireStatic(g, diag)) || failed(checkConstantIndices(g, diag)))
+    return failure();
+  return success();
 }
 
 namespace {

@@ -214,6 +214,10 @@ std::map<std::string, int64_t> withAssumedDims(const Graph &g, std::map<std::str
 FailureOr<std::unique_ptr<Graph>>
 preparePipeline(std::unique_ptr<Graph> g, const CompileOptions &options, DiagnosticEngine &diag);
 
+/// What prepareGraph requires of preparePipeline's graph: static shapes,
+/// constant gather indices in range.
+LogicalResult checkPrepared(const Graph &g, DiagnosticEngine &diag);
+
 /// Steps 1-2 of compile(): binds the dims of `g`, runs the pipeline,
 /// requires static shapes and names every value. compile() and the
 /// bisection (codegen/Bisect.h) start from this graph.

@@ -33,52 +33,22 @@ std::string uniqueIdentifier(const std::string &name, std::set<std::string> &tak
 
 } // namespace
 
-FailureOr<CudaProgram> compileCudaProgram(const Graph &g, const CompileOptions &options, int arch,
-                                          DiagnosticEngine &diag) {
-  auto kernels = lowerAtSizes(g, options.dims, options, diag);
-  if (failed(kernels))
-    return failure();
-  CudaProgram prog;
-  prog.arch = arch;
-  prog.source = "// " + std::to_string(kernels->size()) + " kernels for sm_" +
-                std::to_string(arch) + ", written by Kiln's CUDA backend\n";
-  std::set<std::string> taken;
-  bool first = true;
-  for (const Kernel &k : *kernels) {
-    std::string error;
-    const std::string name = uniqueIdentifier(k.name, taken);
-    auto ck = cuda::emitCudaKernel(k, name, error);
-    if (!ck) {
-      diag.emitError(Location()) << "the CUDA backend cannot write kernel '" << k.name
-                                 << "': " << error;
-      return failure();
-    }
-    // One include of the prelude for the whole module.
-    std::string src = ck->source;
-    if (!first)
-      src = src.substr(src.find('\n') + 1);
-    first = false;
-    prog.source += "\n" + src;
-    prog.kernels.push_back({name, ck->form, k.numOuter(), k.inner,
-                            cuda::cudaGridBlocks(ck->form, k.numOuter(), k.inner)});
-  }
-  std::string error;
-  if (!cuda::compileWithNvrtc(prog.source, "kiln_kernels.cu", arch, prog.binary, error)) {
-    diag.emitError(Location()) << error;
-    return failure();
-  }
-  return prog;
-}
-
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
-                                         DiagnosticEngine &diag) {
+                                         DiagnosticEngine &diag, bool kernelsOnly) {
   using Buffer = runtime::cuda::CudaModelSpec::Buffer;
   CudaCompiled out;
   out.ports = GraphPorts::of(g);
-  // A size only the run decides (Note [Data-dependent shapes] in
-  // codegen/Staged.cpp): the CPU compiles in stages around it; the CUDA
-  // model holds one static plan.
-  for (const Node *n : g.nodes())
+  // Matrix products as a product and a sum (passes/DecomposeMatMul.cpp):
+  // one reduction kernel each, until the backend calls cuBLASLt.
+  CompileOptions o = options;
+  o.pipeline += ",decompose-matmul,canonicalize,cse,dce";
+  auto prepared = preparePipeline(g.clone(), o, diag);
+  if (failed(prepared))
+    return failure();
+  // A size only the run decides, after the pipeline (which unrolls short
+  // loops): the CPU compiles in stages around it (Note [Data-dependent
+  // shapes] in codegen/Staged.cpp); the CUDA model is one static plan.
+  for (const Node *n : (*prepared)->nodes())
     if (n->numResults() > 0 && sizedByRun(n->info(), n->numOperands()) &&
         !n->result()->type().isStatic()) {
       diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic()
@@ -86,12 +56,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
                                   "the backend compiles one static plan (no stages)";
       return failure();
     }
-  // Matrix products as a product and a sum (passes/DecomposeMatMul.cpp):
-  // one reduction kernel each, until the backend calls cuBLASLt.
-  CompileOptions o = options;
-  o.pipeline += ",decompose-matmul,canonicalize,cse,dce";
-  auto prepared = prepareGraph(g.clone(), o, diag);
-  if (failed(prepared))
+  if (failed(checkPrepared(**prepared, diag)))
     return failure();
   const Graph &pg = **prepared;
   // No library groups: each node is a kernel's or a fallback's.
@@ -136,9 +101,16 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   for (const FusionGroup &group : plan->groups) {
     if (group.kind != FusionGroup::Kind::Kernel) {
       const Node *n = group.nodes.front();
-      diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
-                               << (names.count(n->result()) ? names.at(n->result()) : "?")
-                               << ") yet: convolution, pooling and the other library ops need "
+      const std::string what = "'" + std::string(n->mnemonic()) + "' (" +
+                               (names.count(n->result()) ? names.at(n->result()) : "?") + ")";
+      if (kernelsOnly) { // its results stand as buffers no step writes
+        out.notKernels.push_back(what);
+        for (const Value *v : group.outputs)
+          bufferOf(v);
+        continue;
+      }
+      diag.emitError(n->loc()) << "the CUDA backend cannot run " << what
+                               << " yet: convolution, pooling and the other library ops need "
                                   "cuDNN, which it does not call yet";
       return failure();
     }
@@ -157,17 +129,21 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
     if (std::any_of(group.inputs.begin(), group.inputs.end(), empty) ||
         std::any_of(group.outputs.begin(), group.outputs.end(), empty) || anyEmpty(group.nodes) ||
         anyEmpty(group.recomputed)) {
-      if (!std::all_of(group.outputs.begin(), group.outputs.end(), empty)) {
-        const Node *n = group.nodes.empty() ? group.recomputed.front() : group.nodes.front();
-        diag.emitError(n->loc())
-            << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
-            << (names.count(n->result()) ? names.at(n->result()) : "?")
-            << ") yet: it reads a tensor with no elements and writes one with some";
-        return failure();
+      if (std::all_of(group.outputs.begin(), group.outputs.end(), empty)) {
+        for (const Value *v : group.outputs)
+          bufferOf(v); // no step writes it: it has no bytes
+        continue;
       }
-      for (const Value *v : group.outputs)
-        bufferOf(v); // no step writes it: it has no bytes
-      continue;
+      // Lowering a reduction over an empty axis divides by its extent.
+      for (const std::vector<const Node *> *nodes : {&group.nodes, &group.recomputed})
+        for (const Node *n : *nodes)
+          if ((n->info().hasTrait(Reduction) || n->info().hasTrait(Normalization)) &&
+              std::any_of(n->operands().begin(), n->operands().end(), empty)) {
+            diag.emitError(n->loc()) << "the CUDA backend cannot run '" << n->mnemonic() << "' ("
+                                     << (names.count(n->result()) ? names.at(n->result()) : "?")
+                                     << ") yet: it reduces a tensor with no elements";
+            return failure();
+          }
     }
     auto k = lowerGroup(group, diag);
     if (failed(k))

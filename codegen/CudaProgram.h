@@ -1,15 +1,15 @@
 //===- CudaProgram.h - A graph's kernels as one CUDA module -----*- C++ -*-===//
 //
 // The driver's half of the CUDA backend (part of kiln_compiler when the
-// CUDA toolkit's NVRTC was found at configure time, KILN_HAS_CUDA): the
-// kernels of a graph's kernel groups, lowered as for the CPU (the same
-// fusion plan; library groups, conv and matmul, are not kernels), written
-// as CUDA C (codegen/cuda/CudaEmitter.h) into one translation unit and
-// compiled by NVRTC to PTX and CUBIN. No GPU is needed. compileCudaModel
-// makes the whole model a runtime::cuda::CudaModelSpec.
+// CUDA toolkit's NVRTC was found at configure time, KILN_HAS_CUDA): a
+// graph's fusion groups (planned without library anchors) lowered to
+// kernels, written as CUDA C (codegen/cuda/CudaEmitter.h) into one
+// translation unit and compiled by NVRTC to PTX and CUBIN, and the model
+// around them as a runtime::cuda::CudaModelSpec. No GPU is needed.
 //
-//   auto prog = compileCudaProgram(graph, options, 90, diag);
-//   // prog->source, prog->binary.ptx / .cubin, prog->kernels[i].grid
+//   auto model = compileCudaModel(graph, options, 90, diag);
+//   // model->program.source, .binary.ptx / .cubin; model->spec runs on a
+//   // runtime::cuda::Device (runtime/cuda/CudaModel.h)
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -36,18 +36,14 @@ struct CudaProgram {
   std::vector<Entry> kernels;
 };
 
-/// `g`'s kernels at `options.dims` as one CUDA module for compute
-/// capability `arch`; errors (an unbound dim, a kernel the emitter or
-/// NVRTC refuses, with NVRTC's log) are diagnostics.
-FailureOr<CudaProgram> compileCudaProgram(const Graph &g, const CompileOptions &options, int arch,
-                                          DiagnosticEngine &diag);
-
 /// A model compiled for a CUDA device: the module of its kernels and what
 /// runtime::cuda::CudaModel runs (its buffers, steps and memory plan).
 struct CudaCompiled {
   CudaProgram program;
   runtime::cuda::CudaModelSpec spec;
   GraphPorts ports;
+  /// With `kernelsOnly`: the nodes left out, "'conv' (y)".
+  std::vector<std::string> notKernels;
 };
 
 /// `g` at `options.dims` for a CUDA device of compute capability `arch`:
@@ -55,7 +51,10 @@ struct CudaCompiled {
 /// group a kernel (convolution, pooling and the other library ops are not
 /// run on the GPU yet: such a node is an error naming it), the
 /// intermediates planned into one arena (codegen/MemoryPlan.h).
+/// `kernelsOnly` (`kiln compile --emit=cuda`): the groups without a kernel
+/// are left out and listed in `notKernels` instead of refused; the spec
+/// does not run then.
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
-                                         DiagnosticEngine &diag);
+                                         DiagnosticEngine &diag, bool kernelsOnly = false);
 
 } // namespace kiln::codegen

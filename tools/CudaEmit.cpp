@@ -47,11 +47,15 @@ bool writeFile(const std::filesystem::path &path, const std::string &bytes) {
 
 int emitCuda(const Graph &g, const codegen::CompileOptions &options, const CudaEmitFlags &flags,
              DiagnosticEngine &diag) {
-  auto prog = codegen::compileCudaProgram(g, options, flags.arch, diag);
-  if (failed(prog))
+  auto compiled = codegen::compileCudaModel(g, options, flags.arch, diag, /*kernelsOnly=*/true);
+  if (failed(compiled))
     return 1;
+  const codegen::CudaProgram *prog = &compiled->program;
   if (flags.source) {
     std::printf("// cuda\n");
+    for (const std::string &n : compiled->notKernels)
+      std::printf("// not a kernel: %s (needs cuDNN, which the backend does not call yet)\n",
+                  n.c_str());
     for (const codegen::CudaProgram::Entry &e : prog->kernels)
       std::printf("// %s: %s, %lld rows of %lld, grid %u x %d\n", e.name.c_str(),
                   codegen::cuda::cudaFormName(e.form), static_cast<long long>(e.numOuter),

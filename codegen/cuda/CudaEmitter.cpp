@@ -478,10 +478,10 @@ void CudaWriter::writeDigits(const std::string &o, const std::string &idxType) {
   for (size_t d = n; d-- > 0;) {
     const std::string e = "e" + std::to_string(d);
     if (d == 0) {
-      line("const long long i0 = (long long)" + rest + ";");
+      line("[[maybe_unused]] const long long i0 = (long long)" + rest + ";");
     } else {
-      line("const long long i" + std::to_string(d) + " = (long long)(" + rest + " % (" + idxType +
-           ")" + e + ");");
+      line("[[maybe_unused]] const long long i" + std::to_string(d) + " = (long long)(" + rest +
+           " % (" + idxType + ")" + e + ");");
       line("const " + idxType + " r" + std::to_string(d) + " = " + rest + " / (" + idxType + ")" +
            e + ";");
       rest = "r" + std::to_string(d);
@@ -529,7 +529,7 @@ void CudaWriter::writePointwise() {
        ")blockIdx.x * blockDim.x + threadIdx.x; t < kPoints; t += (" + idx +
        ")gridDim.x * blockDim.x)");
   line("const " + idx + " o = t / kPerRow;");
-  line("const long long j = (long long)(t - o * kPerRow);");
+  line("[[maybe_unused]] const long long j = (long long)(t - o * kPerRow);");
   writeDigits("o", idx);
   for (const Stage &st : k_.stages) {
     if (!error_.empty())
