@@ -172,8 +172,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
     step.function = name;
     step.grid = grid;
     step.block = cuda::kCudaBlockThreads;
-    step.synchronizes =
-        ck->form == cuda::CudaForm::WarpPerRow || ck->form == cuda::CudaForm::BlockPerRow;
+    step.synchronizes = cuda::cudaFormSynchronizes(ck->form);
     const int32_t at = static_cast<int32_t>(spec.steps.size());
     for (const Value *v : group.inputs)
       step.buffers.push_back(bufferOf(v));

@@ -99,10 +99,7 @@ private:
     }
     if (!y || y->type() != n.result()->type()) // not expected: the ops' types agree
       return failure();
-    Value *out = n.result();
-    passes::transferName(out, y);
-    out->replaceAllUsesWith(y);
-    passes::eraseDeadProducers({out});
+    passes::replaceValue(n.result(), y);
     return success();
   }
 

@@ -123,11 +123,8 @@ private:
 
   /// Replaces `bn`'s result by `replacement` and erases what died.
   static void finish(Node &bn, Node &producer, Value *replacement) {
-    Value *out = bn.result();
-    passes::transferName(out, replacement);
     replacement->definingNode()->setLoc(producer.loc());
-    out->replaceAllUsesWith(replacement);
-    passes::eraseDeadProducers({out});
+    passes::replaceValue(bn.result(), replacement);
   }
 
   /// Creates a node like `old` with new operands, before `old`.

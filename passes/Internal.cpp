@@ -57,6 +57,12 @@ void transferName(Value *from, Value *to) {
   from->setName("");
 }
 
+void replaceValue(Value *from, Value *to) {
+  transferName(from, to);
+  from->replaceAllUsesWith(to);
+  eraseDeadProducers({from});
+}
+
 double batchNormMultiplier(const Node &bn, int64_t c) {
   const Tensor &scale = *constantValue(bn.operand(1)), &var = *constantValue(bn.operand(4));
   return scale.getDouble(c) / std::sqrt(var.getDouble(c) + BatchNormOp(bn).epsilon());

@@ -46,6 +46,10 @@ FailureOr<unsigned> reinferTypes(Graph &g, DiagnosticEngine &diag);
 /// replaced by a new node keeps printing under its old name.
 void transferName(Value *from, Value *to);
 
+/// A rewrite's last step: `to` takes `from`'s name and uses, and the
+/// producers of `from` left dead are erased (eraseDeadProducers).
+void replaceValue(Value *from, Value *to);
+
 /// An inference batch_norm's per-channel multiplier scale[c] / sqrt(var[c]
 /// + epsilon), in double, for a batch_norm whose scale and var are
 /// constants (fold-batch-norm and lower-batch-norm).

@@ -101,10 +101,7 @@ private:
     Value *y = prod ? builder.createValue(OpKind::Add, {prod, bv}) : nullptr;
     if (!y) // not expected: the checks above make the types agree
       return failure();
-    Value *out = bn.result();
-    passes::transferName(out, y);
-    out->replaceAllUsesWith(y);
-    passes::eraseDeadProducers({out});
+    passes::replaceValue(bn.result(), y);
     return success();
   }
 

@@ -45,7 +45,8 @@ RULES = {
     "codegen/cpu": ["ir", "codegen", "codegen/cpu", "runtime"],
     # The CUDA backend's code generator and NVRTC (CudaHeaders.inc is
     # generated in the build tree: the headers kernels include).
-    "codegen/cuda": ["ir", "codegen", "codegen/cuda", "CudaHeaders.inc"],
+    "codegen/cuda": ["ir", "codegen", "codegen/cuda", "runtime/DynamicSymbols.h",
+                     "CudaHeaders.inc"],
     "codegen/cpu/dnnl": ["ir", "codegen", "codegen/cpu/dnnl", "codegen/cpu/CpuTarget.h",
                          "runtime", "runtime/dnnl"],
 }

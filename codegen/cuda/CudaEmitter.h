@@ -33,6 +33,11 @@ enum class CudaForm : uint8_t {
   BlockPerRow,  ///< a block per row, shuffles and shared memory
 };
 const char *cudaFormName(CudaForm f);
+/// Whether kernels of form `f` synchronize their threads (barriers,
+/// shuffles): all of a block's threads must reach them.
+inline bool cudaFormSynchronizes(CudaForm f) {
+  return f == CudaForm::WarpPerRow || f == CudaForm::BlockPerRow;
+}
 
 /// Threads per block of every launch (the kernels' __launch_bounds__).
 inline constexpr int kCudaBlockThreads = 256;

@@ -2,6 +2,7 @@
 
 #include "codegen/cuda/Nvrtc.h"
 #include "codegen/cuda/CudaEmitter.h"
+#include "runtime/DynamicSymbols.h"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
@@ -34,13 +35,6 @@ struct NvrtcApi {
   std::string error; ///< why it could not be opened; empty when it was
 };
 
-template <typename F> bool bind(void *lib, const char *name, F &fn, std::string &error) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn && error.empty())
-    error = std::string("NVRTC has no ") + name;
-  return fn != nullptr;
-}
-
 const NvrtcApi &nvrtc() {
   static const NvrtcApi api = [] {
     NvrtcApi a;
@@ -53,17 +47,17 @@ const NvrtcApi &nvrtc() {
                 dlerror();
       return a;
     }
-    bind(lib, "nvrtcVersion", a.version, a.error);
-    bind(lib, "nvrtcGetErrorString", a.errorString, a.error);
-    bind(lib, "nvrtcCreateProgram", a.create, a.error);
-    bind(lib, "nvrtcDestroyProgram", a.destroy, a.error);
-    bind(lib, "nvrtcCompileProgram", a.compile, a.error);
-    bind(lib, "nvrtcGetProgramLogSize", a.logSize, a.error);
-    bind(lib, "nvrtcGetProgramLog", a.log, a.error);
-    bind(lib, "nvrtcGetPTXSize", a.ptxSize, a.error);
-    bind(lib, "nvrtcGetPTX", a.ptx, a.error);
-    bind(lib, "nvrtcGetCUBINSize", a.cubinSize, a.error);
-    bind(lib, "nvrtcGetCUBIN", a.cubin, a.error);
+    runtime::bindSymbol(lib, "nvrtcVersion", a.version, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetErrorString", a.errorString, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcCreateProgram", a.create, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcDestroyProgram", a.destroy, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcCompileProgram", a.compile, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetProgramLogSize", a.logSize, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetProgramLog", a.log, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetPTXSize", a.ptxSize, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetPTX", a.ptx, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetCUBINSize", a.cubinSize, "NVRTC", a.error);
+    runtime::bindSymbol(lib, "nvrtcGetCUBIN", a.cubin, "NVRTC", a.error);
     return a;
   }();
   return api;

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/DynamicSymbols.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -41,11 +42,7 @@ struct Driver {
   std::string error; ///< why the driver cannot be used; empty when it can
 };
 
-template <typename F> void bind(void *lib, const char *name, F &fn, std::string &error) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn && error.empty())
-    error = std::string("the CUDA driver (libcuda.so.1) has no ") + name;
-}
+constexpr const char *kDriver = "the CUDA driver (libcuda.so.1)";
 
 const Driver &driver() {
   static const Driver d = [] {
@@ -57,24 +54,24 @@ const Driver &driver() {
                 dlerror() + ")";
       return d;
     }
-    bind(lib, "cuInit", d.init, d.error);
-    bind(lib, "cuGetErrorString", d.errorString, d.error);
-    bind(lib, "cuDeviceGetCount", d.deviceCount, d.error);
-    bind(lib, "cuDeviceGet", d.deviceGet, d.error);
-    bind(lib, "cuDeviceGetName", d.deviceName, d.error);
-    bind(lib, "cuDeviceGetAttribute", d.deviceAttribute, d.error);
-    bind(lib, "cuDevicePrimaryCtxRetain", d.retain, d.error);
-    bind(lib, "cuDevicePrimaryCtxRelease_v2", d.release, d.error);
-    bind(lib, "cuCtxSetCurrent", d.setCurrent, d.error);
-    bind(lib, "cuCtxSynchronize", d.synchronize, d.error);
-    bind(lib, "cuMemAlloc_v2", d.memAlloc, d.error);
-    bind(lib, "cuMemFree_v2", d.memFree, d.error);
-    bind(lib, "cuMemcpyHtoD_v2", d.copyHtoD, d.error);
-    bind(lib, "cuMemcpyDtoH_v2", d.copyDtoH, d.error);
-    bind(lib, "cuModuleLoadData", d.moduleLoad, d.error);
-    bind(lib, "cuModuleUnload", d.moduleUnload, d.error);
-    bind(lib, "cuModuleGetFunction", d.moduleFunction, d.error);
-    bind(lib, "cuLaunchKernel", d.launch, d.error);
+    bindSymbol(lib, "cuInit", d.init, kDriver, d.error);
+    bindSymbol(lib, "cuGetErrorString", d.errorString, kDriver, d.error);
+    bindSymbol(lib, "cuDeviceGetCount", d.deviceCount, kDriver, d.error);
+    bindSymbol(lib, "cuDeviceGet", d.deviceGet, kDriver, d.error);
+    bindSymbol(lib, "cuDeviceGetName", d.deviceName, kDriver, d.error);
+    bindSymbol(lib, "cuDeviceGetAttribute", d.deviceAttribute, kDriver, d.error);
+    bindSymbol(lib, "cuDevicePrimaryCtxRetain", d.retain, kDriver, d.error);
+    bindSymbol(lib, "cuDevicePrimaryCtxRelease_v2", d.release, kDriver, d.error);
+    bindSymbol(lib, "cuCtxSetCurrent", d.setCurrent, kDriver, d.error);
+    bindSymbol(lib, "cuCtxSynchronize", d.synchronize, kDriver, d.error);
+    bindSymbol(lib, "cuMemAlloc_v2", d.memAlloc, kDriver, d.error);
+    bindSymbol(lib, "cuMemFree_v2", d.memFree, kDriver, d.error);
+    bindSymbol(lib, "cuMemcpyHtoD_v2", d.copyHtoD, kDriver, d.error);
+    bindSymbol(lib, "cuMemcpyDtoH_v2", d.copyDtoH, kDriver, d.error);
+    bindSymbol(lib, "cuModuleLoadData", d.moduleLoad, kDriver, d.error);
+    bindSymbol(lib, "cuModuleUnload", d.moduleUnload, kDriver, d.error);
+    bindSymbol(lib, "cuModuleGetFunction", d.moduleFunction, kDriver, d.error);
+    bindSymbol(lib, "cuLaunchKernel", d.launch, kDriver, d.error);
     if (d.error.empty())
       if (CUresult r = d.init(0); r != CUDA_SUCCESS) {
         const char *msg = nullptr;
@@ -204,15 +201,15 @@ bool CudaDevice::launch(void *fn, unsigned grid, unsigned block, const LaunchArg
                         std::string &error) {
   if (grid == 0)
     return true;
-  // kernelParams: a pointer to each parameter's value; the sizes struct is
-  // its array of long long.
-  std::vector<DevicePtr> buffers = args.buffers;
-  std::vector<long long> sizes(args.sizes.begin(), args.sizes.end());
+  // kernelParams: a pointer to each parameter's value (the driver only
+  // reads them); the sizes struct is its array of 64-bit integers.
+  static_assert(sizeof(int64_t) == sizeof(long long) && sizeof(DevicePtr) == sizeof(CUdeviceptr));
   std::vector<void *> params;
-  for (DevicePtr &p : buffers)
-    params.push_back(&p);
-  if (!sizes.empty())
-    params.push_back(sizes.data());
+  params.reserve(args.buffers.size() + 1);
+  for (const DevicePtr &p : args.buffers)
+    params.push_back(const_cast<DevicePtr *>(&p));
+  if (!args.sizes.empty())
+    params.push_back(const_cast<int64_t *>(args.sizes.data()));
   return makeCurrent(error) && check(driver().launch(static_cast<CUfunction>(fn), grid, 1, 1, block,
                                                      1, 1, 0, nullptr, params.data(), nullptr),
                                      "cuLaunchKernel", error);

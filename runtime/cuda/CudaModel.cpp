@@ -47,6 +47,15 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
       return nullptr;
     m->address_.push_back(p);
   }
+  // Every step's arguments, fixed by the arena's and constants' addresses.
+  for (const CudaModelSpec::Step &step : s.steps) {
+    LaunchArgs args;
+    for (int32_t b : step.buffers)
+      args.buffers.push_back(m->address_[static_cast<size_t>(b)]);
+    args.sizes = step.sizes;
+    args.synchronizes = step.synchronizes;
+    m->launches_.push_back(std::move(args));
+  }
   return m;
 }
 
@@ -71,18 +80,11 @@ bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> 
         !device_.copyToDevice(address_[b], inputs[static_cast<size_t>(s.buffers[b].index)],
                               s.buffers[b].bytes, error))
       return false;
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    const CudaModelSpec::Step &step = s.steps[i];
-    LaunchArgs args;
-    for (int32_t b : step.buffers)
-      args.buffers.push_back(address_[static_cast<size_t>(b)]);
-    args.sizes = step.sizes;
-    args.synchronizes = step.synchronizes;
-    if (!device_.launch(functions_[i], step.grid, step.block, args, error)) {
-      error = "step " + std::to_string(i) + " (" + step.function + "): " + error;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (!device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches_[i], error)) {
+      error = "step " + std::to_string(i) + " (" + s.steps[i].function + "): " + error;
       return false;
     }
-  }
   if (!device_.synchronize(error))
     return false;
   for (size_t b = 0; b < s.buffers.size(); ++b)

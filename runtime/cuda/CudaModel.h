@@ -75,6 +75,8 @@ private:
   CudaModelSpec spec_;
   std::unique_ptr<Module> module_;
   std::vector<void *> functions_;
+  /// Per step: what it is launched with.
+  std::vector<LaunchArgs> launches_;
   /// Per buffer: its device address.
   std::vector<DevicePtr> address_;
   std::vector<DevicePtr> owned_;

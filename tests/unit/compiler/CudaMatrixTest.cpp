@@ -152,6 +152,77 @@ void compareRun(const Item &it, const KernelRun &r, const std::vector<Case> &cas
   }
 }
 
+/// The items in modules of kChunk kernels: each module's source and its
+/// kernels' names.
+void chunk(const std::vector<Item> &items, std::vector<std::string> &modules,
+           std::vector<std::vector<std::string>> &functions) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i % kChunk == 0) {
+      modules.emplace_back();
+      functions.emplace_back();
+    }
+    modules.back() += items[i].cuda.source;
+    functions.back().push_back(items[i].cuda.name);
+  }
+}
+
+/// Runs every item on `device`, a module at a time (compiled by NVRTC for
+/// `arch`, loaded by the device), each against interpretKernel.
+void runItems(runtime::cuda::Device &device, int arch, const OpInfo &op,
+              const std::vector<Case> &cases, const std::vector<Item> &items) {
+  std::vector<std::string> modules;
+  std::vector<std::vector<std::string>> functions;
+  chunk(items, modules, functions);
+  std::mt19937 rng(7);
+  int failures = 0;
+  std::string error;
+  for (size_t c = 0; c < modules.size(); ++c) {
+    cuda::CudaBinary binary;
+    ASSERT_TRUE(
+        cuda::compileWithNvrtc(modules[c], std::string(op.mnemonic) + ".cu", arch, binary, error))
+        << error;
+    EXPECT_FALSE(binary.ptx.empty());
+    EXPECT_FALSE(binary.cubin.empty());
+    auto loaded = device.loadModule(binary.cubin, error);
+    ASSERT_NE(loaded, nullptr) << error;
+    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i) {
+      const Item &it = items[i];
+      KernelRun r = prepare(it, cases, rng);
+      void *fn = loaded->function(it.cuda.name, error);
+      ASSERT_NE(fn, nullptr) << error;
+      std::vector<Tensor *> all;
+      for (Tensor &t : r.inputs)
+        all.push_back(&t);
+      for (Tensor &t : r.got)
+        all.push_back(&t);
+      runtime::cuda::LaunchArgs args;
+      for (const Tensor *t : all) {
+        const size_t bytes = static_cast<size_t>(t->numel()) * dtypeSize(t->dtype());
+        args.buffers.push_back(0);
+        ASSERT_TRUE(device.alloc(bytes, args.buffers.back(), error)) << error;
+        ASSERT_TRUE(device.copyToDevice(args.buffers.back(), t->rawData(), bytes, error)) << error;
+      }
+      args.sizes = it.sizes;
+      args.synchronizes = cuda::cudaFormSynchronizes(it.cuda.form);
+      const Kernel bound = it.kernel.bind(it.sizes);
+      ASSERT_TRUE(device.launch(fn,
+                                cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
+                                cuda::kCudaBlockThreads, args, error))
+          << error;
+      ASSERT_TRUE(device.synchronize(error)) << it.cuda.name << ": " << error;
+      for (size_t o = 0; o < r.got.size(); ++o) {
+        Tensor &t = r.got[o];
+        ASSERT_TRUE(device.copyToHost(t.mutableRawData(), args.buffers[r.inputs.size() + o],
+                                      static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()), error))
+            << error;
+      }
+      for (runtime::cuda::DevicePtr p : args.buffers)
+        device.free(p);
+      compareRun(it, r, cases, device.name().c_str(), failures);
+    }
+  }
+}
+
 class CudaMatrixTest : public ::testing::TestWithParam<const OpInfo *> {};
 
 TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
@@ -161,55 +232,19 @@ TEST_P(CudaMatrixTest, EmulatedKernelsEqualTheInterpreter) {
   collect(op, cases, items);
   if (HasFatalFailure())
     return;
-  // Modules of kChunk kernels: NVRTC for the device, g++ for the
-  // emulation.
+  // g++ builds every module for the emulation at once (two at a time).
   const fs::path dir = fs::temp_directory_path() / ("kiln-cuda-matrix-" + std::to_string(getpid()) +
                                                     "-" + std::string(op.mnemonic));
   fs::remove_all(dir);
   std::vector<std::string> modules;
   std::vector<std::vector<std::string>> functions;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i % kChunk == 0) {
-      modules.emplace_back();
-      functions.emplace_back();
-    }
-    modules.back() += items[i].cuda.source;
-    functions.back().push_back(items[i].cuda.name);
-  }
-  for (const std::string &module : modules) {
-    cuda::CudaBinary binary;
-    std::string error;
-    ASSERT_TRUE(cuda::compileWithNvrtc(module, std::string(op.mnemonic) + ".cu",
-                                       cuda::kDefaultCudaArch, binary, error))
-        << error;
-    EXPECT_FALSE(binary.ptx.empty());
-    EXPECT_FALSE(binary.cubin.empty());
-  }
+  chunk(items, modules, functions);
   std::string error;
   auto emulated = EmulatedModule::compile(modules, functions, dir, error);
   ASSERT_NE(emulated, nullptr) << error;
   EmulatedDevice device(emulated);
-
-  std::mt19937 rng(7);
-  int failures = 0;
-  for (const Item &it : items) {
-    KernelRun r = prepare(it, cases, rng);
-    runtime::cuda::LaunchArgs args;
-    for (Tensor &t : r.inputs)
-      args.buffers.push_back(reinterpret_cast<runtime::cuda::DevicePtr>(t.mutableRawData()));
-    for (Tensor &t : r.got)
-      args.buffers.push_back(reinterpret_cast<runtime::cuda::DevicePtr>(t.mutableRawData()));
-    args.sizes = it.sizes;
-    args.synchronizes =
-        it.cuda.form == cuda::CudaForm::WarpPerRow || it.cuda.form == cuda::CudaForm::BlockPerRow;
-    void *fn = emulated->launcher(it.cuda.name);
-    ASSERT_NE(fn, nullptr) << it.cuda.name;
-    const Kernel bound = it.kernel.bind(it.sizes);
-    ASSERT_TRUE(device.launch(fn, cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
-                              cuda::kCudaBlockThreads, args, error));
-    compareRun(it, r, cases, "emulated", failures);
-  }
-  if (failures == 0)
+  runItems(device, cuda::kDefaultCudaArch, op, cases, items);
+  if (!HasFailure())
     fs::remove_all(dir);
 }
 
@@ -233,55 +268,7 @@ TEST_P(CudaMatrixTest, GpuKernelsEqualTheInterpreter) {
   collect(op, cases, items);
   if (HasFatalFailure())
     return;
-  std::mt19937 rng(7);
-  int failures = 0;
-  std::string error;
-  for (size_t c = 0; c * kChunk < items.size(); ++c) {
-    std::string module;
-    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i)
-      module += items[i].cuda.source;
-    cuda::CudaBinary binary;
-    ASSERT_TRUE(cuda::compileWithNvrtc(module, std::string(op.mnemonic) + ".cu",
-                                       device->computeCapability(), binary, error))
-        << error;
-    auto loaded = device->loadModule(binary.cubin, error);
-    ASSERT_NE(loaded, nullptr) << error;
-    for (size_t i = c * kChunk; i < std::min(items.size(), (c + 1) * kChunk); ++i) {
-      const Item &it = items[i];
-      KernelRun r = prepare(it, cases, rng);
-      void *fn = loaded->function(it.cuda.name, error);
-      ASSERT_NE(fn, nullptr) << error;
-      std::vector<runtime::cuda::DevicePtr> ptrs;
-      std::vector<const Tensor *> all;
-      for (const Tensor &t : r.inputs)
-        all.push_back(&t);
-      for (const Tensor &t : r.got)
-        all.push_back(&t);
-      for (const Tensor *t : all) {
-        ptrs.push_back(0);
-        const size_t bytes = static_cast<size_t>(t->numel()) * dtypeSize(t->dtype());
-        ASSERT_TRUE(device->alloc(bytes, ptrs.back(), error)) << error;
-        ASSERT_TRUE(device->copyToDevice(ptrs.back(), t->rawData(), bytes, error)) << error;
-      }
-      runtime::cuda::LaunchArgs args{ptrs, it.sizes};
-      const Kernel bound = it.kernel.bind(it.sizes);
-      ASSERT_TRUE(device->launch(fn,
-                                 cuda::cudaGridBlocks(it.cuda.form, bound.numOuter(), bound.inner),
-                                 cuda::kCudaBlockThreads, args, error))
-          << error;
-      ASSERT_TRUE(device->synchronize(error)) << it.cuda.name << ": " << error;
-      for (size_t o = 0; o < r.got.size(); ++o) {
-        Tensor &t = r.got[o];
-        ASSERT_TRUE(device->copyToHost(t.mutableRawData(), ptrs[r.inputs.size() + o],
-                                       static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()),
-                                       error))
-            << error;
-      }
-      for (runtime::cuda::DevicePtr p : ptrs)
-        device->free(p);
-      compareRun(it, r, cases, device->name().c_str(), failures);
-    }
-  }
+  runItems(*device, device->computeCapability(), op, cases, items);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaMatrixTest, ::testing::ValuesIn(matrixOps()),

@@ -135,33 +135,31 @@ inline void __syncthreads() {
 inline void __syncwarp(unsigned = 0xffffffffu) {
   kiln_emu::wait(1 + static_cast<int>(threadIdx.x / 32));
 }
-template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
+namespace kiln_emu {
+
+/// A warp shuffle: each lane puts `v` in its slot and takes lane `from`'s
+/// (a lane of its own warp), between two barriers of the warp.
+template <typename T> T exchange(T v, unsigned from) {
   static_assert(sizeof(T) <= 8);
-  kiln_emu::Scheduler &s = *kiln_emu::scheduler;
+  Scheduler &s = *scheduler;
   unsigned long long bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   s.lanes[threadIdx.x] = bits;
   __syncwarp();
-  const unsigned other = (threadIdx.x & ~31u) | ((threadIdx.x & 31u) ^ static_cast<unsigned>(mask));
-  bits = s.lanes[other];
+  bits = s.lanes[(threadIdx.x & ~31u) | (from & 31u)];
   __syncwarp();
   T r;
   std::memcpy(&r, &bits, sizeof(T));
   return r;
 }
 
+} // namespace kiln_emu
+
+template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
+  return kiln_emu::exchange(v, threadIdx.x ^ static_cast<unsigned>(mask));
+}
 template <typename T> T __shfl_sync(unsigned, T v, int srcLane) {
-  static_assert(sizeof(T) <= 8);
-  kiln_emu::Scheduler &s = *kiln_emu::scheduler;
-  unsigned long long bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  s.lanes[threadIdx.x] = bits;
-  __syncwarp();
-  bits = s.lanes[(threadIdx.x & ~31u) | (static_cast<unsigned>(srcLane) & 31u)];
-  __syncwarp();
-  T r;
-  std::memcpy(&r, &bits, sizeof(T));
-  return r;
+  return kiln_emu::exchange(v, static_cast<unsigned>(srcLane));
 }
 
 namespace kiln_emu {

@@ -56,39 +56,44 @@ std::vector<Tensor> runEmulated(const Graph &g, const std::vector<Tensor> &input
   EXPECT_TRUE(compiled.succeeded()) << collect.str();
   if (failed(compiled))
     return {};
-  std::vector<std::string> names;
-  for (const auto &k : compiled->program.kernels)
-    names.push_back(k.name);
   const fs::path dir =
       fs::temp_directory_path() / ("kiln-cuda-model-" + std::to_string(getpid()) + "-" + g.name());
-  std::string error;
-  auto module =
-      kiln::testing::EmulatedModule::compile({compiled->program.source}, {names}, dir, error);
-  EXPECT_NE(module, nullptr) << error;
-  if (!module)
-    return {};
-  kiln::testing::EmulatedDevice device(module);
-  auto model = runtime::cuda::CudaModel::load(device, compiled->spec, error);
-  EXPECT_NE(model, nullptr) << error;
-  if (!model)
-    return {};
   std::vector<Tensor> outputs;
-  std::vector<const void *> in;
-  std::vector<void *> out;
-  for (const Tensor &t : inputs)
-    in.push_back(t.rawData());
-  for (const Value *v : g.outputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim &d : v->type().shape)
-      shape.push_back(d.size());
-    outputs.push_back(Tensor::zeros(v->type().dtype, shape));
-    out.push_back(outputs.back().mutableRawData());
-  }
-  EXPECT_TRUE(model->run(in, out, error)) << error;
+  std::string error;
+  EXPECT_TRUE(kiln::testing::runEmulatedModel(*compiled, inputs, outputs, dir, error)) << error;
   if (compiledOut)
     *compiledOut = std::move(*compiled);
-  fs::remove_all(dir);
   return outputs;
+}
+
+/// `text`'s graph on the emulated device equals the interpreter within
+/// `tol`, on random inputs drawn with `seed`.
+void expectAsInterpreter(const char *text, unsigned seed, const Tolerance &tol,
+                         codegen::CudaCompiled *compiled = nullptr) {
+  auto m = parse(text);
+  ASSERT_NE(m, nullptr);
+  const Graph &g = *m->graphs().front();
+  const std::vector<Tensor> inputs = randomInputs(g, seed);
+  DiagnosticEngine diag;
+  auto want = interpret(g, inputs, diag);
+  ASSERT_TRUE(want.succeeded());
+  const std::vector<Tensor> got = runEmulated(g, inputs, compiled);
+  ASSERT_EQ(got.size(), want->size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    const Comparison c = compareTensors(got[o], (*want)[o], tol);
+    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, tol);
+  }
+}
+
+/// Compiling `text`'s graph for CUDA fails with a message holding `why`.
+void expectRefused(const char *text, const std::string &why) {
+  auto m = parse(text);
+  ASSERT_NE(m, nullptr);
+  DiagnosticEngine diag;
+  ScopedDiagnosticCollector collect(diag);
+  auto compiled = codegen::compileCudaModel(*m->graphs().front(), {}, 90, diag);
+  EXPECT_TRUE(failed(compiled));
+  EXPECT_NE(collect.str().find(why), std::string::npos) << collect.str();
 }
 
 const char *kBlock = R"(
@@ -106,20 +111,10 @@ graph @block(%x: f32[8,300], %y: f32[8,300], %z: f32[2,3000], %u: f32[8,4]) -> (
 )";
 
 TEST(CudaModelTest, RunsOnTheEmulatedDeviceAsTheInterpreter) {
-  auto m = parse(kBlock);
-  ASSERT_NE(m, nullptr);
-  const Graph &g = *m->graphs().front();
-  const std::vector<Tensor> inputs = randomInputs(g, 3);
-  DiagnosticEngine diag;
-  auto want = interpret(g, inputs, diag);
-  ASSERT_TRUE(want.succeeded());
   codegen::CudaCompiled compiled;
-  const std::vector<Tensor> got = runEmulated(g, inputs, &compiled);
-  ASSERT_EQ(got.size(), want->size());
-  for (size_t o = 0; o < got.size(); ++o) {
-    const Comparison c = compareTensors(got[o], (*want)[o], Tolerance{1e-5, 1e-6});
-    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, Tolerance{1e-5, 1e-6});
-  }
+  expectAsInterpreter(kBlock, 3, Tolerance{1e-5, 1e-6}, &compiled);
+  if (HasFatalFailure())
+    return;
   // One arena for inputs, outputs and intermediates, no larger than their
   // sum; the constant uploaded on its own.
   uint64_t sum = 0;
@@ -156,21 +151,9 @@ graph @attention(%x: f32[2,8,16], %wq: f32[16,16], %wk: f32[16,16], %wv: f32[16,
 )";
 
 TEST(CudaModelTest, MatrixProductsRunAsKernels) {
-  auto m = parse(kAttention);
-  ASSERT_NE(m, nullptr);
-  const Graph &g = *m->graphs().front();
-  const std::vector<Tensor> inputs = randomInputs(g, 5);
-  DiagnosticEngine diag;
-  auto want = interpret(g, inputs, diag);
-  ASSERT_TRUE(want.succeeded());
-  const std::vector<Tensor> got = runEmulated(g, inputs);
-  ASSERT_EQ(got.size(), want->size());
   // Sums over K in another order than the reference's: the matrix
   // products' relative tolerance (docs/NUMERICS.md).
-  for (size_t o = 0; o < got.size(); ++o) {
-    const Comparison c = compareTensors(got[o], (*want)[o], Tolerance{1e-4, 1e-4});
-    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, Tolerance{1e-4, 1e-4});
-  }
+  expectAsInterpreter(kAttention, 5, Tolerance{1e-4, 1e-4});
 }
 
 // Zero-sized tensors: a group of empty tensors has no step; the other
@@ -178,7 +161,7 @@ TEST(CudaModelTest, MatrixProductsRunAsKernels) {
 // arena, and nothing writes it). A non-empty result of an empty operand
 // is refused by name.
 TEST(CudaModelTest, EmptyTensorsWriteNothing) {
-  auto m = parse(R"(
+  expectAsInterpreter(R"(
 graph @empty(%x: f32[4,0], %y: f32[4,5]) -> (f32[4,0], f32[4,5], f32[0,5]) {
   %a = relu(%x) : f32[4,0]
   %b = neg(%y) : f32[4,5]
@@ -186,53 +169,29 @@ graph @empty(%x: f32[4,0], %y: f32[4,5]) -> (f32[4,0], f32[4,5], f32[0,5]) {
   %e = exp(%z) : f32[0,5]
   return %a, %b, %e
 }
-)");
-  ASSERT_NE(m, nullptr);
-  const Graph &g = *m->graphs().front();
-  const std::vector<Tensor> inputs = randomInputs(g, 9);
-  DiagnosticEngine diag;
-  auto want = interpret(g, inputs, diag);
-  ASSERT_TRUE(want.succeeded());
-  const std::vector<Tensor> got = runEmulated(g, inputs);
-  ASSERT_EQ(got.size(), want->size());
-  for (size_t o = 0; o < got.size(); ++o) {
-    const Comparison c = compareTensors(got[o], (*want)[o], Tolerance{0, 0});
-    EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, Tolerance{0, 0});
-  }
+)",
+                      9, Tolerance{0, 0});
 }
 
 TEST(CudaModelTest, SumsOverAnEmptyAxisAreRefusedByName) {
-  auto m = parse(R"(
+  expectRefused(R"(
 graph @sum(%x: f32[4,0]) -> (f32[4,1]) {
   %s = reduce_sum(%x) {axes = [1]} : f32[4,1]
   return %s
 }
-)");
-  ASSERT_NE(m, nullptr);
-  DiagnosticEngine diag;
-  ScopedDiagnosticCollector collect(diag);
-  auto compiled = codegen::compileCudaModel(*m->graphs().front(), {}, 90, diag);
-  EXPECT_TRUE(failed(compiled));
-  EXPECT_NE(collect.str().find("the CUDA backend cannot run 'reduce_sum' (s) yet: it reduces a "
-                               "tensor with no elements"),
-            std::string::npos)
-      << collect.str();
+)",
+                "the CUDA backend cannot run 'reduce_sum' (s) yet: it reduces a tensor with no "
+                "elements");
 }
 
 TEST(CudaModelTest, LibraryOpsAreRefusedByName) {
-  auto m = parse(R"(
+  expectRefused(R"(
 graph @cv(%a: f32[1,2,8,8], %w: f32[3,2,3,3]) -> (f32[1,3,6,6]) {
   %c = conv(%a, %w) : f32[1,3,6,6]
   return %c
 }
-)");
-  ASSERT_NE(m, nullptr);
-  DiagnosticEngine diag;
-  ScopedDiagnosticCollector collect(diag);
-  auto compiled = codegen::compileCudaModel(*m->graphs().front(), {}, 90, diag);
-  EXPECT_TRUE(failed(compiled));
-  EXPECT_NE(collect.str().find("the CUDA backend cannot run 'conv' (c) yet"), std::string::npos)
-      << collect.str();
+)",
+                "the CUDA backend cannot run 'conv' (c) yet");
 }
 
 TEST(CudaModelTest, WithoutAGpuOpeningOneSaysWhy) {

@@ -2,6 +2,7 @@
 
 #include "tests/unit/cuda/Emulation.h"
 #include "codegen/cuda/CudaEmitter.h"
+#include "runtime/cuda/CudaModel.h"
 
 #include <dlfcn.h>
 
@@ -134,6 +135,34 @@ bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
     reinterpret_cast<EmulatedLaunch>(fn)(buffers.data(), sizes.data(), std::min(grid, 3u), 64,
                                          args.synchronizes);
   return true;
+}
+
+bool runEmulatedModel(const codegen::CudaCompiled &compiled, std::span<const Tensor> inputs,
+                      std::vector<Tensor> &outputs, const fs::path &dir, std::string &error) {
+  std::vector<std::string> names;
+  for (const auto &k : compiled.program.kernels)
+    names.push_back(k.name);
+  auto module = EmulatedModule::compile({compiled.program.source}, {names}, dir, error);
+  if (!module)
+    return false;
+  EmulatedDevice device(module);
+  auto model = runtime::cuda::CudaModel::load(device, compiled.spec, error);
+  if (!model)
+    return false;
+  const runtime::cuda::CudaModelSpec &spec = compiled.spec;
+  outputs.assign(static_cast<size_t>(spec.numOutputs), Tensor());
+  for (const auto &b : spec.buffers)
+    if (b.role == runtime::cuda::CudaModelSpec::Buffer::Role::Output)
+      outputs[static_cast<size_t>(b.index)] = Tensor::zeros(b.dtype, b.shape);
+  std::vector<const void *> in;
+  std::vector<void *> out;
+  for (const Tensor &t : inputs)
+    in.push_back(t.rawData());
+  for (Tensor &t : outputs)
+    out.push_back(t.mutableRawData());
+  const bool ok = model->run(in, out, error);
+  fs::remove_all(dir);
+  return ok;
 }
 
 } // namespace kiln::testing

@@ -10,10 +10,12 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/CudaProgram.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,5 +68,11 @@ private:
   std::shared_ptr<EmulatedModule> module_;
   std::string name_ = "host emulation";
 };
+
+/// A model compileCudaModel made, run on the emulated device: its kernels
+/// built into `dir` (removed after), `inputs` in; false with `error`.
+bool runEmulatedModel(const codegen::CudaCompiled &compiled, std::span<const Tensor> inputs,
+                      std::vector<Tensor> &outputs, const std::filesystem::path &dir,
+                      std::string &error);
 
 } // namespace kiln::testing

@@ -86,34 +86,15 @@ int main(int argc, char **argv) {
     std::printf("FAIL: compile: %s\n", why.c_str());
     return 1;
   }
-  std::vector<std::string> names;
-  for (const auto &k : compiled->program.kernels)
-    names.push_back(k.name);
   const fs::path work = fs::temp_directory_path() / ("kiln-cuda-zoo-" + std::to_string(getpid()));
+  std::vector<Tensor> got;
   std::string error;
-  auto emulated =
-      testing::EmulatedModule::compile({compiled->program.source}, {names}, work, error);
-  if (!emulated) {
+  if (!testing::runEmulatedModel(*compiled, inputs, got, work, error)) {
     std::printf("FAIL: %s\n", error.c_str());
     return 1;
   }
-  testing::EmulatedDevice device(emulated);
-  auto model = runtime::cuda::CudaModel::load(device, compiled->spec, error);
-  if (!model) {
-    std::printf("FAIL: load: %s\n", error.c_str());
-    return 1;
-  }
-  std::vector<Tensor> got;
-  std::vector<const void *> in;
-  std::vector<void *> out;
-  for (const Tensor &t : inputs)
-    in.push_back(t.rawData());
-  for (const Tensor &t : want) {
-    got.push_back(Tensor::zeros(t.dtype(), t.shape()));
-    out.push_back(got.back().mutableRawData());
-  }
-  if (!model->run(in, out, error)) {
-    std::printf("FAIL: run: %s\n", error.c_str());
+  if (got.size() != want.size()) {
+    std::printf("FAIL: %zu outputs for %zu expected\n", got.size(), want.size());
     return 1;
   }
   bool ok = true;
@@ -124,6 +105,5 @@ int main(int argc, char **argv) {
   }
   std::printf("%s: %zu kernels on the emulated device\n", ok ? "PASS" : "FAIL",
               compiled->spec.steps.size());
-  fs::remove_all(work);
   return ok ? 0 : 1;
 }
