@@ -66,6 +66,8 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   auto plan = planFusion(pg, fusion, diag);
   if (failed(plan))
     return failure();
+  if (options.explain)
+    out.fusion = plan->explain();
   const auto names = detail::valueNames(pg);
   runtime::cuda::CudaModelSpec &spec = out.spec;
   std::map<const Value *, int32_t> ids;
@@ -219,6 +221,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
     return failure();
   }
   spec.image = out.program.binary.cubin;
+  spec.ptx = out.program.binary.ptx;
   spec.arch = arch;
   return out;
 }

@@ -44,6 +44,8 @@ struct CudaCompiled {
   GraphPorts ports;
   /// With `kernelsOnly`: the nodes left out, "'conv' (y)".
   std::vector<std::string> notKernels;
+  /// With `options.explain`: every fusion decision (FusionPlan::explain).
+  std::string fusion;
 };
 
 /// `g` at `options.dims` for a CUDA device of compute capability `arch`:

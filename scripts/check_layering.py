@@ -29,8 +29,11 @@ RULES = {
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
     "runtime/dnnl": ["runtime", "runtime/dnnl"],
-    # The GPU device over the CUDA driver (opened with dlopen).
-    "runtime/cuda": ["runtime", "runtime/cuda", "ir/DType.h"],
+    # The GPU device over the CUDA driver (opened with dlopen), and its
+    # artifacts in the framing of every compiled file (FileFormat.h, no
+    # oneDNN).
+    "runtime/cuda": ["runtime", "runtime/cuda", "ir/DType.h", "runtime/artifact/FileFormat.h",
+                     "runtime/artifact/Artifact.pb.h"],
     # The reference-kernel step: the runtime and the IR (its interpreter,
     # printer and parser), no compiler.
     "runtime/reference": ["runtime", "runtime/reference", "ir"],

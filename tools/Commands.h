@@ -191,17 +191,25 @@ bool bisectIfAsked(const Graph &g, std::span<const Tensor> inputs,
                    const codegen::CompileOptions &options, const CheckFlags &flags, bool outputsOk,
                    const char *hint, DiagnosticEngine &diag);
 
-/// `kiln compile --emit=cuda|ptx [--cuda-arch sm_NN] [--cuda-dir DIR]`.
+/// `kiln compile --target cuda [-o FILE] --emit=cuda|ptx [--cuda-arch sm_NN]
+/// [--cuda-dir DIR]`.
 struct CudaEmitFlags {
   bool source = false, ptx = false;
+  /// --target cuda: the whole model (a node without a kernel is an error),
+  /// saved to `output` as a CUDA artifact when one is given.
+  bool target = false;
   int arch = 90;
-  std::string dir;
-  bool any() const { return source || ptx || !dir.empty(); }
+  std::string dir, output;
+  bool any() const { return source || ptx || target || !dir.empty(); }
 };
 /// The CUDA backend's module of `g`'s kernels (codegen/CudaProgram.h):
-/// prints its CUDA C and/or PTX, writes kernels.cu, .ptx and .cubin into
-/// `flags.dir`, then a `cuda:` summary line (tools/CudaEmit.cpp). The exit
-/// status.
+/// prints its fusion decisions (options.explain), its CUDA C and/or PTX,
+/// writes kernels.cu, .ptx and .cubin into `flags.dir` and the CUDA
+/// artifact into `flags.output`, then a `cuda:` summary line
+/// (tools/CudaEmit.cpp). `model` is the file compiled. The exit status.
+int emitCuda(const Graph &g, const std::string &model, const codegen::CompileOptions &options,
+             const CudaEmitFlags &flags, DiagnosticEngine &diag);
+
 /// `kiln run --target cuda` (tools/CudaEmit.cpp): `g` compiled with the
 /// CUDA backend for the machine's GPU and loaded on it; `run` is empty
 /// after an error (no GPU, a node the backend cannot run), reported.
@@ -213,9 +221,19 @@ struct CudaRun {
 CudaRun prepareCudaRun(const Graph &g, const codegen::CompileOptions &options,
                        DiagnosticEngine &diag);
 
+/// `kiln run CUDA.kiln`: the CUDA artifact at `path` loaded on the
+/// machine's GPU; `run` is empty after an error (no GPU, a damaged file),
+/// reported. `inputs` and `outputs` get the model's ports ("name",
+/// "f32[1,3]").
+CudaRun prepareCudaArtifactRun(const std::string &path,
+                               std::vector<std::pair<std::string, std::string>> &inputs,
+                               std::vector<std::string> &outputs, DiagnosticEngine &diag);
+
+/// `kiln inspect CUDA.kiln`: what the CUDA artifact at `path` holds. The
+/// exit status.
+int inspectCudaArtifact(const std::string &path);
+
 /// "sm_90" or "90" -> 90; -1 for anything else.
 int parseCudaArchFlag(const std::string &s);
-int emitCuda(const Graph &g, const codegen::CompileOptions &options, const CudaEmitFlags &flags,
-             DiagnosticEngine &diag);
 
 } // namespace kiln::tools

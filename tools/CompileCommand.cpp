@@ -2,6 +2,7 @@
 //
 //   kiln compile MODEL [-o FILE] [--dim SYM=A,B,...|SYM=LO..HI] ...
 //                [--explain-fusion] [--emit=kernels|llvm|llvm-opt|cuda|ptx] [--steps]
+//                [--target cpu|cuda] [--cuda-arch sm_NN] [--cuda-dir DIR]
 //                [--report-memory] [--profile N] [--check [--bisect]] [--check-each]
 //                [--cpu NAME] [--threads N] [--dim SYM=N] ... (tools/CompileFlags.cpp)
 //
@@ -63,7 +64,11 @@ const char kCompileUsageHead[] =
     "                          cuda or ptx: the kernels as one CUDA module written by\n"
     "                          the CUDA backend and compiled by NVRTC (no GPU needed),\n"
     "                          its CUDA C or PTX, instead of a CPU compile\n"
-    "  --cuda-arch sm_NN       the compute capability of --emit=cuda|ptx (default sm_90)\n"
+    "  --target cpu|cuda       cuda: the whole model compiled by the CUDA backend (no GPU\n"
+    "                          needed; a node it has no kernel for is an error); with -o\n"
+    "                          a CUDA artifact (CUBIN and PTX) that kiln run runs on a GPU\n"
+    "  --cuda-arch sm_NN       the compute capability of --target cuda and --emit=cuda|ptx\n"
+    "                          (default sm_90)\n"
     "  --cuda-dir DIR          with --emit=cuda|ptx: also write kernels.cu, kernels.ptx\n"
     "                          and kernels.cubin into DIR\n"
     "  --steps                 print the executable's steps\n"
@@ -559,6 +564,13 @@ int compileCommand(const Args &args) {
                      v.c_str());
         return 2;
       }
+    } else if (matchFlag(args, i, "--target", v)) {
+      if (v != "cpu" && v != "cuda") {
+        std::fprintf(stderr, "kiln compile: error: --target expects cpu or cuda, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      cuda.target = v == "cuda";
     } else if (matchFlag(args, i, "--cuda-arch", v)) {
       cuda.arch = parseCudaArchFlag(v);
       if (cuda.arch < 0) {
@@ -606,7 +618,8 @@ int compileCommand(const Args &args) {
     return 2;
   }
 
-  if (runtime::isArtifactFile(file) || runtime::isSymbolicArtifactFile(file)) {
+  if (runtime::isArtifactFile(file) || runtime::isSymbolicArtifactFile(file) ||
+      runtime::isCudaArtifactFile(file)) {
     std::fprintf(stderr,
                  "kiln compile: error: '%s' is a compiled artifact already; compile the "
                  "model it came from\n",
@@ -625,7 +638,8 @@ int compileCommand(const Args &args) {
   // Nothing the user gave is overwritten: -o replaces a compiled file only
   // (not, say, the external weights a model reads, model.onnx.data).
   if (!outputPath.empty() && std::filesystem::exists(outputPath) &&
-      !runtime::isArtifactFile(outputPath) && !runtime::isSymbolicArtifactFile(outputPath)) {
+      !runtime::isArtifactFile(outputPath) && !runtime::isSymbolicArtifactFile(outputPath) &&
+      !runtime::isCudaArtifactFile(outputPath)) {
     std::fprintf(stderr,
                  "kiln compile: error: refusing to overwrite '%s': it exists and is not a Kiln "
                  "artifact (remove it first, or write elsewhere)\n",
@@ -644,16 +658,19 @@ int compileCommand(const Args &args) {
                      r.name.c_str(), r.name.c_str());
         return 2;
       }
-  if (cuda.any() &&
-      (!outputPath.empty() || !sizeLists.empty() || !options.ranges.empty() || checks.check ||
-       checks.each || profileRuns > 0 || printSteps || reportMemory || options.explain ||
-       options.emitKernels || options.emitLLVM || options.emitLLVMOptimized)) {
-    std::fprintf(stderr, "kiln compile: error: --emit=cuda|ptx and --cuda-dir write the CUDA "
-                         "backend's module instead of a CPU compile: they take none of -o, "
-                         "--check, --profile, --steps, --report-memory, --explain-fusion, "
-                         "--emit=kernels|llvm, nor a --dim range or list (give --dim SYM=N)\n");
+  if (cuda.any() && ((!outputPath.empty() && !cuda.target) || (options.explain && !cuda.target) ||
+                     !sizeLists.empty() || !options.ranges.empty() || checks.check || checks.each ||
+                     profileRuns > 0 || printSteps || reportMemory || options.emitKernels ||
+                     options.emitLLVM || options.emitLLVMOptimized || options.cpu != "native")) {
+    std::fprintf(stderr,
+                 "kiln compile: error: --target cuda, --emit=cuda|ptx and --cuda-dir "
+                 "compile with the CUDA backend instead of for a CPU: they take none of "
+                 "--check, --profile, --steps, --report-memory, --emit=kernels|llvm, --cpu, "
+                 "nor a --dim range or list (give --dim SYM=N); -o and --explain-fusion "
+                 "need --target cuda\n");
     return 2;
   }
+  cuda.output = outputPath;
   if (!sizeLists.empty()) {
     for (const auto &[sym, sizes] : sizeLists) {
       if (options.dims.count(sym)) {
@@ -691,7 +708,7 @@ int compileCommand(const Args &args) {
   if (failed(codegen::checkRanges(*g, options, diag)))
     return 1;
   if (cuda.any())
-    return emitCuda(*g, options, cuda, diag);
+    return emitCuda(*g, file, options, cuda, diag);
   if (!rangedSizes(options).empty() && !outputPath.empty()) {
     // Compiled as a symbolic artifact stores it, so that its kernels'
     // names are the loaded graph's (codegen::asStored).

@@ -144,6 +144,18 @@ int inspectCommand(const Args &args) {
     printInspectUsage(stderr);
     return 2;
   }
+  if (runtime::isCudaArtifactFile(file)) {
+    if (!onlyThreadsForArtifact("kiln inspect", options, file))
+      return 2;
+    if (buffers || steps) {
+      std::fprintf(stderr,
+                   "kiln inspect: error: --buffers and --steps describe a model or a "
+                   "CPU artifact; '%s' is a CUDA artifact\n",
+                   file.c_str());
+      return 2;
+    }
+    return inspectCudaArtifact(file);
+  }
   if (runtime::isArtifactFile(file)) {
     if (!onlyThreadsForArtifact("kiln inspect", options, file))
       return 2;

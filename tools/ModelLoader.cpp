@@ -10,6 +10,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
+#include "runtime/artifact/Artifact.h"
 #include "tools/Commands.h"
 
 #include <algorithm>
@@ -26,6 +27,10 @@ FailureOr<LoadedModel> loadModel(const std::string &path, const std::string &gra
                                  const std::map<std::string, int64_t> &onnxDims,
                                  DiagnosticEngine &diag) {
   FailureOr<std::unique_ptr<Module>> module = failure();
+  if (runtime::isCudaArtifactFile(path))
+    return diag.emitError(Location::file(path))
+           << "a CUDA artifact (kiln compile --target cuda -o): kiln run runs it on a GPU and "
+              "kiln inspect describes it; this command takes a model";
   if (isOnnxPath(path)) {
     OnnxImportOptions opts;
     opts.dimBindings = onnxDims;

@@ -38,7 +38,8 @@ const char kRunUsage[] =
     "usage: kiln run MODEL [--input NAME=FILE ...] [--data DIR] [options]\n"
     "  MODEL                  a .kir file, an ONNX model (.onnx) or a compiled artifact\n"
     "                         (.kiln, from kiln compile -o; runs compiled, takes --threads;\n"
-    "                         a symbolic one, compiled over ranges, also --dim SYM=N)\n"
+    "                         a symbolic one, compiled over ranges, also --dim SYM=N;\n"
+    "                         a CUDA one, kiln compile --target cuda -o, runs on the GPU)\n"
     "  --input NAME=FILE      bind graph input %NAME to FILE (.npy or ONNX .pb)\n"
     "  --data DIR             an ONNX test_data_set folder: inputs from DIR/input_K.pb\n"
     "                         (or .npy), expected outputs from DIR/output_K.pb (or .npy)\n"
@@ -162,7 +163,17 @@ int runCommand(const Args &args) {
                          "it takes no artifact, --bisect, --check-each or --cpu\n");
     return 2;
   }
-  if ((compileOnly || checks.bisect || checks.each) && !compiled &&
+  const bool isCudaArtifact = runtime::isCudaArtifactFile(file);
+  if (isCudaArtifact && (compiled || compileOnly || checks.bisect || checks.each ||
+                         !graphName.empty() || compileFlagBeyondThreads(copts))) {
+    std::fprintf(stderr,
+                 "kiln run: error: '%s' is a CUDA artifact, which runs on the GPU as compiled: "
+                 "it takes none of --compile, --bisect, --check-each, --graph or compile "
+                 "options\n",
+                 file.c_str());
+    return 2;
+  }
+  if ((compileOnly || checks.bisect || checks.each) && !compiled && !isCudaArtifact &&
       !runtime::isArtifactFile(file) && !isSymbolic) {
     std::fprintf(stderr, "kiln run: error: compile options (--cpu, --threads, --bisect, "
                          "--check-each, ...) need --compile; without it the interpreter runs\n");
@@ -204,9 +215,19 @@ int runCommand(const Args &args) {
     artifact = sizeSet.front().info;
     compiled = true;
   }
+  // A CUDA artifact: loaded on the GPU now (no GPU is an error here); its
+  // ports stand in for the graph.
+  CudaRun cudaRun; // and --target cuda
+  std::vector<std::pair<std::string, std::string>> cudaInputs;
+  std::vector<std::string> cudaOutputs;
+  if (isCudaArtifact) {
+    cudaRun = prepareCudaArtifactRun(file, cudaInputs, cudaOutputs, diag);
+    if (!cudaRun.run)
+      return 1;
+  }
   compiled |= isSymbolic;
   bool isOnnx = isOnnxPath(file);
-  if (!isArtifact && !isOnnx && !isSymbolic && !copts.dims.empty()) {
+  if (!isArtifact && !isCudaArtifact && !isOnnx && !isSymbolic && !copts.dims.empty()) {
     std::fprintf(stderr, "kiln run: error: --dim applies to ONNX models; a .kir graph takes its "
                          "symbolic dims from its inputs\n");
     return 2;
@@ -219,7 +240,7 @@ int runCommand(const Args &args) {
     if (failed(loaded))
       return usage ? 2 : 1;
     model = loaded.take();
-  } else if (!isArtifact) {
+  } else if (!isArtifact && !isCudaArtifact) {
     auto loaded = loadModel(file, graphName, dimsAtImport(copts), diag);
     if (failed(loaded) || failed(codegen::checkRanges(*loaded->graph, copts, diag)))
       return 1;
@@ -228,8 +249,16 @@ int runCommand(const Args &args) {
   Graph *g = model.graph;
   // The names and types inputs are bound by, and outputs printed with.
   std::vector<std::string> inputNames, inputTypes, outputNames;
-  std::string graphLabel = isArtifact ? "artifact '" + file + "'" : "graph '@" + g->name() + "'";
-  if (isArtifact) {
+  std::string graphLabel = isCudaArtifact ? "CUDA artifact '" + file + "'"
+                           : isArtifact   ? "artifact '" + file + "'"
+                                          : "graph '@" + g->name() + "'";
+  if (isCudaArtifact) {
+    for (const auto &[name, type] : cudaInputs) {
+      inputNames.push_back(name);
+      inputTypes.push_back(type);
+    }
+    outputNames = cudaOutputs;
+  } else if (isArtifact) {
     for (const runtime::ArtifactPort &p : artifact.inputs) {
       inputNames.push_back(p.name);
       inputTypes.push_back(runtime::typeString(p.dtype, p.dims) +
@@ -313,7 +342,7 @@ int runCommand(const Args &args) {
   if (!ok)
     return 1;
 
-  if (!isArtifact && !checkInputRanges("kiln run", *g, values, copts.ranges))
+  if (g && !checkInputRanges("kiln run", *g, values, copts.ranges))
     return 1;
   if (isArtifact) {
     const int k = pickSetMember("kiln run", file, sizeSet, values);
@@ -350,8 +379,7 @@ int runCommand(const Args &args) {
       g = model.graph;
     }
   }
-  CudaRun cudaRun; // --target cuda
-  if (cuda) {
+  if (cuda && !isCudaArtifact) {
     cudaRun = prepareCudaRun(*g, copts, diag);
     if (!cudaRun.run)
       return 1;

@@ -24,10 +24,6 @@
 #include <functional>
 #include <optional>
 
-#ifndef KILN_VERSION_STRING
-#error "KILN_VERSION_STRING is defined by the build (CMakeLists.txt, project VERSION)"
-#endif
-
 namespace kiln::runtime {
 namespace {
 
@@ -87,12 +83,12 @@ bool getPort(const artifact::Port &in, ArtifactPort &p) {
 
 } // namespace
 
-const char *kilnVersion() {
-  return KILN_VERSION_STRING;
-}
-
 bool isSymbolicArtifactFile(const std::string &path) {
   return hasMagic(path, kSymbolicMagic);
+}
+
+bool isCudaArtifactFile(const std::string &path) {
+  return hasMagic(path, kCudaMagic);
 }
 
 bool isArtifactFile(const std::string &path) {

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "runtime/Executable.h"
+#include "runtime/Version.h"
 
 #include <memory>
 #include <span>
@@ -67,11 +68,11 @@ struct ArtifactInfo {
   size_t numKernels = 0, numSteps = 0;
 };
 
-/// The Kiln version artifacts record ("0.1.0").
-const char *kilnVersion();
-
 /// True when the file at `path` starts with the artifact or size set magic.
 bool isArtifactFile(const std::string &path);
+/// True when it starts with a CUDA artifact's (runtime/cuda/CudaArtifact.h),
+/// which the CUDA runtime loads, not loadArtifact.
+bool isCudaArtifactFile(const std::string &path);
 /// True when it starts with a symbolic artifact's (codegen/SymbolicArtifact.h),
 /// which the compiler loads, not loadArtifact.
 bool isSymbolicArtifactFile(const std::string &path);

@@ -1,6 +1,7 @@
 //===- FileFormat.cpp - The framing Kiln's compiled files share -----------===//
 #include "runtime/artifact/FileFormat.h"
 
+#include "runtime/Version.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/artifact/HostCpu.h"
 
@@ -14,6 +15,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#ifndef KILN_VERSION_STRING
+#error "KILN_VERSION_STRING is defined by the build (CMakeLists.txt, project VERSION)"
+#endif
+
+namespace kiln::runtime {
+
+const char *kilnVersion() {
+  return KILN_VERSION_STRING;
+}
+
+} // namespace kiln::runtime
 
 namespace kiln::runtime::framing {
 

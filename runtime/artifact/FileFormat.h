@@ -1,7 +1,8 @@
 //===- FileFormat.h - The framing Kiln's compiled files share ---*- C++ -*-===//
 //
 // A framed file (an artifact, Artifact.h; a symbolic artifact,
-// codegen/SymbolicArtifact.h) is
+// codegen/SymbolicArtifact.h; a CUDA artifact, runtime/cuda/CudaArtifact.h)
+// is
 //
 //   [0, 64)         Header: an 8-byte magic naming the kind, its format
 //                   version, where the metadata and the data are, and a
@@ -35,6 +36,7 @@ namespace kiln::runtime::framing {
 /// The kinds of framed file, by magic.
 inline constexpr char kArtifactMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
 inline constexpr char kSymbolicMagic[8] = {'K', 'I', 'L', 'N', 'S', 'Y', 'M', '\0'};
+inline constexpr char kCudaMagic[8] = {'K', 'I', 'L', 'N', 'G', 'P', 'U', '\0'};
 
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kPage = 4096;

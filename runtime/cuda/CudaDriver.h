@@ -51,6 +51,8 @@ public:
   virtual ~Device() = default;
   /// "NVIDIA H200".
   virtual const std::string &name() const = 0;
+  /// The compute capability as 90.
+  virtual int computeCapability() const = 0;
   virtual bool alloc(size_t bytes, DevicePtr &ptr, std::string &error) = 0;
   virtual void free(DevicePtr ptr) = 0;
   virtual bool copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error) = 0;
@@ -73,8 +75,7 @@ public:
   ~CudaDevice() override;
 
   const std::string &name() const override { return name_; }
-  /// The compute capability as 90.
-  int computeCapability() const { return arch_; }
+  int computeCapability() const override { return arch_; }
 
   bool alloc(size_t bytes, DevicePtr &ptr, std::string &error) override;
   void free(DevicePtr ptr) override;

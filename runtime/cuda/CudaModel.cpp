@@ -7,7 +7,18 @@ namespace kiln::runtime::cuda {
 std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, std::string &error) {
   std::unique_ptr<CudaModel> m(new CudaModel(device, std::move(spec)));
   const CudaModelSpec &s = m->spec_;
-  m->module_ = device.loadModule(s.image, error);
+  // The CUBIN runs on its compute capability only; the driver compiles the
+  // PTX for a later one.
+  const int cc = device.computeCapability();
+  const bool cubin = !s.image.empty() && (cc == s.arch || s.ptx.empty());
+  if (!cubin && (s.ptx.empty() || cc < s.arch)) {
+    error = "the model was compiled for sm_" + std::to_string(s.arch) + " and " + device.name() +
+            " is sm_" + std::to_string(cc) + ": compile it with --cuda-arch sm_" +
+            std::to_string(cc);
+    return nullptr;
+  }
+  m->imageUsed_ = std::string(cubin ? "CUBIN" : "PTX") + " for sm_" + std::to_string(s.arch);
+  m->module_ = device.loadModule(cubin ? s.image : s.ptx, error);
   if (!m->module_)
     return nullptr;
   for (const CudaModelSpec::Step &step : s.steps) {
@@ -64,28 +75,38 @@ CudaModel::~CudaModel() {
     device_.free(p);
 }
 
+bool CudaModel::checkPorts(size_t inputs, size_t outputs, std::string &error) const {
+  if (inputs == static_cast<size_t>(spec_.numInputs) &&
+      outputs == static_cast<size_t>(spec_.numOutputs))
+    return true;
+  error = "the model takes " + std::to_string(spec_.numInputs) + " inputs and " +
+          std::to_string(spec_.numOutputs) + " outputs, given " + std::to_string(inputs) + " and " +
+          std::to_string(outputs);
+  return false;
+}
+
+bool CudaModel::launchAll(const std::vector<LaunchArgs> &launches, std::string &error) {
+  const CudaModelSpec &s = spec_;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (!device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches[i], error)) {
+      error = "step " + std::to_string(i) + " (" + s.steps[i].function + "): " + error;
+      return false;
+    }
+  return device_.synchronize(error);
+}
+
 bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> outputs,
                     std::string &error) {
   const CudaModelSpec &s = spec_;
-  if (inputs.size() != static_cast<size_t>(s.numInputs) ||
-      outputs.size() != static_cast<size_t>(s.numOutputs)) {
-    error = "the model takes " + std::to_string(s.numInputs) + " inputs and " +
-            std::to_string(s.numOutputs) + " outputs, given " + std::to_string(inputs.size()) +
-            " and " + std::to_string(outputs.size());
+  if (!checkPorts(inputs.size(), outputs.size(), error))
     return false;
-  }
   using Role = CudaModelSpec::Buffer::Role;
   for (size_t b = 0; b < s.buffers.size(); ++b)
     if (s.buffers[b].role == Role::Input &&
         !device_.copyToDevice(address_[b], inputs[static_cast<size_t>(s.buffers[b].index)],
                               s.buffers[b].bytes, error))
       return false;
-  for (size_t i = 0; i < s.steps.size(); ++i)
-    if (!device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches_[i], error)) {
-      error = "step " + std::to_string(i) + " (" + s.steps[i].function + "): " + error;
-      return false;
-    }
-  if (!device_.synchronize(error))
+  if (!launchAll(launches_, error))
     return false;
   for (size_t b = 0; b < s.buffers.size(); ++b)
     if (s.buffers[b].role == Role::Output &&
@@ -93,6 +114,29 @@ bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> 
                             s.buffers[b].bytes, error))
       return false;
   return true;
+}
+
+bool CudaModel::runOnDevice(std::span<const DevicePtr> inputs, std::span<const DevicePtr> outputs,
+                            std::string &error) {
+  const CudaModelSpec &s = spec_;
+  if (!checkPorts(inputs.size(), outputs.size(), error))
+    return false;
+  // The arena's addresses of the inputs and outputs replaced by the
+  // caller's: the steps' arguments are made again (a few per step).
+  std::vector<DevicePtr> address = address_;
+  using Role = CudaModelSpec::Buffer::Role;
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    const CudaModelSpec::Buffer &buf = s.buffers[b];
+    if (buf.role == Role::Input)
+      address[b] = inputs[static_cast<size_t>(buf.index)];
+    else if (buf.role == Role::Output)
+      address[b] = outputs[static_cast<size_t>(buf.index)];
+  }
+  std::vector<LaunchArgs> launches = launches_;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    for (size_t k = 0; k < s.steps[i].buffers.size(); ++k)
+      launches[i].buffers[k] = address[static_cast<size_t>(s.steps[i].buffers[k])];
+  return launchAll(launches, error);
 }
 
 } // namespace kiln::runtime::cuda

@@ -11,6 +11,7 @@
 //   CudaModelSpec spec = ...;                  // from the compiler
 //   auto model = CudaModel::load(device, std::move(spec), error);
 //   model->run({x.data()}, {y.data()}, error); // host buffers, dense
+//   model->runOnDevice({xd}, {yd}, error);     // device buffers: no copies
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -48,8 +49,9 @@ struct CudaModelSpec {
     bool synchronizes = false;
     std::vector<int64_t> sizes;
   };
-  /// The module: a CUBIN for `arch` (or PTX).
-  std::string image;
+  /// The module: a CUBIN for compute capability `arch`, and its PTX (which
+  /// the driver compiles for a GPU of a later one); either may be empty.
+  std::string image, ptx;
   int arch = 0;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
@@ -60,7 +62,9 @@ struct CudaModelSpec {
 class CudaModel {
 public:
   /// Loads `spec` on `device` (module, functions, constants, arena); null
-  /// with `error` saying what failed.
+  /// with `error` saying what failed. The module is the CUBIN when the
+  /// device's compute capability is the spec's, else the PTX (when it is
+  /// later); an earlier GPU is an error naming both.
   static std::unique_ptr<CudaModel> load(Device &device, CudaModelSpec spec, std::string &error);
   ~CudaModel();
 
@@ -68,9 +72,19 @@ public:
   /// Runs on dense host buffers of the spec's input and output types
   /// (input / output number i); false with `error` naming the failing step.
   bool run(std::span<const void *const> inputs, std::span<void *const> outputs, std::string &error);
+  /// Runs on the caller's device buffers (input / output number i, dense,
+  /// of the spec's types), which the steps read and write in place of the
+  /// arena's: no copies. Returns once the device is done.
+  bool runOnDevice(std::span<const DevicePtr> inputs, std::span<const DevicePtr> outputs,
+                   std::string &error);
+  /// The image load chose: "CUBIN for sm_90" or "PTX for sm_90".
+  const std::string &imageUsed() const { return imageUsed_; }
 
 private:
   CudaModel(Device &device, CudaModelSpec spec) : device_(device), spec_(std::move(spec)) {}
+  bool checkPorts(size_t inputs, size_t outputs, std::string &error) const;
+  /// Launches every step with `launches`; false naming the step.
+  bool launchAll(const std::vector<LaunchArgs> &launches, std::string &error);
   Device &device_;
   CudaModelSpec spec_;
   std::unique_ptr<Module> module_;
@@ -80,6 +94,7 @@ private:
   /// Per buffer: its device address.
   std::vector<DevicePtr> address_;
   std::vector<DevicePtr> owned_;
+  std::string imageUsed_;
 };
 
 } // namespace kiln::runtime::cuda

@@ -31,22 +31,6 @@ std::unique_ptr<Module> parse(const char *text) {
   return m.succeeded() ? std::move(*m) : nullptr;
 }
 
-std::vector<Tensor> randomInputs(const Graph &g, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 2.0);
-  std::vector<Tensor> inputs;
-  for (const Value *v : g.inputs()) {
-    std::vector<int64_t> shape;
-    for (const Dim &d : v->type().shape)
-      shape.push_back(d.size());
-    Tensor t = Tensor::zeros(v->type().dtype, shape);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.setDouble(i, normal(rng));
-    inputs.push_back(t);
-  }
-  return inputs;
-}
-
 /// `g` compiled for CUDA and run on the emulated device; its outputs.
 std::vector<Tensor> runEmulated(const Graph &g, const std::vector<Tensor> &inputs,
                                 codegen::CudaCompiled *compiledOut = nullptr) {
@@ -73,7 +57,7 @@ void expectAsInterpreter(const char *text, unsigned seed, const Tolerance &tol,
   auto m = parse(text);
   ASSERT_NE(m, nullptr);
   const Graph &g = *m->graphs().front();
-  const std::vector<Tensor> inputs = randomInputs(g, seed);
+  const std::vector<Tensor> inputs = kiln::testing::randomInputs(g, seed);
   DiagnosticEngine diag;
   auto want = interpret(g, inputs, diag);
   ASSERT_TRUE(want.succeeded());

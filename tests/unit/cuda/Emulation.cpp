@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace kiln::testing {
@@ -137,19 +138,41 @@ bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
   return true;
 }
 
+std::vector<Tensor> randomInputs(const Graph &g, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  std::vector<Tensor> inputs;
+  for (const Value *v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim &d : v->type().shape)
+      shape.push_back(d.size());
+    Tensor t = Tensor::zeros(v->type().dtype, shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.setDouble(i, normal(rng));
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
 bool runEmulatedModel(const codegen::CudaCompiled &compiled, std::span<const Tensor> inputs,
                       std::vector<Tensor> &outputs, const fs::path &dir, std::string &error) {
+  return runEmulatedSpec(compiled.program.source, compiled.spec, inputs, outputs, dir, error);
+}
+
+bool runEmulatedSpec(const std::string &source, const runtime::cuda::CudaModelSpec &spec,
+                     std::span<const Tensor> inputs, std::vector<Tensor> &outputs,
+                     const fs::path &dir, std::string &error) {
   std::vector<std::string> names;
-  for (const auto &k : compiled.program.kernels)
-    names.push_back(k.name);
-  auto module = EmulatedModule::compile({compiled.program.source}, {names}, dir, error);
+  for (const auto &step : spec.steps)
+    if (std::find(names.begin(), names.end(), step.function) == names.end())
+      names.push_back(step.function);
+  auto module = EmulatedModule::compile({source}, {names}, dir, error);
   if (!module)
     return false;
   EmulatedDevice device(module);
-  auto model = runtime::cuda::CudaModel::load(device, compiled.spec, error);
+  auto model = runtime::cuda::CudaModel::load(device, spec, error);
   if (!model)
     return false;
-  const runtime::cuda::CudaModelSpec &spec = compiled.spec;
   outputs.assign(static_cast<size_t>(spec.numOutputs), Tensor());
   for (const auto &b : spec.buffers)
     if (b.role == runtime::cuda::CudaModelSpec::Buffer::Role::Output)

@@ -52,6 +52,8 @@ class EmulatedDevice final : public runtime::cuda::Device {
 public:
   explicit EmulatedDevice(std::shared_ptr<EmulatedModule> module) : module_(std::move(module)) {}
   const std::string &name() const override { return name_; }
+  /// Whatever the spec's: the emulation runs its module, not the image.
+  int computeCapability() const override { return codegen::cuda::kDefaultCudaArch; }
   bool alloc(size_t bytes, runtime::cuda::DevicePtr &ptr, std::string &error) override;
   void free(runtime::cuda::DevicePtr ptr) override;
   bool copyToDevice(runtime::cuda::DevicePtr dst, const void *src, size_t bytes,
@@ -69,10 +71,18 @@ private:
   std::string name_ = "host emulation";
 };
 
+/// Inputs for `g` (static shapes), normal with deviation 2 from `seed`.
+std::vector<Tensor> randomInputs(const Graph &g, unsigned seed);
+
 /// A model compileCudaModel made, run on the emulated device: its kernels
 /// built into `dir` (removed after), `inputs` in; false with `error`.
 bool runEmulatedModel(const codegen::CudaCompiled &compiled, std::span<const Tensor> inputs,
                       std::vector<Tensor> &outputs, const std::filesystem::path &dir,
                       std::string &error);
+/// The same for a model's `spec` and the CUDA C of its module (a loaded
+/// CUDA artifact's, say).
+bool runEmulatedSpec(const std::string &source, const runtime::cuda::CudaModelSpec &spec,
+                     std::span<const Tensor> inputs, std::vector<Tensor> &outputs,
+                     const std::filesystem::path &dir, std::string &error);
 
 } // namespace kiln::testing
