@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Builds the bundle scripts/gpu-check.sh carries to a GPU machine.
+
+usage: gpu_bundle.py --kiln KILN --runner KILN_CUDA_RUNNER --out DIR [--max-mib N]
+
+The GPU machine has the NVIDIA driver, Python with PyTorch 2.x (and
+Triton), numpy and onnx, but no LLVM, oneDNN, protobuf development files or
+apt, and nothing can be fetched there. So everything Kiln-side is made here,
+with Debian's /usr/bin/python3 (torch 1.13, as the zoo):
+
+  bin/kiln-cuda-runner   the runner (tools/runner/KilnCudaRunner.cpp): no
+                         compiler, no LLVM, no oneDNN;
+  lib/                   the libraries it needs beyond glibc (ldd), carried;
+                         libstdc++ and libgcc_s apart, in lib/std/: Debian
+                         12's need glibc 2.36, and a machine with an older
+                         glibc has its own, new enough (GCC 12's) or not;
+  models/ENTRY.kiln      each model of MODELS below exported to ONNX here
+                         (opset 17) at the entry's batch and compiled by
+                         `kiln compile --target cuda --cuda-arch sm_90 -o`;
+  kernels/NAME.kiln      the bandwidth kernels of KERNELS (.kir), compiled so;
+  torch/NAME.pt          each model's weights (state_dict), and
+  torch/make_models.py   its definition, for PyTorch on the GPU machine;
+  manifest.json          what is where: entries, inputs (shape, kind), the
+                         tolerances of tests/models/tolerances, the glibc
+                         version the carried binaries need.
+
+The GPU side (scripts/gpu_check.py) makes the inputs from the same seeded
+generator, runs PyTorch eager (the reference: float32, TF32 off) and
+torch.compile, and the runner on the artifacts. Exits 1 when anything fails
+or the bundle is over --max-mib (default 64: what a device call carries).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# (entry, make_models name, batch): the models the CUDA backend runs whole
+# (no convolution, pooling or recurrent layer yet), at the batch the zoo
+# exports (None) and at a large one. The batch is dim 0 of every input.
+MODELS = [
+    ("mlp-b64", "mlp", None),
+    ("mlp-b1", "mlp", 1),
+    ("mlp-b4096", "mlp", 4096),
+    ("pointwise", "pointwise", None),
+    ("transformer_encoder-b1", "transformer_encoder", None),
+    ("transformer_encoder-b32", "transformer_encoder", 32),
+    ("text_classifier-b2", "text_classifier", None),
+    ("text_classifier-b64", "text_classifier", 64),
+    ("seq2seq-b1", "seq2seq", None),
+    ("seq2seq-b16", "seq2seq", 16),
+]
+
+# Bandwidth kernels at sizes past any cache (the H200's L2 is 50 MiB): each
+# a .kir graph and the PyTorch expression gpu_check.py times beside it.
+KERNELS = {
+    "add-f32-64Mi": ("""graph @add(%x: f32[8192,8192], %y: f32[8192,8192]) -> (f32[8192,8192]) {
+  %z = add(%x, %y) : f32[8192,8192]
+  return %z
+}""", "x + y"),
+    "gelu-f32-64Mi": ("""graph @gelu(%x: f32[8192,8192]) -> (f32[8192,8192]) {
+  %z = gelu(%x) : f32[8192,8192]
+  return %z
+}""", "torch.nn.functional.gelu(x)"),
+    "softmax-f32-16Ki-rows-of-4096": ("""graph @softmax(%x: f32[16384,4096]) -> (f32[16384,4096]) {
+  %z = softmax(%x) : f32[16384,4096]
+  return %z
+}""", "torch.softmax(x, -1)"),
+    "layer_norm-f32-64Ki-rows-of-1024": ("""graph @ln(%x: f32[65536,1024], %g: f32[1024], %b: f32[1024]) -> (f32[65536,1024]) {
+  %z = layer_norm(%x, %g, %b) {axis = -1} : f32[65536,1024]
+  return %z
+}""", "torch.nn.functional.layer_norm(x, (1024,), g, b)"),
+}
+
+
+def log(msg):
+    print("gpu_bundle.py: " + msg, flush=True)
+
+
+def tolerances():
+    """NAME -> (rtol, atol) from tests/models/tolerances."""
+    tol = {}
+    with open(os.path.join(ROOT, "tests", "models", "tolerances")) as f:
+        for line in f:
+            fields = line.split("#")[0].split()
+            if len(fields) >= 4:
+                tol[fields[0]] = (float(fields[2]), float(fields[3]))
+    return tol
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       errors="replace", **kw)
+    if p.returncode != 0:
+        log("FAIL: %s\n%s" % (" ".join(cmd), p.stdout))
+        sys.exit(1)
+    return p.stdout
+
+
+def carry_libraries(binary, lib_dir):
+    """Copies what `binary` loads beyond glibc into lib_dir (the compiler's
+    runtime into lib_dir/std); their paths under lib_dir."""
+    os.makedirs(os.path.join(lib_dir, "std"), exist_ok=True)
+    glibc = re.compile(r"^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|"
+                       r"librt\.so)")
+    names = []
+    for line in run(["ldd", binary]).splitlines():
+        m = re.match(r"\s*(\S+) => (\S+)", line)
+        if m and not glibc.match(m.group(1)):
+            name = m.group(1)
+            if name.startswith(("libstdc++.so", "libgcc_s.so")):
+                name = "std/" + name
+            shutil.copy2(os.path.realpath(m.group(2)), os.path.join(lib_dir, name))
+            names.append(name)
+    return names
+
+
+def glibc_needed(paths):
+    """The newest GLIBC_x.y symbol version any of `paths` needs."""
+    best = (0, 0)
+    for p in paths:
+        for v in re.findall(r"GLIBC_(\d+)\.(\d+)", run(["objdump", "-T", p])):
+            best = max(best, (int(v[0]), int(v[1])))
+    return "%d.%d" % best
+
+
+def export(name, batch, out_onnx, mm):
+    """make_models' NAME at `batch` exported to ONNX (opset 17); its inputs."""
+    spec = mm.MODELS[name]
+    inputs = [(n, tuple(shape) if batch is None else (batch,) + tuple(shape[1:]), kind)
+              for n, shape, kind in spec["inputs"]]
+    model, _, _ = mm.build_model(name, spec)
+    gen = mm.torch.Generator().manual_seed(mm.SEED + 7)
+    example = [mm.make_input(shape, kind, gen) for _, shape, kind in inputs]
+    outs = mm.flat_outputs(model(*example))
+    # Grad mode stays on, as make_models.export_one says (torch 1.13's fused
+    # inference paths do not export).
+    mm.torch.onnx.export(model, tuple(example), out_onnx, opset_version=17,
+                         input_names=[n for n, _, _ in inputs],
+                         output_names=["output_%d" % i for i in range(len(outs))],
+                         do_constant_folding=True)
+    return model, inputs, len(outs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--runner", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--max-mib", type=float, default=64)
+    args = ap.parse_args()
+    t0 = time.time()
+    out = os.path.abspath(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    for d in ("bin", "models", "kernels", "torch"):
+        os.makedirs(os.path.join(out, d))
+    runner = os.path.join(out, "bin", "kiln-cuda-runner")
+    shutil.copy2(args.runner, runner)
+    libs = carry_libraries(args.runner, os.path.join(out, "lib"))
+    sys.path.insert(0, HERE)
+    import make_models as mm  # noqa: E402 (torch, onnx: Debian's)
+    shutil.copy2(os.path.join(HERE, "make_models.py"), os.path.join(out, "torch"))
+    tol = tolerances()
+    manifest = dict(kiln=run([args.kiln, "--version"]).strip(), arch="sm_90",
+                    carried_libraries=libs, models=[], kernels=[])
+    saved = set()
+    tmp = os.path.join(out, "tmp")
+    os.makedirs(tmp)
+    for entry, name, batch in MODELS:
+        onnx_path = os.path.join(tmp, entry + ".onnx")
+        model, inputs, num_outputs = export(name, batch, onnx_path, mm)
+        if name not in saved:
+            mm.torch.save(model.state_dict(), os.path.join(out, "torch", name + ".pt"))
+            saved.add(name)
+        kiln_path = os.path.join(out, "models", entry + ".kiln")
+        run([args.kiln, "compile", onnx_path, "--target", "cuda", "--cuda-arch", "sm_90", "-o",
+             kiln_path])
+        rtol, atol = tol[name]
+        manifest["models"].append(dict(
+            entry=entry, model=name, batch=batch if batch is not None else
+            mm.MODELS[name]["inputs"][0][1][0], artifact="models/" + entry + ".kiln",
+            inputs=[dict(name=n, shape=list(s), kind=k) for n, s, k in inputs],
+            outputs=num_outputs, rtol=rtol, atol=atol))
+        log("%s: %s at batch %s, %d KiB" % (entry, name, manifest["models"][-1]["batch"],
+                                            os.path.getsize(kiln_path) // 1024))
+    for name, (text, expr) in KERNELS.items():
+        kir = os.path.join(tmp, name + ".kir")
+        with open(kir, "w") as f:
+            f.write(text + "\n")
+        run([args.kiln, "compile", kir, "--target", "cuda", "--cuda-arch", "sm_90", "-o",
+             os.path.join(out, "kernels", name + ".kiln")])
+        shapes = re.findall(r"%(\w+): f32\[([\d,]+)\]", text.split("->")[0])
+        manifest["kernels"].append(dict(
+            name=name, artifact="kernels/" + name + ".kiln", torch=expr,
+            inputs=[dict(name=n, shape=[int(d) for d in s.split(",")]) for n, s in shapes]))
+    shutil.rmtree(tmp)
+    manifest["glibc_needed"] = glibc_needed(
+        [runner] + [os.path.join(out, "lib", n) for n in libs])
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    total = sum(os.path.getsize(os.path.join(d, n)) for d, _, files in os.walk(out)
+                for n in files)
+    log("bundle %s: %.1f MiB (limit %.0f): %d models, %d kernels, runner and %s; needs "
+        "glibc >= %s; built in %.0f s" % (out, total / 2**20, args.max_mib,
+                                          len(manifest["models"]), len(manifest["kernels"]),
+                                          ", ".join(libs), manifest["glibc_needed"],
+                                          time.time() - t0))
+    if total > args.max_mib * 2**20:
+        log("FAIL: the bundle is over %.0f MiB" % args.max_mib)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
