@@ -38,13 +38,30 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   using Buffer = runtime::cuda::CudaModelSpec::Buffer;
   CudaCompiled out;
   out.ports = GraphPorts::of(g);
-  // Matrix products as a product and a sum (passes/DecomposeMatMul.cpp):
-  // one reduction kernel each, until the backend calls cuBLASLt.
-  CompileOptions o = options;
-  o.pipeline += ",decompose-matmul,canonicalize,cse,dce";
-  auto prepared = preparePipeline(g.clone(), o, diag);
+  auto prepared = preparePipeline(g.clone(), options, diag);
   if (failed(prepared))
     return failure();
+  // Matrix products through cuBLASLt when every one maps onto a call; else
+  // all as a product and a sum (passes/DecomposeMatMul.cpp), one reduction
+  // kernel each.
+  bool library = options.useLibraries;
+  for (const Node *n : (*prepared)->nodes()) {
+    if (n->kind() != OpKind::MatMul && n->kind() != OpKind::Gemm)
+      continue;
+    std::string why = "--no-libraries";
+    if (!library || !n->result()->type().isStatic() || !cublasLtCall(*n, why)) {
+      out.productsAsKernels = "'" + std::string(n->mnemonic()) + "' (" +
+                              (n->result()->name().empty() ? "?" : n->result()->name()) +
+                              "): " + (n->result()->type().isStatic() ? why : "a dynamic shape");
+      library = false;
+      CompileOptions o = options;
+      o.pipeline = "decompose-matmul,canonicalize,cse,dce";
+      prepared = preparePipeline(std::move(*prepared), o, diag);
+      if (failed(prepared))
+        return failure();
+      break;
+    }
+  }
   // A size only the run decides, after the pipeline (which unrolls short
   // loops): the CPU compiles in stages around it (Note [Data-dependent
   // shapes] in codegen/Staged.cpp); the CUDA model is one static plan.
@@ -59,9 +76,11 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   if (failed(checkPrepared(**prepared, diag)))
     return failure();
   const Graph &pg = **prepared;
-  // No library groups: each node is a kernel's or a fallback's.
+  // Library groups: cuBLASLt's products; every other node a kernel's or a
+  // fallback's.
   FusionOptions fusion;
-  fusion.useLibraries = false;
+  fusion.library = &cublasLtCapabilities();
+  fusion.useLibraries = library;
   fusion.fuse = options.fuse;
   auto plan = planFusion(pg, fusion, diag);
   if (failed(plan))
@@ -101,12 +120,38 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   out.program.arch = arch;
   std::set<std::string> taken;
   for (const FusionGroup &group : plan->groups) {
+    if (group.kind == FusionGroup::Kind::Library && group.nodes.size() == 1) {
+      const Node *n = group.nodes.front();
+      std::string why;
+      auto call = cublasLtCall(*n, why);
+      if (!call) { // not expected: every product was checked above
+        diag.emitError(n->loc()) << "internal error: '" << n->mnemonic()
+                                 << "' has no cuBLASLt call: " << why;
+        return failure();
+      }
+      runtime::cuda::CudaModelSpec::Step step;
+      step.kind = runtime::cuda::CudaModelSpec::Step::Kind::Gemm;
+      step.function = names.count(n->result()) ? names.at(n->result()) : "product";
+      step.gemm = *call;
+      const int32_t at = static_cast<int32_t>(spec.steps.size());
+      for (const Value *v : n->operands())
+        step.buffers.push_back(bufferOf(v));
+      if (n->numOperands() > 2 && !call->hasC && !call->hasBias)
+        step.buffers.pop_back(); // beta 0: C unread
+      step.buffers.push_back(bufferOf(n->result()));
+      for (int32_t id : step.buffers)
+        use(id, at);
+      out.notKernels.push_back("'" + std::string(n->mnemonic()) + "' (" + step.function +
+                               "): cuBLASLt, " + call->str());
+      spec.steps.push_back(std::move(step));
+      continue;
+    }
     if (group.kind != FusionGroup::Kind::Kernel) {
       const Node *n = group.nodes.front();
       const std::string what = "'" + std::string(n->mnemonic()) + "' (" +
                                (names.count(n->result()) ? names.at(n->result()) : "?") + ")";
       if (kernelsOnly) { // its results stand as buffers no step writes
-        out.notKernels.push_back(what);
+        out.notKernels.push_back(what + ": needs cuDNN, which the backend does not call yet");
         for (const Value *v : group.outputs)
           bufferOf(v);
         continue;

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/Backend.h"
 #include "codegen/Compiler.h"
 #include "codegen/cuda/CudaEmitter.h"
 #include "codegen/cuda/Nvrtc.h"
@@ -42,20 +43,34 @@ struct CudaCompiled {
   CudaProgram program;
   runtime::cuda::CudaModelSpec spec;
   GraphPorts ports;
-  /// With `kernelsOnly`: the nodes left out, "'conv' (y)".
+  /// The nodes not run as kernels, and why: "'matmul' (y): cuBLASLt, f32
+  /// 64x32x16"; with `kernelsOnly` also those left out, "'conv' (y): needs
+  /// cuDNN, ...".
   std::vector<std::string> notKernels;
+  /// Why the products are generated code, when they are ("'matmul' (y):
+  /// an operand of rank 1"); empty when cuBLASLt runs them or there are
+  /// none.
+  std::string productsAsKernels;
   /// With `options.explain`: every fusion decision (FusionPlan::explain).
   std::string fusion;
 };
 
 /// `g` at `options.dims` for a CUDA device of compute capability `arch`:
-/// matrix products decomposed (passes/DecomposeMatMul.cpp), every fusion
-/// group a kernel (convolution, pooling and the other library ops are not
-/// run on the GPU yet: such a node is an error naming it), the
+/// matrix products through cuBLASLt (CudaLibrary.cpp; with
+/// `options.useLibraries`, and when each of them maps onto one call, else
+/// all decomposed into generated code, passes/DecomposeMatMul.cpp), every
+/// other fusion group a kernel (convolution, pooling and the other library
+/// ops are not run on the GPU yet: such a node is an error naming it), the
 /// intermediates planned into one arena (codegen/MemoryPlan.h).
 /// `kernelsOnly` (`kiln compile --emit=cuda`): the groups without a kernel
 /// are left out and listed in `notKernels` instead of refused; the spec
 /// does not run then.
+/// The CUDA backend's library table: matmul and gemm anchor cuBLASLt calls.
+const LibraryCapabilities &cublasLtCapabilities();
+/// The cuBLASLt call of the matmul or gemm `n` (static shapes), or nullopt
+/// with `why`.
+std::optional<runtime::cuda::GemmCall> cublasLtCall(const Node &n, std::string &why);
+
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
                                          DiagnosticEngine &diag, bool kernelsOnly = false);
 

@@ -41,20 +41,24 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# (entry, make_models name, batch): the models the CUDA backend runs whole
-# (no convolution, pooling or recurrent layer yet), at the batch the zoo
-# exports (None) and at a large one. The batch is dim 0 of every input.
+# (entry, make_models name, batch, kiln compile flags): the models the CUDA
+# backend runs whole (no convolution, pooling or recurrent layer yet), at
+# the batch the zoo exports (None) and at a large one; the batch is dim 0
+# of every input. One also with its matrix products as generated kernels
+# (--no-libraries): what cuBLASLt gains, and a second opinion should a
+# product's call be wrong.
 MODELS = [
-    ("mlp-b64", "mlp", None),
-    ("mlp-b1", "mlp", 1),
-    ("mlp-b4096", "mlp", 4096),
-    ("pointwise", "pointwise", None),
-    ("transformer_encoder-b1", "transformer_encoder", None),
-    ("transformer_encoder-b32", "transformer_encoder", 32),
-    ("text_classifier-b2", "text_classifier", None),
-    ("text_classifier-b64", "text_classifier", 64),
-    ("seq2seq-b1", "seq2seq", None),
-    ("seq2seq-b16", "seq2seq", 16),
+    ("mlp-b64", "mlp", None, []),
+    ("mlp-b1", "mlp", 1, []),
+    ("mlp-b4096", "mlp", 4096, []),
+    ("pointwise", "pointwise", None, []),
+    ("transformer_encoder-b1", "transformer_encoder", None, []),
+    ("transformer_encoder-b1-no-libraries", "transformer_encoder", None, ["--no-libraries"]),
+    ("transformer_encoder-b32", "transformer_encoder", 32, []),
+    ("text_classifier-b2", "text_classifier", None, []),
+    ("text_classifier-b64", "text_classifier", 64, []),
+    ("seq2seq-b1", "seq2seq", None, []),
+    ("seq2seq-b16", "seq2seq", 16, []),
 ]
 
 # Bandwidth kernels at sizes past any cache (the H200's L2 is 50 MiB): each
@@ -172,7 +176,7 @@ def main():
     saved = set()
     tmp = os.path.join(out, "tmp")
     os.makedirs(tmp)
-    for entry, name, batch in MODELS:
+    for entry, name, batch, flags in MODELS:
         onnx_path = os.path.join(tmp, entry + ".onnx")
         model, inputs, num_outputs = export(name, batch, onnx_path, mm)
         if name not in saved:
@@ -180,13 +184,13 @@ def main():
             saved.add(name)
         kiln_path = os.path.join(out, "models", entry + ".kiln")
         run([args.kiln, "compile", onnx_path, "--target", "cuda", "--cuda-arch", "sm_90", "-o",
-             kiln_path])
+             kiln_path] + flags)
         rtol, atol = tol[name]
         manifest["models"].append(dict(
             entry=entry, model=name, batch=batch if batch is not None else
             mm.MODELS[name]["inputs"][0][1][0], artifact="models/" + entry + ".kiln",
             inputs=[dict(name=n, shape=list(s), kind=k) for n, s, k in inputs],
-            outputs=num_outputs, rtol=rtol, atol=atol))
+            outputs=num_outputs, rtol=rtol, atol=atol, flags=flags))
         log("%s: %s at batch %s, %d KiB" % (entry, name, manifest["models"][-1]["batch"],
                                             os.path.getsize(kiln_path) // 1024))
     for name, (text, expr) in KERNELS.items():

@@ -78,15 +78,27 @@ def time_cuda(fn, repeat, warmup=5):
     return statistics.median(times)
 
 
+def cublaslt_dirs():
+    """Where this machine keeps libcublasLt.so.13 beside the toolkit's
+    /usr/local/cuda/lib64 (which the runtime tries itself): PyTorch's
+    nvidia wheels."""
+    import glob
+    base = os.path.dirname(os.path.dirname(torch.__file__))
+    found = glob.glob(os.path.join(base, "nvidia", "**", "libcublasLt.so.13"), recursive=True)
+    return sorted({os.path.dirname(f) for f in found})
+
+
 def runner_env(bundle):
     """The environment the runner starts in: the carried libraries, with
-    the carried libstdc++ when this glibc takes it."""
+    the carried libstdc++ when this glibc takes it, and cuBLASLt's folder."""
     runner = os.path.join(bundle, "bin", "kiln-cuda-runner")
     lib = os.path.join(bundle, "lib")
     tried = []
+    extra = "".join(":" + d for d in cublaslt_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")]
+                    if d)
     for path, how in ((lib + ":" + os.path.join(lib, "std"), "carried libstdc++"),
                       (lib, "this machine's libstdc++")):
-        env = dict(os.environ, LD_LIBRARY_PATH=path)
+        env = dict(os.environ, LD_LIBRARY_PATH=path + extra)
         p = subprocess.run([runner, "--help"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, errors="replace")
         if p.returncode == 0:
@@ -177,7 +189,8 @@ def main():
     rows = []
     models = {}
     for m in manifest["models"]:
-        row = dict(entry=m["entry"], model=m["model"], batch=m["batch"])
+        row = dict(entry=m["entry"], model=" ".join([m["model"]] + m.get("flags", [])),
+                   batch=m["batch"])
         rows.append(row)
         try:
             module = mm.MODELS[m["model"]]["build"]()
@@ -211,7 +224,8 @@ def main():
             if res is None:
                 raise RuntimeError("the runner failed (exit %d):\n%s" % (rc, text[-2000:]))
             row.update(kiln_ms=res["device_ms"], kiln_host_ms=res["host_ms"], ok=res["ok"],
-                       checks=res["checks"], image=res["image"], kernels=res["kernels"])
+                       checks=res["checks"], image=res["image"],
+                       kernels="%d + %d" % (res["kernels"], res["products"]))
             if not res["ok"]:
                 failures.append("%s: %s" % (m["entry"], "; ".join(
                     c["detail"] for c in res["checks"] if not c["ok"])))
@@ -318,7 +332,7 @@ def write_results(out, gpu, manifest, libs, triton_version, ceiling, rows, kerne
         "",
         "## Models",
         "",
-        "| model | batch | kernels | Kiln | Kiln host | eager | torch.compile | max-autotune-no-cudagraphs "
+        "| model | batch | kernels + cuBLASLt | Kiln | Kiln host | eager | torch.compile | max-autotune-no-cudagraphs "
         "| compile / Kiln | autotune / Kiln | check |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]

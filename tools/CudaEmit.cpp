@@ -73,7 +73,10 @@ CudaRun cudaRunOf(runtime::cuda::CudaModelSpec spec, const std::string &what,
     diag.emitError(Location()) << what << ": " << error;
     return r;
   }
-  const size_t numSteps = spec.steps.size();
+  size_t products = 0;
+  for (const auto &step : spec.steps)
+    products += step.kind == runtime::cuda::CudaModelSpec::Step::Kind::Gemm;
+  const size_t kernels = spec.steps.size() - products;
   std::shared_ptr<runtime::cuda::CudaModel> model =
       runtime::cuda::CudaModel::load(*device, std::move(spec), error);
   if (!model) {
@@ -81,8 +84,8 @@ CudaRun cudaRunOf(runtime::cuda::CudaModelSpec spec, const std::string &what,
                                << error;
     return r;
   }
-  r.description = "CUDA on " + device->name() + ", " + std::to_string(numSteps) + " kernels, " +
-                  model->imageUsed();
+  r.description = "CUDA on " + device->name() + ", " + std::to_string(kernels) + " kernels and " +
+                  std::to_string(products) + " cuBLASLt products, " + model->imageUsed();
   r.run = [device, model, what](std::span<const Tensor> inputs,
                                 DiagnosticEngine &d) -> FailureOr<std::vector<Tensor>> {
     const auto ins = portsOf(model->spec(), Role::Input);
@@ -124,8 +127,9 @@ int emitCuda(const Graph &g, const std::string &model, const codegen::CompileOpt
   if (flags.source) {
     std::printf("// cuda\n");
     for (const std::string &n : compiled->notKernels)
-      std::printf("// not a kernel: %s (needs cuDNN, which the backend does not call yet)\n",
-                  n.c_str());
+      std::printf("// not a kernel: %s\n", n.c_str());
+    if (!compiled->productsAsKernels.empty())
+      std::printf("// matrix products as kernels: %s\n", compiled->productsAsKernels.c_str());
     for (const codegen::CudaProgram::Entry &e : prog->kernels)
       std::printf("// %s: %s, %lld rows of %lld, grid %u x %d\n", e.name.c_str(),
                   codegen::cuda::cudaFormName(e.form), static_cast<long long>(e.numOuter),

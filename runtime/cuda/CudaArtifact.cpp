@@ -83,6 +83,24 @@ bool saveCudaArtifact(const CudaArtifact &a, const std::string &path, std::strin
     out->set_synchronizes(st.synchronizes);
     for (int64_t v : st.sizes)
       out->add_sizes(v);
+    if (st.kind == CudaModelSpec::Step::Kind::Gemm) {
+      const GemmCall &g = st.gemm;
+      artifact::CudaGemm *pg = out->mutable_gemm();
+      pg->set_batch(g.batch);
+      pg->set_m(g.m);
+      pg->set_n(g.n);
+      pg->set_k(g.k);
+      pg->set_trans_a(g.transA);
+      pg->set_trans_b(g.transB);
+      pg->set_stride_a(g.strideA);
+      pg->set_stride_b(g.strideB);
+      pg->set_stride_c(g.strideC);
+      pg->set_stride_d(g.strideD);
+      pg->set_alpha(g.alpha);
+      pg->set_beta(g.beta);
+      pg->set_has_c(g.hasC);
+      pg->set_has_bias(g.hasBias);
+    }
   }
   meta.set_arena_bytes(s.arenaBytes);
   meta.set_num_inputs(s.numInputs);
@@ -207,7 +225,15 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
                     std::to_string(b) + " of " + std::to_string(s.buffers.size()));
       st.buffers.push_back(b);
     }
-    if (st.function.empty() || st.grid == 0 || st.block == 0 || st.block > 1024)
+    if (ps.has_gemm()) {
+      const artifact::CudaGemm &pg = ps.gemm();
+      st.kind = CudaModelSpec::Step::Kind::Gemm;
+      st.gemm = GemmCall{pg.batch(),   pg.m(),        pg.n(),        pg.k(),        pg.trans_a(),
+                         pg.trans_b(), pg.stride_a(), pg.stride_b(), pg.stride_c(), pg.stride_d(),
+                         pg.alpha(),   pg.beta(),     pg.has_c(),    pg.has_bias()};
+    }
+    if (st.function.empty() || (st.kind == CudaModelSpec::Step::Kind::Kernel &&
+                                (st.grid == 0 || st.block == 0 || st.block > 1024)))
       return fail("corrupt metadata: step '" + st.function + "' launches " +
                   std::to_string(st.grid) + " blocks of " + std::to_string(st.block) + " threads");
     s.steps.push_back(std::move(st));

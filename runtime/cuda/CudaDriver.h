@@ -43,6 +43,32 @@ struct LaunchArgs {
   bool synchronizes = false;
 };
 
+/// A matrix product the device's library runs (cuBLASLt on a GPU,
+/// CublasLt.cpp): for each of `batch` products, over row-major matrices,
+///
+///   D[m x n] = alpha * op(A) @ op(B) + beta * C[m x n] + bias[n]
+///
+/// op(A) is A (stored m x k) or, with transA, A^T (stored k x m); the same
+/// for B (k x n, or n x k with transB). Each operand's batch stride is in
+/// elements (0: one matrix for every product). C and bias are optional.
+/// All f32, computed in f32 (no TF32).
+struct GemmCall {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t strideA = 0, strideB = 0, strideC = 0, strideD = 0;
+  double alpha = 1, beta = 0;
+  bool hasC = false, hasBias = false;
+  /// "f32 [8] 128x64x256 (A^T) + bias" (batch, m x n x k): for errors and
+  /// reports.
+  std::string str() const;
+};
+
+/// A GemmCall prepared on a device (descriptors, the algorithm chosen).
+class GemmPlan {
+public:
+  virtual ~GemmPlan() = default;
+};
+
 /// Where compiled CUDA models run (CudaModel.h): the GPU through the
 /// driver (CudaDevice), or the tests' host emulation of one. Calls that
 /// fail return false (or null) with `error` naming the call and why.
@@ -62,6 +88,12 @@ public:
   /// `fn` on `grid` blocks of `block` threads. Asynchronous.
   virtual bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
                       std::string &error) = 0;
+  /// `call` prepared once (a model's load), or null with `error`.
+  virtual std::unique_ptr<GemmPlan> planGemm(const GemmCall &call, std::string &error) = 0;
+  /// The product `plan` was made for on these buffers (`c`, `bias` 0 when
+  /// it has none). Asynchronous, ordered with the launches.
+  virtual bool gemm(const GemmPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
+                    DevicePtr d, std::string &error) = 0;
   virtual bool synchronize(std::string &error) = 0;
 };
 
@@ -84,6 +116,10 @@ public:
   std::unique_ptr<Module> loadModule(const std::string &image, std::string &error) override;
   bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
               std::string &error) override;
+  /// cuBLASLt (libcublasLt.so.13), opened on the first plan (CublasLt.cpp).
+  std::unique_ptr<GemmPlan> planGemm(const GemmCall &call, std::string &error) override;
+  bool gemm(const GemmPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
+            DevicePtr d, std::string &error) override;
   bool synchronize(std::string &error) override;
 
   /// Makes the device's context current on the calling thread.
@@ -95,6 +131,9 @@ private:
   void *context_ = nullptr;
   std::string name_;
   int arch_ = 0;
+  /// cuBLASLt's handle and workspace, made on the first plan.
+  struct Blas;
+  std::shared_ptr<Blas> blas_;
 };
 
 } // namespace kiln::runtime::cuda

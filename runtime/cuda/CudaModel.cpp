@@ -4,6 +4,57 @@
 
 namespace kiln::runtime::cuda {
 
+std::string GemmCall::str() const {
+  std::string s = std::string("f32") + (batch > 1 ? " [" + std::to_string(batch) + "]" : "") + " " +
+                  std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  if (transA || transB)
+    s += std::string(" (") + (transA ? "A^T" : "") + (transA && transB ? ", " : "") +
+         (transB ? "B^T" : "") + ")";
+  if (hasC)
+    s += " + C";
+  if (hasBias)
+    s += " + bias";
+  return s;
+}
+
+namespace {
+
+/// Empty when the product `step` reads and writes within its buffers; else
+/// what does not fit.
+std::string checkGemmStep(const CudaModelSpec::Step &step,
+                          const std::vector<CudaModelSpec::Buffer> &buffers) {
+  const GemmCall &g = step.gemm;
+  const size_t want = 3 + (g.hasC ? 1 : 0) + (g.hasBias ? 1 : 0);
+  if (step.buffers.size() != want)
+    return "it names " + std::to_string(step.buffers.size()) + " buffers for " +
+           std::to_string(want);
+  if (g.batch < 1 || g.m < 1 || g.n < 1 || g.k < 1 || g.batch > (int64_t(1) << 31) ||
+      g.m > (int64_t(1) << 40) || g.n > (int64_t(1) << 40) || g.k > (int64_t(1) << 40))
+    return "its sizes are out of range";
+  const uint64_t elem = 4;
+  size_t at = 0;
+  auto fits = [&](int64_t rows, int64_t cols, int64_t stride, const char *what) -> std::string {
+    const CudaModelSpec::Buffer &b = buffers[static_cast<size_t>(step.buffers[at++])];
+    if (b.dtype != DType::F32)
+      return std::string(what) + " (" + b.name + ") is not f32";
+    const long double need =
+        ((long double)(g.batch - 1) * stride + (long double)rows * cols) * elem;
+    if (stride < 0 || need > (long double)b.bytes)
+      return std::string(what) + " (" + b.name + ") holds " + std::to_string(b.bytes) +
+             " bytes, fewer than the product reads or writes";
+    return "";
+  };
+  for (std::string e :
+       {fits(g.m, g.k, g.strideA, "A"), fits(g.k, g.n, g.strideB, "B"),
+        g.hasC ? fits(g.m, g.n, g.strideC, "C") : std::string(),
+        g.hasBias ? fits(1, g.n, 0, "the bias") : std::string(), fits(g.m, g.n, g.strideD, "D")})
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+} // namespace
+
 std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, std::string &error) {
   std::unique_ptr<CudaModel> m(new CudaModel(device, std::move(spec)));
   const CudaModelSpec &s = m->spec_;
@@ -28,6 +79,20 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
                 std::to_string(s.buffers.size());
         return nullptr;
       }
+    if (step.kind == CudaModelSpec::Step::Kind::Gemm) {
+      if (std::string why = checkGemmStep(step, s.buffers); !why.empty()) {
+        error = "the product " + step.function + ": " + why;
+        return nullptr;
+      }
+      m->functions_.push_back(nullptr);
+      m->plans_.push_back(device.planGemm(step.gemm, error));
+      if (!m->plans_.back()) {
+        error = "the product " + step.function + ": " + error;
+        return nullptr;
+      }
+      continue;
+    }
+    m->plans_.push_back(nullptr);
     m->functions_.push_back(m->module_->function(step.function, error));
     if (!m->functions_.back())
       return nullptr;
@@ -87,11 +152,22 @@ bool CudaModel::checkPorts(size_t inputs, size_t outputs, std::string &error) co
 
 bool CudaModel::launchAll(const std::vector<LaunchArgs> &launches, std::string &error) {
   const CudaModelSpec &s = spec_;
-  for (size_t i = 0; i < s.steps.size(); ++i)
-    if (!device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches[i], error)) {
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    bool ok = true;
+    if (plans_[i]) {
+      const std::vector<DevicePtr> &b = launches[i].buffers;
+      const GemmCall &g = s.steps[i].gemm;
+      size_t at = 2;
+      const DevicePtr c = g.hasC ? b[at++] : 0, bias = g.hasBias ? b[at++] : 0;
+      ok = device_.gemm(*plans_[i], b[0], b[1], c, bias, b[at], error);
+    } else {
+      ok = device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches[i], error);
+    }
+    if (!ok) {
       error = "step " + std::to_string(i) + " (" + s.steps[i].function + "): " + error;
       return false;
     }
+  }
   return device_.synchronize(error);
 }
 

@@ -42,12 +42,17 @@ struct CudaModelSpec {
     std::string data;
   };
   struct Step {
-    std::string function; ///< the kernel's name in the module
-    /// Buffer numbers: the kernel's inputs, then its outputs.
+    /// A kernel of the module, or a matrix product of the device's library
+    /// (cuBLASLt: Device::gemm).
+    enum class Kind : uint8_t { Kernel, Gemm } kind = Kind::Kernel;
+    std::string function; ///< the kernel's name in the module; a product's node
+    /// Buffer numbers: the kernel's inputs, then its outputs. A product's:
+    /// A, B, C (gemm.hasC), bias (gemm.hasBias), D.
     std::vector<int32_t> buffers;
     unsigned grid = 0, block = 256;
     bool synchronizes = false;
     std::vector<int64_t> sizes;
+    GemmCall gemm; ///< Kind::Gemm
   };
   /// The module: a CUBIN for compute capability `arch`, and its PTX (which
   /// the driver compiles for a GPU of a later one); either may be empty.
@@ -91,6 +96,8 @@ private:
   std::vector<void *> functions_;
   /// Per step: what it is launched with.
   std::vector<LaunchArgs> launches_;
+  /// Per step: a product's plan, else null.
+  std::vector<std::unique_ptr<GemmPlan>> plans_;
   /// Per buffer: its device address.
   std::vector<DevicePtr> address_;
   std::vector<DevicePtr> owned_;

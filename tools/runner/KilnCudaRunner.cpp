@@ -289,10 +289,14 @@ int main(int argc, char **argv) {
               "}";
   }
   const double hostMs = median(hostTimes), deviceMs = median(deviceTimes);
+  size_t products = 0;
+  for (const auto &step : spec.steps)
+    products += step.kind == CudaModelSpec::Step::Kind::Gemm;
   std::printf("time: %.4f ms on device buffers, %.4f ms with the copies from and to the host "
-              "(median of %d runs each, after %d; the first run %.3f ms); %s, %s, %zu kernels\n",
+              "(median of %d runs each, after %d; the first run %.3f ms); %s, %s, %zu kernels, "
+              "%zu cuBLASLt products\n",
               deviceMs, hostMs, repeat, warmup, firstMs, device->name().c_str(),
-              model->imageUsed().c_str(), spec.steps.size());
+              model->imageUsed().c_str(), spec.steps.size() - products, products);
   if (!outDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(outDir, ec);
@@ -302,12 +306,14 @@ int main(int argc, char **argv) {
         return 1;
   }
   if (json)
-    std::printf("{\"artifact\": %s, \"device\": %s, \"image\": %s, \"kernels\": %zu, "
-                "\"ok\": %s, \"checks\": [%s], \"device_ms\": %.6f, \"device_min_ms\": %.6f, "
-                "\"host_ms\": %.6f, \"first_ms\": %.6f, \"runs\": %d, \"io_bytes\": %llu}\n",
-                jsonString(file).c_str(), jsonString(device->name()).c_str(),
-                jsonString(model->imageUsed()).c_str(), spec.steps.size(), ok ? "true" : "false",
-                checks.c_str(), deviceMs, *std::min_element(deviceTimes.begin(), deviceTimes.end()),
-                hostMs, firstMs, repeat, static_cast<unsigned long long>(movedBytes));
+    std::printf(
+        "{\"artifact\": %s, \"device\": %s, \"image\": %s, \"kernels\": %zu, \"products\": %zu, "
+        "\"ok\": %s, \"checks\": [%s], \"device_ms\": %.6f, \"device_min_ms\": %.6f, "
+        "\"host_ms\": %.6f, \"first_ms\": %.6f, \"runs\": %d, \"io_bytes\": %llu}\n",
+        jsonString(file).c_str(), jsonString(device->name()).c_str(),
+        jsonString(model->imageUsed()).c_str(), spec.steps.size() - products, products,
+        ok ? "true" : "false", checks.c_str(), deviceMs,
+        *std::min_element(deviceTimes.begin(), deviceTimes.end()), hostMs, firstMs, repeat,
+        static_cast<unsigned long long>(movedBytes));
   return ok ? 0 : 1;
 }

@@ -21,6 +21,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -32,13 +33,14 @@ using runtime::cuda::CudaModelSpec;
 namespace fs = std::filesystem;
 
 const char *kModel = R"(
-graph @m(%x: f32[6,40], %i: i32[6,40]) -> (f32[6,40], f32[40,6], i32[6,1]) {
+graph @m(%x: f32[6,40], %i: i32[6,40], %v: f32[40,3]) -> (f32[6,40], f32[40,6], i32[6,1], f32[6,3]) {
   %w = constant dense<[0.5, -1.0, 2.0, 0.25, 1.5, -0.5]> : f32[6,1]
   %a = mul(%x, %w) : f32[6,40]
   %s = softmax(%a) : f32[6,40]
   %t = transpose(%a) {perm = [1, 0]} : f32[40,6]
   %r = reduce_max(%i) {axes = [1]} : i32[6,1]
-  return %s, %t, %r
+  %p = matmul(%a, %v) : f32[6,3]
+  return %s, %t, %r, %p
 }
 )";
 
@@ -112,8 +114,8 @@ TEST(CudaArtifactTest, SavedAndLoadedIsTheSameModel) {
   EXPECT_FALSE(t.ptx.empty());
   EXPECT_EQ(t.arch, s.arch);
   EXPECT_EQ(t.arenaBytes, s.arenaBytes);
-  EXPECT_EQ(t.numInputs, 2);
-  EXPECT_EQ(t.numOutputs, 3);
+  EXPECT_EQ(t.numInputs, 3);
+  EXPECT_EQ(t.numOutputs, 4);
   ASSERT_EQ(t.buffers.size(), s.buffers.size());
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     EXPECT_EQ(t.buffers[b].role, s.buffers[b].role);
@@ -133,7 +135,14 @@ TEST(CudaArtifactTest, SavedAndLoadedIsTheSameModel) {
     EXPECT_EQ(t.steps[i].block, s.steps[i].block);
     EXPECT_EQ(t.steps[i].synchronizes, s.steps[i].synchronizes);
     EXPECT_EQ(t.steps[i].sizes, s.steps[i].sizes);
+    EXPECT_EQ(t.steps[i].kind, s.steps[i].kind);
+    EXPECT_EQ(t.steps[i].gemm.str(), s.steps[i].gemm.str());
   }
+  EXPECT_EQ(std::count_if(t.steps.begin(), t.steps.end(),
+                          [](const CudaModelSpec::Step &st) {
+                            return st.kind == CudaModelSpec::Step::Kind::Gemm;
+                          }),
+            1);
   // Saved again (and compiled again): the same bytes.
   Fixture again = compileModel();
   const fs::path second = scratch("m2.kiln");
@@ -197,7 +206,7 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
     EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, tol);
   }
   EXPECT_FALSE(model->runOnDevice({in.data(), 1}, out, error));
-  EXPECT_NE(error.find("the model takes 2 inputs and 3 outputs, given 1 and 3"), std::string::npos)
+  EXPECT_NE(error.find("the model takes 3 inputs and 4 outputs, given 1 and 4"), std::string::npos)
       << error;
   for (auto p : in)
     device.free(p);
@@ -207,6 +216,7 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
 
 /// Loading `path` fails with an error naming it and holding `why`.
 void expectLoadError(const fs::path &path, const std::string &why) {
+  SCOPED_TRACE(why);
   CudaArtifact a;
   std::string error;
   EXPECT_FALSE(runtime::cuda::loadCudaArtifact(path, a, error)) << path;
@@ -268,10 +278,18 @@ TEST(CudaArtifactTest, EveryDamageIsOneErrorNamingTheFile) {
   lie([&](CudaArtifact &a) { firstOf(a, Role::Temp).offset = a.spec.arenaBytes; },
       "ends past the arena");
   lie([&](CudaArtifact &a) { firstOf(a, Role::Input).bytes += 4; }, "bytes for its type's");
-  lie([&](CudaArtifact &a) { firstOf(a, Role::Output).index = 7; }, "is port 7 of 3");
+  lie([&](CudaArtifact &a) { firstOf(a, Role::Output).index = 7; }, "is port 7 of 4");
   lie([&](CudaArtifact &a) { a.spec.steps.front().buffers.push_back(99); }, "names buffer 99");
-  lie([&](CudaArtifact &a) { a.spec.steps.front().block = 4096; }, "blocks of 4096 threads");
-  lie([&](CudaArtifact &a) { a.spec.numInputs = 3; }, "an input or output has no buffer");
+  lie(
+      [&](CudaArtifact &a) {
+        for (auto &st : a.spec.steps)
+          if (st.kind == CudaModelSpec::Step::Kind::Kernel) {
+            st.block = 4096;
+            break;
+          }
+      },
+      "blocks of 4096 threads");
+  lie([&](CudaArtifact &a) { a.spec.numInputs = 4; }, "an input or output has no buffer");
   lie(
       [&](CudaArtifact &a) {
         a.spec.image.clear();
@@ -306,6 +324,15 @@ public:
   bool launch(void *fn, unsigned grid, unsigned block, const runtime::cuda::LaunchArgs &args,
               std::string &e) override {
     return d_.launch(fn, grid, block, args, e);
+  }
+  std::unique_ptr<runtime::cuda::GemmPlan> planGemm(const runtime::cuda::GemmCall &call,
+                                                    std::string &e) override {
+    return d_.planGemm(call, e);
+  }
+  bool gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
+            runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c, runtime::cuda::DevicePtr bias,
+            runtime::cuda::DevicePtr d, std::string &e) override {
+    return d_.gemm(plan, a, b, c, bias, d, e);
   }
   bool synchronize(std::string &e) override { return d_.synchronize(e); }
   std::string loaded;

@@ -33,15 +33,19 @@ std::unique_ptr<Module> parse(const char *text) {
 
 /// `g` compiled for CUDA and run on the emulated device; its outputs.
 std::vector<Tensor> runEmulated(const Graph &g, const std::vector<Tensor> &inputs,
-                                codegen::CudaCompiled *compiledOut = nullptr) {
+                                codegen::CudaCompiled *compiledOut,
+                                const codegen::CompileOptions &options) {
   DiagnosticEngine diag;
   ScopedDiagnosticCollector collect(diag);
-  auto compiled = codegen::compileCudaModel(g, {}, codegen::cuda::kDefaultCudaArch, diag);
+  auto compiled = codegen::compileCudaModel(g, options, codegen::cuda::kDefaultCudaArch, diag);
   EXPECT_TRUE(compiled.succeeded()) << collect.str();
   if (failed(compiled))
     return {};
-  const fs::path dir =
-      fs::temp_directory_path() / ("kiln-cuda-model-" + std::to_string(getpid()) + "-" + g.name());
+  // A folder per call: a library loaded from a path stays loaded, and
+  // dlopen of the same path would give the first call's kernels.
+  static int calls = 0;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-cuda-model-" + std::to_string(getpid()) +
+                                                    "-" + g.name() + "-" + std::to_string(++calls));
   std::vector<Tensor> outputs;
   std::string error;
   EXPECT_TRUE(kiln::testing::runEmulatedModel(*compiled, inputs, outputs, dir, error)) << error;
@@ -53,7 +57,8 @@ std::vector<Tensor> runEmulated(const Graph &g, const std::vector<Tensor> &input
 /// `text`'s graph on the emulated device equals the interpreter within
 /// `tol`, on random inputs drawn with `seed`.
 void expectAsInterpreter(const char *text, unsigned seed, const Tolerance &tol,
-                         codegen::CudaCompiled *compiled = nullptr) {
+                         codegen::CudaCompiled *compiled = nullptr,
+                         const codegen::CompileOptions &options = {}) {
   auto m = parse(text);
   ASSERT_NE(m, nullptr);
   const Graph &g = *m->graphs().front();
@@ -61,7 +66,7 @@ void expectAsInterpreter(const char *text, unsigned seed, const Tolerance &tol,
   DiagnosticEngine diag;
   auto want = interpret(g, inputs, diag);
   ASSERT_TRUE(want.succeeded());
-  const std::vector<Tensor> got = runEmulated(g, inputs, compiled);
+  const std::vector<Tensor> got = runEmulated(g, inputs, compiled, options);
   ASSERT_EQ(got.size(), want->size());
   for (size_t o = 0; o < got.size(); ++o) {
     const Comparison c = compareTensors(got[o], (*want)[o], tol);
@@ -134,10 +139,90 @@ graph @attention(%x: f32[2,8,16], %wq: f32[16,16], %wk: f32[16,16], %wv: f32[16,
 }
 )";
 
-TEST(CudaModelTest, MatrixProductsRunAsKernels) {
+/// The cuBLASLt calls of `compiled`'s product steps (GemmCall::str).
+std::vector<std::string> gemmCalls(const codegen::CudaCompiled &compiled) {
+  std::vector<std::string> calls;
+  for (const auto &step : compiled.spec.steps)
+    if (step.kind == runtime::cuda::CudaModelSpec::Step::Kind::Gemm)
+      calls.push_back(step.gemm.str());
+  return calls;
+}
+
+TEST(CudaModelTest, MatrixProductsRunThroughCublasLt) {
   // Sums over K in another order than the reference's: the matrix
-  // products' relative tolerance (docs/NUMERICS.md).
-  expectAsInterpreter(kAttention, 5, Tolerance{1e-4, 1e-4});
+  // products' relative tolerance (docs/NUMERICS.md). The emulated device
+  // runs each call as its GemmCall says (cuBLASLt's layouts are the GPU
+  // check's: Note [Row-major products in cuBLASLt]).
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(kAttention, 5, Tolerance{1e-4, 1e-4}, &compiled);
+  // x @ w: batch folded into rows; q @ k^T and p @ v: two products.
+  EXPECT_EQ(
+      gemmCalls(compiled),
+      (std::vector<std::string>{"f32 16x16x16", "f32 16x16x16", "f32 16x16x16", "f32 [2] 8x8x16",
+                                "f32 [2] 8x16x8", "f32 16x24x16 (B^T) + bias"}));
+  EXPECT_TRUE(compiled.productsAsKernels.empty()) << compiled.productsAsKernels;
+}
+
+TEST(CudaModelTest, MatrixProductsRunAsKernelsWithoutLibraries) {
+  codegen::CompileOptions options;
+  options.useLibraries = false;
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(kAttention, 5, Tolerance{1e-4, 1e-4}, &compiled, options);
+  EXPECT_TRUE(gemmCalls(compiled).empty());
+  EXPECT_NE(compiled.productsAsKernels.find("--no-libraries"), std::string::npos);
+}
+
+// Every form of a product's call: batch dims on one side (a stride of 0),
+// transposes, alpha and beta, C the result's shape, a bias row [1, N], C
+// unread (beta 0).
+TEST(CudaModelTest, EveryFormOfAProductsCallRunsAsTheInterpreter) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @forms(%a: f32[5,7], %b: f32[3,7,4], %c: f32[7,5], %d: f32[4,7], %e: f32[5,4], %r: f32[1,4], %x: f32[2,3,6], %y: f32[2,6,2]) -> (f32[3,5,4], f32[5,4], f32[5,4], f32[5,4], f32[2,3,2]) {
+  %p = matmul(%a, %b) : f32[3,5,4]
+  %g1 = gemm(%c, %d, %e) {alpha = 0.5, beta = -2.0, trans_a = true, trans_b = true} : f32[5,4]
+  %g2 = gemm(%a, %d, %r) {trans_b = true} : f32[5,4]
+  %g3 = gemm(%a, %d, %e) {beta = 0.0, trans_b = true} : f32[5,4]
+  %q = matmul(%x, %y) : f32[2,3,2]
+  return %p, %g1, %g2, %g3, %q
+}
+)",
+                      11, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(
+      gemmCalls(compiled),
+      (std::vector<std::string>{"f32 [3] 5x4x7", "f32 5x4x7 (A^T, B^T) + C",
+                                "f32 5x4x7 (B^T) + bias", "f32 5x4x7 (B^T)", "f32 [2] 3x2x6"}));
+}
+
+// A product no call takes (batch dims that broadcast against each other, a
+// C that is a column) makes every product of the model generated code,
+// saying which and why.
+TEST(CudaModelTest, ProductsNoCallTakesAreKernels) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @mixed(%a: f32[2,1,3,4], %b: f32[1,3,4,5], %c: f32[3,4], %d: f32[4,2], %e: f32[3,1]) -> (f32[2,3,3,5], f32[3,2]) {
+  %p = matmul(%a, %b) : f32[2,3,3,5]
+  %g = gemm(%c, %d, %e) : f32[3,2]
+  return %p, %g
+}
+)",
+                      13, Tolerance{1e-4, 1e-4}, &compiled);
+  EXPECT_TRUE(gemmCalls(compiled).empty());
+  EXPECT_NE(compiled.productsAsKernels.find("'matmul' (p): its operands' batch dims ([2,1,3,4] @ "
+                                            "[1,3,4,5]) broadcast against each other"),
+            std::string::npos)
+      << compiled.productsAsKernels;
+  expectAsInterpreter(R"(
+graph @f64(%a: f64[3,4], %b: f64[4,2]) -> (f64[3,2]) {
+  %p = matmul(%a, %b) : f64[3,2]
+  return %p
+}
+)",
+                      14, Tolerance{1e-12, 1e-12}, &compiled);
+  EXPECT_TRUE(gemmCalls(compiled).empty());
+  EXPECT_NE(compiled.productsAsKernels.find("cuBLASLt runs f32 products here, not f64"),
+            std::string::npos)
+      << compiled.productsAsKernels;
 }
 
 // Zero-sized tensors: a group of empty tensors has no step; the other

@@ -138,6 +138,55 @@ bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
   return true;
 }
 
+namespace {
+
+struct HostPlan final : runtime::cuda::GemmPlan {
+  explicit HostPlan(const runtime::cuda::GemmCall &c) : call(c) {}
+  runtime::cuda::GemmCall call;
+};
+
+template <typename T>
+void hostGemm(const runtime::cuda::GemmCall &g, const T *a, const T *b, const T *c, const T *bias,
+              T *d) {
+  for (int64_t p = 0; p < g.batch; ++p) {
+    const T *ap = a + p * g.strideA, *bp = b + p * g.strideB;
+    const T *cp = c ? c + p * g.strideC : nullptr;
+    T *dp = d + p * g.strideD;
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        T sum = 0;
+        for (int64_t x = 0; x < g.k; ++x)
+          sum += (g.transA ? ap[x * g.m + i] : ap[i * g.k + x]) *
+                 (g.transB ? bp[j * g.k + x] : bp[x * g.n + j]);
+        T v = static_cast<T>(g.alpha) * sum;
+        if (cp)
+          v += static_cast<T>(g.beta) * cp[i * g.n + j];
+        if (bias)
+          v += bias[j];
+        dp[i * g.n + j] = v;
+      }
+  }
+}
+
+} // namespace
+
+std::unique_ptr<runtime::cuda::GemmPlan>
+EmulatedDevice::planGemm(const runtime::cuda::GemmCall &call, std::string &) {
+  return std::make_unique<HostPlan>(call);
+}
+
+bool EmulatedDevice::gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
+                          runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c,
+                          runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr d,
+                          std::string &) {
+  const runtime::cuda::GemmCall &g = static_cast<const HostPlan &>(plan).call;
+  auto at = [](runtime::cuda::DevicePtr p) { return reinterpret_cast<void *>(p); };
+  hostGemm(g, static_cast<const float *>(at(a)), static_cast<const float *>(at(b)),
+           g.hasC ? static_cast<const float *>(at(c)) : nullptr,
+           g.hasBias ? static_cast<const float *>(at(bias)) : nullptr, static_cast<float *>(at(d)));
+  return true;
+}
+
 std::vector<Tensor> randomInputs(const Graph &g, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, 2.0);
@@ -164,7 +213,8 @@ bool runEmulatedSpec(const std::string &source, const runtime::cuda::CudaModelSp
                      const fs::path &dir, std::string &error) {
   std::vector<std::string> names;
   for (const auto &step : spec.steps)
-    if (std::find(names.begin(), names.end(), step.function) == names.end())
+    if (step.kind == runtime::cuda::CudaModelSpec::Step::Kind::Kernel &&
+        std::find(names.begin(), names.end(), step.function) == names.end())
       names.push_back(step.function);
   auto module = EmulatedModule::compile({source}, {names}, dir, error);
   if (!module)

@@ -64,6 +64,13 @@ public:
                                                     std::string &error) override;
   bool launch(void *fn, unsigned grid, unsigned block, const runtime::cuda::LaunchArgs &args,
               std::string &error) override;
+  /// Products on the host, summed over k in f32 in order, as the
+  /// GemmCall says (its row-major meaning, not cuBLASLt's layouts).
+  std::unique_ptr<runtime::cuda::GemmPlan> planGemm(const runtime::cuda::GemmCall &call,
+                                                    std::string &error) override;
+  bool gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
+            runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c, runtime::cuda::DevicePtr bias,
+            runtime::cuda::DevicePtr d, std::string &error) override;
   bool synchronize(std::string &) override { return true; }
 
 private:
