@@ -1,9 +1,11 @@
-//===- CudaLibrary.cpp - What the CUDA backend runs through cuBLASLt ------===//
+//===- CudaLibrary.cpp - What the CUDA backend runs through cuBLASLt and cuDNN ===//
 //
 // The CUDA backend's library table (codegen/Backend.h): matmul and gemm
-// anchor a library group, with no epilogue (the nodes after a product are
-// a generated kernel); and the mapping of such a node onto one
-// runtime::cuda::GemmCall (runtime/cuda/CublasLt.cpp runs it).
+// (cuBLASLt), conv, max_pool, avg_pool and global_avg_pool (cuDNN) anchor
+// a library group, with no epilogue (the nodes after a call are a
+// generated kernel); and the mapping of such a node onto one
+// runtime::cuda::GemmCall (runtime/cuda/CublasLt.cpp runs it), ConvCall or
+// PoolCall (runtime/cuda/Cudnn.cpp).
 //
 // A node maps when its operands and result are f32 (the planner anchors
 // library groups on f32) and
@@ -15,6 +17,11 @@
 // Else cublasLtCall says why, and compileCudaModel writes every product of
 // the model as generated code instead (passes/DecomposeMatMul.cpp).
 //
+// A convolution or pool maps when it is 1-D or 2-D (NCW as NC1W), f32, its
+// pads symmetric, a pool's dilations 1 and its output the size of floor
+// rounding (a ceil_mode window that adds nothing). Else cudnnCall says
+// why, and compileCudaModel names the node in its error.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CudaProgram.h"
@@ -22,12 +29,13 @@
 
 namespace kiln::codegen {
 
-const LibraryCapabilities &cublasLtCapabilities() {
+const LibraryCapabilities &cudaLibraryCapabilities() {
   static const LibraryOpSupport rows[] = {
-      {OpKind::MatMul, /*anchor=*/true},
-      {OpKind::Gemm, /*anchor=*/true},
+      {OpKind::MatMul, /*anchor=*/true},  {OpKind::Gemm, /*anchor=*/true},
+      {OpKind::Conv, /*anchor=*/true},    {OpKind::MaxPool, /*anchor=*/true},
+      {OpKind::AvgPool, /*anchor=*/true}, {OpKind::GlobalAvgPool, /*anchor=*/true},
   };
-  static const LibraryCapabilities caps("cuBLASLt", rows);
+  static const LibraryCapabilities caps("cuBLASLt and cuDNN", rows);
   return caps;
 }
 
@@ -125,6 +133,121 @@ std::optional<runtime::cuda::GemmCall> cublasLtCall(const Node &n, std::string &
     g.strideD = 0;
   }
   return g;
+}
+
+namespace {
+
+/// A 1-D or 2-D window's attributes as (h, w) pairs: `values` has one per
+/// spatial dim (empty: `fallback`), or two per dim for pads.
+bool windowPair(const std::vector<int64_t> &values, size_t spatial, int64_t fallback, bool pads,
+                int64_t &h, int64_t &w) {
+  if (values.empty()) {
+    h = spatial == 1 ? (pads ? 0 : 1) : fallback;
+    w = fallback;
+    return true;
+  }
+  if (pads) {
+    if (values.size() != 2 * spatial)
+      return false;
+    for (size_t i = 0; i < spatial; ++i)
+      if (values[i] != values[i + spatial])
+        return false;
+  } else if (values.size() != spatial) {
+    return false;
+  }
+  h = spatial == 1 ? (pads ? 0 : 1) : values[0];
+  w = values[spatial - 1];
+  return true;
+}
+
+} // namespace
+
+std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why) {
+  const std::vector<int64_t> x = sizesOf(n.operand(0)), y = sizesOf(n.result());
+  for (const Value *v : n.operands())
+    if (v->type().dtype != DType::F32) {
+      why = "cuDNN runs f32 here, not " + std::string(dtypeName(v->type().dtype));
+      return std::nullopt;
+    }
+  if (x.size() != 3 && x.size() != 4) {
+    why = "cuDNN runs 1-D and 2-D windows here, not " + std::to_string(x.size() - 2) + "-D";
+    return std::nullopt;
+  }
+  const size_t spatial = x.size() - 2;
+  const int64_t h = spatial == 1 ? 1 : x[2], w = x.back();
+  const int64_t outH = spatial == 1 ? 1 : y[2], outW = y.back();
+  CudnnCall out;
+  if (n.kind() == OpKind::Conv) {
+    const ConvOp op(n);
+    const std::vector<int64_t> wt = sizesOf(n.operand(1));
+    runtime::cuda::ConvCall &c = out.conv;
+    c = {x[0], x[1], h, w, wt[0], spatial == 1 ? 1 : wt[2], wt.back(), outH, outW};
+    c.group = op.group();
+    c.hasBias = n.numOperands() > 2;
+    if (!windowPair(op.pads(), spatial, 0, true, c.padH, c.padW)) {
+      why = "its pads " + sizesStr(op.pads()) + " are not the same on both sides (cuDNN's)";
+      return std::nullopt;
+    }
+    if (!windowPair(op.strides(), spatial, 1, false, c.strideH, c.strideW) ||
+        !windowPair(op.dilations(), spatial, 1, false, c.dilationH, c.dilationW)) {
+      why = "its strides or dilations do not match its rank";
+      return std::nullopt;
+    }
+    out.kind = CudnnCall::Kind::Conv;
+    return out;
+  }
+  runtime::cuda::PoolCall &p = out.pool;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = h;
+  p.w = w;
+  p.outH = outH;
+  p.outW = outW;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  if (n.kind() == OpKind::MaxPool) {
+    const MaxPoolOp op(n);
+    kernel = op.kernel();
+    strides = op.strides();
+    pads = op.pads();
+    dilations = op.dilations();
+  } else if (n.kind() == OpKind::AvgPool) {
+    const AvgPoolOp op(n);
+    kernel = op.kernel();
+    strides = op.strides();
+    pads = op.pads();
+    dilations = op.dilations();
+    p.countPad = op.count_include_pad();
+    p.kind = runtime::cuda::PoolCall::Kind::Average;
+  } else { // global_avg_pool: one window over the spatial dims
+    kernel.assign(x.begin() + 2, x.end());
+    p.kind = runtime::cuda::PoolCall::Kind::Average;
+  }
+  int64_t dh = 1, dw = 1;
+  if (!windowPair(kernel, spatial, 1, false, p.r, p.s) ||
+      !windowPair(strides, spatial, 1, false, p.strideH, p.strideW) ||
+      !windowPair(dilations, spatial, 1, false, dh, dw)) {
+    why = "its window does not match its rank";
+    return std::nullopt;
+  }
+  if (spatial == 1)
+    p.r = 1;
+  if (dh != 1 || dw != 1) {
+    why = "cuDNN's pools have no dilation";
+    return std::nullopt;
+  }
+  if (!windowPair(pads, spatial, 0, true, p.padH, p.padW)) {
+    why = "its pads " + sizesStr(pads) + " are not the same on both sides (cuDNN's)";
+    return std::nullopt;
+  }
+  // cuDNN rounds the output size down; a ceil_mode pool maps when that
+  // gives the same size.
+  if ((p.h + 2 * p.padH - p.r) / p.strideH + 1 != p.outH ||
+      (p.w + 2 * p.padW - p.s) / p.strideW + 1 != p.outW) {
+    why = "its ceil_mode window past the input (cuDNN rounds the output size down)";
+    return std::nullopt;
+  }
+  out.kind = CudnnCall::Kind::Pool;
+  return out;
 }
 
 } // namespace kiln::codegen

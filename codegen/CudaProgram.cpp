@@ -76,11 +76,11 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   if (failed(checkPrepared(**prepared, diag)))
     return failure();
   const Graph &pg = **prepared;
-  // Library groups: cuBLASLt's products; every other node a kernel's or a
-  // fallback's.
+  // Library groups: cuBLASLt's products, cuDNN's convolutions and pools;
+  // every other node a kernel's or a fallback's.
   FusionOptions fusion;
-  fusion.library = &cublasLtCapabilities();
-  fusion.useLibraries = library;
+  fusion.library = &cudaLibraryCapabilities();
+  fusion.useLibraries = options.useLibraries;
   fusion.fuse = options.fuse;
   auto plan = planFusion(pg, fusion, diag);
   if (failed(plan))
@@ -120,6 +120,40 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   out.program.arch = arch;
   std::set<std::string> taken;
   for (const FusionGroup &group : plan->groups) {
+    if (group.kind == FusionGroup::Kind::Library && group.nodes.size() == 1 &&
+        group.nodes.front()->kind() != OpKind::MatMul &&
+        group.nodes.front()->kind() != OpKind::Gemm) {
+      const Node *n = group.nodes.front();
+      const std::string name = names.count(n->result()) ? names.at(n->result()) : "?";
+      const std::string what = "'" + std::string(n->mnemonic()) + "' (" + name + ")";
+      std::string why;
+      auto call = cudnnCall(*n, why);
+      if (!call) {
+        if (kernelsOnly) { // its result stands as a buffer no step writes
+          out.notKernels.push_back(what + ": cuDNN cannot run it: " + why);
+          bufferOf(n->result());
+          continue;
+        }
+        diag.emitError(n->loc()) << "the CUDA backend cannot run " << what << ": " << why;
+        return failure();
+      }
+      runtime::cuda::CudaModelSpec::Step step;
+      step.function = name;
+      const bool conv = call->kind == CudnnCall::Kind::Conv;
+      step.kind = conv ? runtime::cuda::CudaModelSpec::Step::Kind::Conv
+                       : runtime::cuda::CudaModelSpec::Step::Kind::Pool;
+      step.conv = call->conv;
+      step.pool = call->pool;
+      const int32_t at = static_cast<int32_t>(spec.steps.size());
+      for (const Value *v : n->operands())
+        step.buffers.push_back(bufferOf(v));
+      step.buffers.push_back(bufferOf(n->result()));
+      for (int32_t id : step.buffers)
+        use(id, at);
+      out.notKernels.push_back(what + ": cuDNN, " + (conv ? call->conv.str() : call->pool.str()));
+      spec.steps.push_back(std::move(step));
+      continue;
+    }
     if (group.kind == FusionGroup::Kind::Library && group.nodes.size() == 1) {
       const Node *n = group.nodes.front();
       std::string why;
@@ -151,14 +185,13 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
       const std::string what = "'" + std::string(n->mnemonic()) + "' (" +
                                (names.count(n->result()) ? names.at(n->result()) : "?") + ")";
       if (kernelsOnly) { // its results stand as buffers no step writes
-        out.notKernels.push_back(what + ": needs cuDNN, which the backend does not call yet");
+        out.notKernels.push_back(what + ": no kernel and no library call yet");
         for (const Value *v : group.outputs)
           bufferOf(v);
         continue;
       }
       diag.emitError(n->loc()) << "the CUDA backend cannot run " << what
-                               << " yet: convolution, pooling and the other library ops need "
-                                  "cuDNN, which it does not call yet";
+                               << " yet: it has no kernel for it and no library call";
       return failure();
     }
     // A group of tensors with no elements computes nothing (the CPU runs

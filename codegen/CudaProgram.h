@@ -65,11 +65,20 @@ struct CudaCompiled {
 /// `kernelsOnly` (`kiln compile --emit=cuda`): the groups without a kernel
 /// are left out and listed in `notKernels` instead of refused; the spec
 /// does not run then.
-/// The CUDA backend's library table: matmul and gemm anchor cuBLASLt calls.
-const LibraryCapabilities &cublasLtCapabilities();
+/// The CUDA backend's library table: matmul and gemm anchor cuBLASLt calls,
+/// conv and the pools cuDNN calls (CudaLibrary.cpp).
+const LibraryCapabilities &cudaLibraryCapabilities();
 /// The cuBLASLt call of the matmul or gemm `n` (static shapes), or nullopt
 /// with `why`.
 std::optional<runtime::cuda::GemmCall> cublasLtCall(const Node &n, std::string &why);
+/// The cuDNN call of the conv or pool `n` (static shapes), or nullopt with
+/// `why`.
+struct CudnnCall {
+  enum class Kind : uint8_t { Conv, Pool } kind = Kind::Conv;
+  runtime::cuda::ConvCall conv;
+  runtime::cuda::PoolCall pool;
+};
+std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why);
 
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
                                          DiagnosticEngine &diag, bool kernelsOnly = false);

@@ -16,6 +16,15 @@
 
 namespace kiln::runtime {
 
+/// `library` opened with dlopen from the loader's path, else from the CUDA
+/// toolkit's /usr/local/cuda/lib64; null with `error` = dlerror()'s words.
+inline void *openCudaLibrary(const char *library, std::string &error) {
+  if (void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL))
+    return lib;
+  error = dlerror();
+  return dlopen((std::string("/usr/local/cuda/lib64/") + library).c_str(), RTLD_NOW | RTLD_LOCAL);
+}
+
 /// `fn` = the symbol `name` of `lib`; when it is missing and `error` is
 /// still empty, `error` = "LIBRARY has no NAME".
 template <typename F>

@@ -60,13 +60,12 @@ constexpr const char *kLt = "cuBLASLt (libcublasLt.so.13)";
 const Lt &lt() {
   static const Lt l = [] {
     Lt l;
-    void *lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-      lib = dlopen("/usr/local/cuda/lib64/libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    std::string why;
+    void *lib = openCudaLibrary("libcublasLt.so.13", why);
     if (!lib) {
-      l.error = std::string("no cuBLASLt on this machine (libcublasLt.so.13, which the CUDA "
-                            "toolkit installs, could not be opened: ") +
-                dlerror() + ")";
+      l.error = "no cuBLASLt on this machine (libcublasLt.so.13, which the CUDA toolkit or "
+                "PyTorch's wheels install, could not be opened: " +
+                why + ")";
       return l;
     }
     bindSymbol(lib, "cublasLtCreate", l.create, kLt, l.error);
@@ -100,7 +99,7 @@ bool check(cublasStatus_t s, const char *call, std::string &error) {
 /// The workspace cuBLASLt may use per product.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-class LtPlan final : public GemmPlan {
+class LtPlan final : public LibraryPlan {
 public:
   ~LtPlan() override {
     const Lt &l = lt();
@@ -133,7 +132,7 @@ struct CudaDevice::Blas {
   }
 };
 
-std::unique_ptr<GemmPlan> CudaDevice::planGemm(const GemmCall &call, std::string &error) {
+std::unique_ptr<LibraryPlan> CudaDevice::planGemm(const GemmCall &call, std::string &error) {
   const Lt &l = lt();
   if (!l.error.empty()) {
     error = l.error;
@@ -205,8 +204,8 @@ std::unique_ptr<GemmPlan> CudaDevice::planGemm(const GemmCall &call, std::string
   return p;
 }
 
-bool CudaDevice::gemm(const GemmPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
-                      DevicePtr d, std::string &error) {
+bool CudaDevice::gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c,
+                      DevicePtr bias, DevicePtr d, std::string &error) {
   const Lt &l = lt();
   const auto &p = static_cast<const LtPlan &>(plan);
   const GemmCall &call = p.call;

@@ -100,6 +100,23 @@ bool saveCudaArtifact(const CudaArtifact &a, const std::string &path, std::strin
       pg->set_beta(g.beta);
       pg->set_has_c(g.hasC);
       pg->set_has_bias(g.hasBias);
+    } else if (st.kind == CudaModelSpec::Step::Kind::Conv) {
+      const ConvCall &c = st.conv;
+      artifact::CudaConv *pc = out->mutable_conv();
+      for (int64_t v : {c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.outH, c.outW})
+        pc->add_sizes(v);
+      for (int64_t v : {c.padH, c.padW, c.strideH, c.strideW, c.dilationH, c.dilationW, c.group})
+        pc->add_window(v);
+      pc->set_has_bias(c.hasBias);
+    } else if (st.kind == CudaModelSpec::Step::Kind::Pool) {
+      const PoolCall &p = st.pool;
+      artifact::CudaPool *pp = out->mutable_pool();
+      pp->set_average(p.kind == PoolCall::Kind::Average);
+      pp->set_count_pad(p.countPad);
+      for (int64_t v : {p.n, p.c, p.h, p.w, p.r, p.s, p.outH, p.outW})
+        pp->add_sizes(v);
+      for (int64_t v : {p.padH, p.padW, p.strideH, p.strideW})
+        pp->add_window(v);
     }
   }
   meta.set_arena_bytes(s.arenaBytes);
@@ -231,6 +248,40 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
       st.gemm = GemmCall{pg.batch(),   pg.m(),        pg.n(),        pg.k(),        pg.trans_a(),
                          pg.trans_b(), pg.stride_a(), pg.stride_b(), pg.stride_c(), pg.stride_d(),
                          pg.alpha(),   pg.beta(),     pg.has_c(),    pg.has_bias()};
+    }
+    if (ps.has_conv()) {
+      const artifact::CudaConv &pc = ps.conv();
+      if (pc.sizes_size() != 9 || pc.window_size() != 7)
+        return fail("corrupt metadata: step '" + st.function + "' has a convolution of " +
+                    std::to_string(pc.sizes_size()) + " sizes");
+      st.kind = CudaModelSpec::Step::Kind::Conv;
+      const auto &z = pc.sizes();
+      const auto &w = pc.window();
+      st.conv = ConvCall{z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7],         z[8],
+                         w[0], w[1], w[2], w[3], w[4], w[5], w[6], pc.has_bias()};
+    }
+    if (ps.has_pool()) {
+      const artifact::CudaPool &pp = ps.pool();
+      if (pp.sizes_size() != 8 || pp.window_size() != 4)
+        return fail("corrupt metadata: step '" + st.function + "' has a pool of " +
+                    std::to_string(pp.sizes_size()) + " sizes");
+      st.kind = CudaModelSpec::Step::Kind::Pool;
+      const auto &z = pp.sizes();
+      const auto &w = pp.window();
+      st.pool = PoolCall{pp.average() ? PoolCall::Kind::Average : PoolCall::Kind::Max,
+                         pp.count_pad(),
+                         z[0],
+                         z[1],
+                         z[2],
+                         z[3],
+                         z[4],
+                         z[5],
+                         z[6],
+                         z[7],
+                         w[0],
+                         w[1],
+                         w[2],
+                         w[3]};
     }
     if (st.function.empty() || (st.kind == CudaModelSpec::Step::Kind::Kernel &&
                                 (st.grid == 0 || st.block == 0 || st.block > 1024)))

@@ -63,10 +63,37 @@ struct GemmCall {
   std::string str() const;
 };
 
-/// A GemmCall prepared on a device (descriptors, the algorithm chosen).
-class GemmPlan {
+/// A 2-D convolution cuDNN runs (Cudnn.cpp), NCHW row-major, f32 computed
+/// in f32 (no TF32), cross-correlation as ONNX's Conv:
+///
+///   Y[n x k x outH x outW] = conv(X[n x c x h x w], W[k x c/group x r x s]) + bias[k]
+///
+/// with symmetric pads. A 1-D convolution is one with h = r = 1.
+struct ConvCall {
+  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, outH = 0, outW = 0;
+  int64_t padH = 0, padW = 0, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
+  int64_t group = 1;
+  bool hasBias = false;
+  /// "1x3x224x224 * 64x3x7x7, stride 2, pad 3 + bias".
+  std::string str() const;
+};
+
+/// A 2-D pooling cuDNN runs, NCHW: max (NaN propagates), or the average
+/// over the taps inside the input (or inside the padded input with
+/// countPad). Symmetric pads, floor rounding of the output size.
+struct PoolCall {
+  enum class Kind : uint8_t { Max, Average } kind = Kind::Max;
+  bool countPad = false;
+  int64_t n = 0, c = 0, h = 0, w = 0, r = 0, s = 0, outH = 0, outW = 0;
+  int64_t padH = 0, padW = 0, strideH = 1, strideW = 1;
+  /// "max 2x2 of 1x64x112x112, stride 2".
+  std::string str() const;
+};
+
+/// A call prepared on a device (descriptors, the algorithm chosen).
+class LibraryPlan {
 public:
-  virtual ~GemmPlan() = default;
+  virtual ~LibraryPlan() = default;
 };
 
 /// Where compiled CUDA models run (CudaModel.h): the GPU through the
@@ -89,11 +116,17 @@ public:
   virtual bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
                       std::string &error) = 0;
   /// `call` prepared once (a model's load), or null with `error`.
-  virtual std::unique_ptr<GemmPlan> planGemm(const GemmCall &call, std::string &error) = 0;
+  virtual std::unique_ptr<LibraryPlan> planGemm(const GemmCall &call, std::string &error) = 0;
   /// The product `plan` was made for on these buffers (`c`, `bias` 0 when
   /// it has none). Asynchronous, ordered with the launches.
-  virtual bool gemm(const GemmPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
+  virtual bool gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
                     DevicePtr d, std::string &error) = 0;
+  virtual std::unique_ptr<LibraryPlan> planConv(const ConvCall &call, std::string &error) = 0;
+  /// `bias` 0 when the call has none.
+  virtual bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr y,
+                    std::string &error) = 0;
+  virtual std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) = 0;
+  virtual bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) = 0;
   virtual bool synchronize(std::string &error) = 0;
 };
 
@@ -117,9 +150,15 @@ public:
   bool launch(void *fn, unsigned grid, unsigned block, const LaunchArgs &args,
               std::string &error) override;
   /// cuBLASLt (libcublasLt.so.13), opened on the first plan (CublasLt.cpp).
-  std::unique_ptr<GemmPlan> planGemm(const GemmCall &call, std::string &error) override;
-  bool gemm(const GemmPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
+  std::unique_ptr<LibraryPlan> planGemm(const GemmCall &call, std::string &error) override;
+  bool gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
             DevicePtr d, std::string &error) override;
+  /// cuDNN (libcudnn.so.9), opened on the first plan (Cudnn.cpp).
+  std::unique_ptr<LibraryPlan> planConv(const ConvCall &call, std::string &error) override;
+  bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr y,
+            std::string &error) override;
+  std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) override;
+  bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) override;
   bool synchronize(std::string &error) override;
 
   /// Makes the device's context current on the calling thread.
@@ -134,6 +173,10 @@ private:
   /// cuBLASLt's handle and workspace, made on the first plan.
   struct Blas;
   std::shared_ptr<Blas> blas_;
+  /// cuDNN's handle and workspace (grown to the largest plan's), made on
+  /// the first plan.
+  struct Dnn;
+  std::shared_ptr<Dnn> dnn_;
 };
 
 } // namespace kiln::runtime::cuda

@@ -2,6 +2,8 @@
 
 #include "runtime/cuda/CudaModel.h"
 
+#include <algorithm>
+
 namespace kiln::runtime::cuda {
 
 std::string GemmCall::str() const {
@@ -17,37 +19,98 @@ std::string GemmCall::str() const {
   return s;
 }
 
+std::string ConvCall::str() const {
+  std::string s = std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" +
+                  std::to_string(w) + " * " + std::to_string(k) + "x" + std::to_string(c / group) +
+                  "x" + std::to_string(r) + "x" + std::to_string(this->s);
+  if (strideH != 1 || strideW != 1)
+    s += ", stride " + std::to_string(strideH) + "x" + std::to_string(strideW);
+  if (padH || padW)
+    s += ", pad " + std::to_string(padH) + "x" + std::to_string(padW);
+  if (dilationH != 1 || dilationW != 1)
+    s += ", dilation " + std::to_string(dilationH) + "x" + std::to_string(dilationW);
+  if (group != 1)
+    s += ", " + std::to_string(group) + " groups";
+  return hasBias ? s + " + bias" : s;
+}
+
+std::string PoolCall::str() const {
+  std::string s = std::string(kind == Kind::Max ? "max "
+                              : countPad        ? "average (pads counted) "
+                                                : "average ") +
+                  std::to_string(r) + "x" + std::to_string(this->s) + " of " + std::to_string(n) +
+                  "x" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+  if (strideH != 1 || strideW != 1)
+    s += ", stride " + std::to_string(strideH) + "x" + std::to_string(strideW);
+  if (padH || padW)
+    s += ", pad " + std::to_string(padH) + "x" + std::to_string(padW);
+  return s;
+}
+
 namespace {
 
-/// Empty when the product `step` reads and writes within its buffers; else
-/// what does not fit.
-std::string checkGemmStep(const CudaModelSpec::Step &step,
-                          const std::vector<CudaModelSpec::Buffer> &buffers) {
+/// Empty when the library call `step` reads and writes within its
+/// buffers (each f32, dense); else what does not fit.
+std::string checkLibraryStep(const CudaModelSpec::Step &step,
+                             const std::vector<CudaModelSpec::Buffer> &buffers) {
+  using Kind = CudaModelSpec::Step::Kind;
   const GemmCall &g = step.gemm;
-  const size_t want = 3 + (g.hasC ? 1 : 0) + (g.hasBias ? 1 : 0);
+  const ConvCall &cv = step.conv;
+  const PoolCall &pl = step.pool;
+  const size_t want = step.kind == Kind::Gemm   ? 3 + (g.hasC ? 1 : 0) + (g.hasBias ? 1 : 0)
+                      : step.kind == Kind::Conv ? 3 + (cv.hasBias ? 1 : 0)
+                                                : 2;
   if (step.buffers.size() != want)
     return "it names " + std::to_string(step.buffers.size()) + " buffers for " +
            std::to_string(want);
-  if (g.batch < 1 || g.m < 1 || g.n < 1 || g.k < 1 || g.batch > (int64_t(1) << 31) ||
-      g.m > (int64_t(1) << 40) || g.n > (int64_t(1) << 40) || g.k > (int64_t(1) << 40))
+  auto positive = [](std::initializer_list<int64_t> v) {
+    return std::all_of(v.begin(), v.end(),
+                       [](int64_t x) { return x >= 1 && x < (int64_t(1) << 40); });
+  };
+  const bool sized =
+      step.kind == Kind::Gemm ? positive({g.batch, g.m, g.n, g.k}) && g.batch < (int64_t(1) << 31)
+      : step.kind == Kind::Conv
+          ? positive({cv.n, cv.c, cv.h, cv.w, cv.k, cv.r, cv.s, cv.outH, cv.outW, cv.strideH,
+                      cv.strideW, cv.dilationH, cv.dilationW, cv.group}) &&
+                cv.c % cv.group == 0 && cv.k % cv.group == 0 && cv.padH >= 0 && cv.padW >= 0
+          : positive(
+                {pl.n, pl.c, pl.h, pl.w, pl.r, pl.s, pl.outH, pl.outW, pl.strideH, pl.strideW}) &&
+                pl.padH >= 0 && pl.padW >= 0;
+  if (!sized)
     return "its sizes are out of range";
-  const uint64_t elem = 4;
   size_t at = 0;
-  auto fits = [&](int64_t rows, int64_t cols, int64_t stride, const char *what) -> std::string {
+  auto fits = [&](long double elements, const char *what) -> std::string {
     const CudaModelSpec::Buffer &b = buffers[static_cast<size_t>(step.buffers[at++])];
     if (b.dtype != DType::F32)
       return std::string(what) + " (" + b.name + ") is not f32";
-    const long double need =
-        ((long double)(g.batch - 1) * stride + (long double)rows * cols) * elem;
-    if (stride < 0 || need > (long double)b.bytes)
+    if (elements * 4 > (long double)b.bytes)
       return std::string(what) + " (" + b.name + ") holds " + std::to_string(b.bytes) +
-             " bytes, fewer than the product reads or writes";
+             " bytes, fewer than the call reads or writes";
     return "";
   };
-  for (std::string e :
-       {fits(g.m, g.k, g.strideA, "A"), fits(g.k, g.n, g.strideB, "B"),
-        g.hasC ? fits(g.m, g.n, g.strideC, "C") : std::string(),
-        g.hasBias ? fits(1, g.n, 0, "the bias") : std::string(), fits(g.m, g.n, g.strideD, "D")})
+  auto batched = [&](int64_t rows, int64_t cols, int64_t stride) {
+    return stride < 0 ? (long double)1e30
+                      : (long double)(g.batch - 1) * stride + (long double)rows * cols;
+  };
+  std::vector<std::string> errors;
+  if (step.kind == Kind::Gemm) {
+    errors = {fits(batched(g.m, g.k, g.strideA), "A"), fits(batched(g.k, g.n, g.strideB), "B")};
+    if (g.hasC)
+      errors.push_back(fits(batched(g.m, g.n, g.strideC), "C"));
+    if (g.hasBias)
+      errors.push_back(fits(g.n, "the bias"));
+    errors.push_back(fits(batched(g.m, g.n, g.strideD), "D"));
+  } else if (step.kind == Kind::Conv) {
+    errors = {fits((long double)cv.n * cv.c * cv.h * cv.w, "X"),
+              fits((long double)cv.k * (cv.c / cv.group) * cv.r * cv.s, "W")};
+    if (cv.hasBias)
+      errors.push_back(fits(cv.k, "the bias"));
+    errors.push_back(fits((long double)cv.n * cv.k * cv.outH * cv.outW, "Y"));
+  } else {
+    errors = {fits((long double)pl.n * pl.c * pl.h * pl.w, "X"),
+              fits((long double)pl.n * pl.c * pl.outH * pl.outW, "Y")};
+  }
+  for (const std::string &e : errors)
     if (!e.empty())
       return e;
   return "";
@@ -79,15 +142,22 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
                 std::to_string(s.buffers.size());
         return nullptr;
       }
-    if (step.kind == CudaModelSpec::Step::Kind::Gemm) {
-      if (std::string why = checkGemmStep(step, s.buffers); !why.empty()) {
-        error = "the product " + step.function + ": " + why;
+    using Kind = CudaModelSpec::Step::Kind;
+    if (step.kind != Kind::Kernel) {
+      const std::string what = std::string(step.kind == Kind::Gemm   ? "the product "
+                                           : step.kind == Kind::Conv ? "the convolution "
+                                                                     : "the pool ") +
+                               step.function + ": ";
+      if (std::string why = checkLibraryStep(step, s.buffers); !why.empty()) {
+        error = what + why;
         return nullptr;
       }
       m->functions_.push_back(nullptr);
-      m->plans_.push_back(device.planGemm(step.gemm, error));
+      m->plans_.push_back(step.kind == Kind::Gemm   ? device.planGemm(step.gemm, error)
+                          : step.kind == Kind::Conv ? device.planConv(step.conv, error)
+                                                    : device.planPool(step.pool, error));
       if (!m->plans_.back()) {
-        error = "the product " + step.function + ": " + error;
+        error = what + error;
         return nullptr;
       }
       continue;
@@ -154,12 +224,18 @@ bool CudaModel::launchAll(const std::vector<LaunchArgs> &launches, std::string &
   const CudaModelSpec &s = spec_;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     bool ok = true;
-    if (plans_[i]) {
-      const std::vector<DevicePtr> &b = launches[i].buffers;
+    const std::vector<DevicePtr> &b = launches[i].buffers;
+    using Kind = CudaModelSpec::Step::Kind;
+    if (s.steps[i].kind == Kind::Gemm) {
       const GemmCall &g = s.steps[i].gemm;
       size_t at = 2;
       const DevicePtr c = g.hasC ? b[at++] : 0, bias = g.hasBias ? b[at++] : 0;
       ok = device_.gemm(*plans_[i], b[0], b[1], c, bias, b[at], error);
+    } else if (s.steps[i].kind == Kind::Conv) {
+      const bool bias = s.steps[i].conv.hasBias;
+      ok = device_.conv(*plans_[i], b[0], b[1], bias ? b[2] : 0, b[bias ? 3 : 2], error);
+    } else if (s.steps[i].kind == Kind::Pool) {
+      ok = device_.pool(*plans_[i], b[0], b[1], error);
     } else {
       ok = device_.launch(functions_[i], s.steps[i].grid, s.steps[i].block, launches[i], error);
     }

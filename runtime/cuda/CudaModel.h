@@ -42,17 +42,21 @@ struct CudaModelSpec {
     std::string data;
   };
   struct Step {
-    /// A kernel of the module, or a matrix product of the device's library
-    /// (cuBLASLt: Device::gemm).
-    enum class Kind : uint8_t { Kernel, Gemm } kind = Kind::Kernel;
-    std::string function; ///< the kernel's name in the module; a product's node
+    /// A kernel of the module, or a call of the device's libraries: a
+    /// matrix product (cuBLASLt: Device::gemm), a convolution or a pool
+    /// (cuDNN: Device::conv, Device::pool).
+    enum class Kind : uint8_t { Kernel, Gemm, Conv, Pool } kind = Kind::Kernel;
+    std::string function; ///< the kernel's name in the module; a call's node
     /// Buffer numbers: the kernel's inputs, then its outputs. A product's:
-    /// A, B, C (gemm.hasC), bias (gemm.hasBias), D.
+    /// A, B, C (gemm.hasC), bias (gemm.hasBias), D; a convolution's: X, W,
+    /// bias (conv.hasBias), Y; a pool's: X, Y.
     std::vector<int32_t> buffers;
     unsigned grid = 0, block = 256;
     bool synchronizes = false;
     std::vector<int64_t> sizes;
     GemmCall gemm; ///< Kind::Gemm
+    ConvCall conv; ///< Kind::Conv
+    PoolCall pool; ///< Kind::Pool
   };
   /// The module: a CUBIN for compute capability `arch`, and its PTX (which
   /// the driver compiles for a GPU of a later one); either may be empty.
@@ -96,8 +100,8 @@ private:
   std::vector<void *> functions_;
   /// Per step: what it is launched with.
   std::vector<LaunchArgs> launches_;
-  /// Per step: a product's plan, else null.
-  std::vector<std::unique_ptr<GemmPlan>> plans_;
+  /// Per step: a library call's plan, else null.
+  std::vector<std::unique_ptr<LibraryPlan>> plans_;
   /// Per buffer: its device address.
   std::vector<DevicePtr> address_;
   std::vector<DevicePtr> owned_;

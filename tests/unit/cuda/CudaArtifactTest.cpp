@@ -300,45 +300,20 @@ TEST(CudaArtifactTest, EveryDamageIsOneErrorNamingTheFile) {
 }
 
 /// The emulated device, claiming another compute capability.
-class OtherGpu final : public runtime::cuda::Device {
+class OtherGpu final : public kiln::testing::EmulatedDevice {
 public:
-  OtherGpu(kiln::testing::EmulatedDevice &d, int cc) : d_(d), cc_(cc) {}
+  OtherGpu(std::shared_ptr<kiln::testing::EmulatedModule> module, int cc)
+      : EmulatedDevice(std::move(module)), cc_(cc) {}
   const std::string &name() const override { return name_; }
   int computeCapability() const override { return cc_; }
-  bool alloc(size_t n, runtime::cuda::DevicePtr &p, std::string &e) override {
-    return d_.alloc(n, p, e);
-  }
-  void free(runtime::cuda::DevicePtr p) override { d_.free(p); }
-  bool copyToDevice(runtime::cuda::DevicePtr dst, const void *src, size_t n,
-                    std::string &e) override {
-    return d_.copyToDevice(dst, src, n, e);
-  }
-  bool copyToHost(void *dst, runtime::cuda::DevicePtr src, size_t n, std::string &e) override {
-    return d_.copyToHost(dst, src, n, e);
-  }
   std::unique_ptr<runtime::cuda::Module> loadModule(const std::string &image,
                                                     std::string &e) override {
     loaded = image;
-    return d_.loadModule(image, e);
+    return EmulatedDevice::loadModule(image, e);
   }
-  bool launch(void *fn, unsigned grid, unsigned block, const runtime::cuda::LaunchArgs &args,
-              std::string &e) override {
-    return d_.launch(fn, grid, block, args, e);
-  }
-  std::unique_ptr<runtime::cuda::GemmPlan> planGemm(const runtime::cuda::GemmCall &call,
-                                                    std::string &e) override {
-    return d_.planGemm(call, e);
-  }
-  bool gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
-            runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c, runtime::cuda::DevicePtr bias,
-            runtime::cuda::DevicePtr d, std::string &e) override {
-    return d_.gemm(plan, a, b, c, bias, d, e);
-  }
-  bool synchronize(std::string &e) override { return d_.synchronize(e); }
   std::string loaded;
 
 private:
-  kiln::testing::EmulatedDevice &d_;
   int cc_;
   std::string name_ = "a GPU";
 };
@@ -353,8 +328,7 @@ TEST(CudaArtifactTest, AnotherComputeCapabilityGetsThePtxOrAnError) {
   auto module = kiln::testing::EmulatedModule::compile({f.compiled.program.source}, {names},
                                                        scratch("cc"), error);
   ASSERT_NE(module, nullptr) << error;
-  kiln::testing::EmulatedDevice emulated(module);
-  OtherGpu same(emulated, 90), later(emulated, 100), earlier(emulated, 80);
+  OtherGpu same(module, 90), later(module, 100), earlier(module, 80);
   auto m = runtime::cuda::CudaModel::load(same, f.compiled.spec, error);
   ASSERT_NE(m, nullptr) << error;
   EXPECT_EQ(m->imageUsed(), "CUBIN for sm_90");

@@ -253,14 +253,73 @@ graph @sum(%x: f32[4,0]) -> (f32[4,1]) {
                 "elements");
 }
 
-TEST(CudaModelTest, LibraryOpsAreRefusedByName) {
+/// The cuDNN calls of `compiled`'s steps (ConvCall::str, PoolCall::str).
+std::vector<std::string> cudnnCalls(const codegen::CudaCompiled &compiled) {
+  using Kind = runtime::cuda::CudaModelSpec::Step::Kind;
+  std::vector<std::string> calls;
+  for (const auto &step : compiled.spec.steps)
+    if (step.kind == Kind::Conv)
+      calls.push_back(step.conv.str());
+    else if (step.kind == Kind::Pool)
+      calls.push_back(step.pool.str());
+  return calls;
+}
+
+// Convolutions (bias, strides, pads, dilations, groups, 1-D) and pools
+// (max, average with and without the pads counted, global) as cuDNN calls,
+// the kernels between them generated; the emulated device runs each call
+// as its ConvCall or PoolCall says.
+TEST(CudaModelTest, ConvolutionsAndPoolsRunThroughCudnn) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @cnn(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %v: f32[3,4,5], %s: f32[1,4,11]) -> (f32[2,6,2,3], f32[2,6,3,4], f32[2,6,1,1], f32[1,3,4], f32[2,6,4,4]) {
+  %c = conv(%x, %w, %b) {strides = [2, 2], pads = [1, 1, 1, 1], dilations = [1, 2], group = 2} : f32[2,6,5,4]
+  %r = relu(%c) : f32[2,6,5,4]
+  %m = max_pool(%r) {kernel = [2, 2], strides = [2, 1]} : f32[2,6,2,3]
+  %a = avg_pool(%c) {kernel = [3, 2], strides = [1, 1], pads = [1, 0, 1, 0]} : f32[2,6,5,3]
+  %p = avg_pool(%a) {kernel = [2, 2], pads = [1, 1, 1, 1], strides = [2, 1], count_include_pad = true} : f32[2,6,3,4]
+  %g = global_avg_pool(%c) : f32[2,6,1,1]
+  %d = conv(%s, %v) {strides = [2], pads = [0, 0]} : f32[1,3,4]
+  %q = max_pool(%x) {kernel = [3, 3], strides = [2, 2], ceil_mode = true} : f32[2,4,4,4]
+  %t = conv(%q, %w) {group = 2, pads = [1, 1, 1, 1]} : f32[2,6,4,4]
+  return %m, %p, %g, %d, %t
+}
+)",
+                      17, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(cudnnCalls(compiled),
+            (std::vector<std::string>{
+                "2x4x9x9 * 6x2x3x3, stride 2x2, pad 1x1, dilation 1x2, 2 groups + bias",
+                "max 2x2 of 2x6x5x4, stride 2x1", "average 3x2 of 2x6x5x4, pad 1x0",
+                "average (pads counted) 2x2 of 2x6x5x3, stride 2x1, pad 1x1",
+                "average 5x4 of 2x6x5x4", "1x4x1x11 * 3x4x1x5, stride 1x2",
+                "max 3x3 of 2x4x9x9, stride 2x2", "2x4x4x4 * 6x2x3x3, pad 1x1, 2 groups"}));
+}
+
+TEST(CudaModelTest, WhatCudnnCannotRunIsRefusedByName) {
   expectRefused(R"(
-graph @cv(%a: f32[1,2,8,8], %w: f32[3,2,3,3]) -> (f32[1,3,6,6]) {
-  %c = conv(%a, %w) : f32[1,3,6,6]
+graph @cv(%a: f32[1,2,8,8], %w: f32[3,2,3,3]) -> (f32[1,3,7,7]) {
+  %c = conv(%a, %w) {pads = [1, 1, 0, 0]} : f32[1,3,7,7]
   return %c
 }
 )",
-                "the CUDA backend cannot run 'conv' (c) yet");
+                "the CUDA backend cannot run 'conv' (c): its pads [1,1,0,0] are not the same "
+                "on both sides (cuDNN's)");
+  expectRefused(R"(
+graph @cv3(%a: f32[1,2,4,4,4], %w: f32[3,2,3,3,3]) -> (f32[1,3,2,2,2]) {
+  %c = conv(%a, %w) : f32[1,3,2,2,2]
+  return %c
+}
+)",
+                "the CUDA backend cannot run 'conv' (c): cuDNN runs 1-D and 2-D windows here, "
+                "not 3-D");
+  expectRefused(R"(
+graph @ceil(%a: f32[1,2,8,8]) -> (f32[1,2,4,4]) {
+  %m = max_pool(%a) {kernel = [3, 3], strides = [2, 2], ceil_mode = true} : f32[1,2,4,4]
+  return %m
+}
+)",
+                "the CUDA backend cannot run 'max_pool' (m): its ceil_mode window past the "
+                "input (cuDNN rounds the output size down)");
 }
 
 TEST(CudaModelTest, WithoutAGpuOpeningOneSaysWhy) {

@@ -7,9 +7,11 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -140,10 +142,14 @@ bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
 
 namespace {
 
-struct HostPlan final : runtime::cuda::GemmPlan {
-  explicit HostPlan(const runtime::cuda::GemmCall &c) : call(c) {}
-  runtime::cuda::GemmCall call;
+template <typename Call> struct HostPlan final : runtime::cuda::LibraryPlan {
+  explicit HostPlan(const Call &c) : call(c) {}
+  Call call;
 };
+
+float *floats(runtime::cuda::DevicePtr p) {
+  return reinterpret_cast<float *>(p);
+}
 
 template <typename T>
 void hostGemm(const runtime::cuda::GemmCall &g, const T *a, const T *b, const T *c, const T *bias,
@@ -170,20 +176,89 @@ void hostGemm(const runtime::cuda::GemmCall &g, const T *a, const T *b, const T 
 
 } // namespace
 
-std::unique_ptr<runtime::cuda::GemmPlan>
+std::unique_ptr<runtime::cuda::LibraryPlan>
 EmulatedDevice::planGemm(const runtime::cuda::GemmCall &call, std::string &) {
-  return std::make_unique<HostPlan>(call);
+  return std::make_unique<HostPlan<runtime::cuda::GemmCall>>(call);
 }
 
-bool EmulatedDevice::gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
+bool EmulatedDevice::gemm(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr a,
                           runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c,
                           runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr d,
                           std::string &) {
-  const runtime::cuda::GemmCall &g = static_cast<const HostPlan &>(plan).call;
+  const runtime::cuda::GemmCall &g =
+      static_cast<const HostPlan<runtime::cuda::GemmCall> &>(plan).call;
   auto at = [](runtime::cuda::DevicePtr p) { return reinterpret_cast<void *>(p); };
   hostGemm(g, static_cast<const float *>(at(a)), static_cast<const float *>(at(b)),
            g.hasC ? static_cast<const float *>(at(c)) : nullptr,
            g.hasBias ? static_cast<const float *>(at(bias)) : nullptr, static_cast<float *>(at(d)));
+  return true;
+}
+
+std::unique_ptr<runtime::cuda::LibraryPlan>
+EmulatedDevice::planConv(const runtime::cuda::ConvCall &call, std::string &) {
+  return std::make_unique<HostPlan<runtime::cuda::ConvCall>>(call);
+}
+
+bool EmulatedDevice::conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
+                          runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias,
+                          runtime::cuda::DevicePtr y, std::string &) {
+  const runtime::cuda::ConvCall &c =
+      static_cast<const HostPlan<runtime::cuda::ConvCall> &>(plan).call;
+  const float *xs = floats(x), *ws = floats(w), *bs = c.hasBias ? floats(bias) : nullptr;
+  float *ys = floats(y);
+  const int64_t cg = c.c / c.group, kg = c.k / c.group;
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t k = 0; k < c.k; ++k)
+      for (int64_t oh = 0; oh < c.outH; ++oh)
+        for (int64_t ow = 0; ow < c.outW; ++ow) {
+          float sum = 0;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t r = 0; r < c.r; ++r)
+              for (int64_t s = 0; s < c.s; ++s) {
+                const int64_t ih = oh * c.strideH - c.padH + r * c.dilationH;
+                const int64_t iw = ow * c.strideW - c.padW + s * c.dilationW;
+                if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w)
+                  continue;
+                const int64_t channel = (k / kg) * cg + ci;
+                sum += xs[((n * c.c + channel) * c.h + ih) * c.w + iw] *
+                       ws[((k * cg + ci) * c.r + r) * c.s + s];
+              }
+          ys[((n * c.k + k) * c.outH + oh) * c.outW + ow] = sum + (bs ? bs[k] : 0.0f);
+        }
+  return true;
+}
+
+std::unique_ptr<runtime::cuda::LibraryPlan>
+EmulatedDevice::planPool(const runtime::cuda::PoolCall &call, std::string &) {
+  return std::make_unique<HostPlan<runtime::cuda::PoolCall>>(call);
+}
+
+bool EmulatedDevice::pool(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
+                          runtime::cuda::DevicePtr y, std::string &) {
+  const runtime::cuda::PoolCall &p =
+      static_cast<const HostPlan<runtime::cuda::PoolCall> &>(plan).call;
+  const bool max = p.kind == runtime::cuda::PoolCall::Kind::Max;
+  const float *xs = floats(x);
+  float *ys = floats(y);
+  for (int64_t nc = 0; nc < p.n * p.c; ++nc)
+    for (int64_t oh = 0; oh < p.outH; ++oh)
+      for (int64_t ow = 0; ow < p.outW; ++ow) {
+        float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+        int64_t count = 0;
+        for (int64_t r = 0; r < p.r; ++r)
+          for (int64_t s = 0; s < p.s; ++s) {
+            const int64_t ih = oh * p.strideH - p.padH + r, iw = ow * p.strideW - p.padW + s;
+            if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
+              continue;
+            const float v = xs[(nc * p.h + ih) * p.w + iw];
+            acc = max ? (std::isnan(v) || std::isnan(acc) ? std::numeric_limits<float>::quiet_NaN()
+                                                          : std::max(acc, v))
+                      : acc + v;
+            ++count;
+          }
+        ys[(nc * p.outH + oh) * p.outW + ow] =
+            max ? acc : acc / static_cast<float>(p.countPad ? p.r * p.s : count);
+      }
   return true;
 }
 

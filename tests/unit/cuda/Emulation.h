@@ -48,7 +48,7 @@ using EmulatedLaunch = void (*)(void **buffers, const long long *sizes, unsigned
 /// image they are given, and a launch runs at most three blocks of 64
 /// threads (the kernels' loops stride by the grid, so the values are the
 /// same; a block of two warps still combines across warps).
-class EmulatedDevice final : public runtime::cuda::Device {
+class EmulatedDevice : public runtime::cuda::Device {
 public:
   explicit EmulatedDevice(std::shared_ptr<EmulatedModule> module) : module_(std::move(module)) {}
   const std::string &name() const override { return name_; }
@@ -66,11 +66,22 @@ public:
               std::string &error) override;
   /// Products on the host, summed over k in f32 in order, as the
   /// GemmCall says (its row-major meaning, not cuBLASLt's layouts).
-  std::unique_ptr<runtime::cuda::GemmPlan> planGemm(const runtime::cuda::GemmCall &call,
-                                                    std::string &error) override;
-  bool gemm(const runtime::cuda::GemmPlan &plan, runtime::cuda::DevicePtr a,
+  std::unique_ptr<runtime::cuda::LibraryPlan> planGemm(const runtime::cuda::GemmCall &call,
+                                                       std::string &error) override;
+  bool gemm(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr a,
             runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c, runtime::cuda::DevicePtr bias,
             runtime::cuda::DevicePtr d, std::string &error) override;
+  /// Convolutions and pools on the host, as the ConvCall and PoolCall say
+  /// (f32 sums in order; max propagates NaN).
+  std::unique_ptr<runtime::cuda::LibraryPlan> planConv(const runtime::cuda::ConvCall &call,
+                                                       std::string &error) override;
+  bool conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
+            runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr y,
+            std::string &error) override;
+  std::unique_ptr<runtime::cuda::LibraryPlan> planPool(const runtime::cuda::PoolCall &call,
+                                                       std::string &error) override;
+  bool pool(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
+            runtime::cuda::DevicePtr y, std::string &error) override;
   bool synchronize(std::string &) override { return true; }
 
 private:
