@@ -18,8 +18,11 @@ with Debian's /usr/bin/python3 (torch 1.13, as the zoo):
                          (opset 17) at the entry's batch and compiled by
                          `kiln compile --target cuda --cuda-arch sm_90 -o`;
   kernels/NAME.kiln      the bandwidth kernels of KERNELS (.kir), compiled so;
-  torch/NAME.pt          each model's weights (state_dict), and
+  torch/NAME.pt          each model's weights (state_dict, equal tensors
+                         stored once), and
   torch/make_models.py   its definition, for PyTorch on the GPU machine;
+  torch/NAME.ts          a torchvision model traced to TorchScript (weights
+                         included): that machine may have no torchvision;
   manifest.json          what is where: entries, inputs (shape, kind), the
                          tolerances of tests/models/tolerances, the glibc
                          version the carried binaries need.
@@ -59,7 +62,13 @@ MODELS = [
     ("text_classifier-b64", "text_classifier", 64, []),
     ("seq2seq-b1", "seq2seq", None, []),
     ("seq2seq-b16", "seq2seq", 16, []),
+    ("small_cnn-b8", "small_cnn", None, []),
+    ("small_cnn-b256", "small_cnn", 256, []),
+    ("squeezenet1_1-b1", "squeezenet1_1", None, []),
+    ("squeezenet1_1-b32", "squeezenet1_1", 32, []),
 ]
+# The models torchvision defines (make_models.tv): shipped as TorchScript.
+TORCHVISION = {"squeezenet1_1"}
 
 # Bandwidth kernels at sizes past any cache (the H200's L2 is 50 MiB): each
 # a .kir graph and the PyTorch expression gpu_check.py times beside it.
@@ -134,6 +143,18 @@ def glibc_needed(paths):
     return "%d.%d" % best
 
 
+def save_weights(model, path, mm):
+    """model's state_dict with equal tensors sharing one storage (torch.save
+    then writes it once: nn.TransformerEncoder's layers start as copies)."""
+    seen = {}
+    state = {}
+    for key, t in model.state_dict().items():
+        t = t.detach().contiguous()
+        fingerprint = (t.dtype, tuple(t.shape), t.numpy().tobytes())
+        state[key] = seen.setdefault(fingerprint, t)
+    mm.torch.save(state, path)
+
+
 def export(name, batch, out_onnx, mm):
     """make_models' NAME at `batch` exported to ONNX (opset 17); its inputs."""
     spec = mm.MODELS[name]
@@ -149,7 +170,7 @@ def export(name, batch, out_onnx, mm):
                          input_names=[n for n, _, _ in inputs],
                          output_names=["output_%d" % i for i in range(len(outs))],
                          do_constant_folding=True)
-    return model, inputs, len(outs)
+    return model, inputs, example, len(outs)
 
 
 def main():
@@ -178,9 +199,14 @@ def main():
     os.makedirs(tmp)
     for entry, name, batch, flags in MODELS:
         onnx_path = os.path.join(tmp, entry + ".onnx")
-        model, inputs, num_outputs = export(name, batch, onnx_path, mm)
-        if name not in saved:
-            mm.torch.save(model.state_dict(), os.path.join(out, "torch", name + ".pt"))
+        model, inputs, example, num_outputs = export(name, batch, onnx_path, mm)
+        if name not in saved and name in TORCHVISION:
+            with mm.torch.no_grad():
+                traced = mm.torch.jit.trace(model, tuple(example))
+            traced.save(os.path.join(out, "torch", name + ".ts"))
+            saved.add(name)
+        elif name not in saved:
+            save_weights(model, os.path.join(out, "torch", name + ".pt"), mm)
             saved.add(name)
         kiln_path = os.path.join(out, "models", entry + ".kiln")
         run([args.kiln, "compile", onnx_path, "--target", "cuda", "--cuda-arch", "sm_90", "-o",
@@ -190,7 +216,8 @@ def main():
             entry=entry, model=name, batch=batch if batch is not None else
             mm.MODELS[name]["inputs"][0][1][0], artifact="models/" + entry + ".kiln",
             inputs=[dict(name=n, shape=list(s), kind=k) for n, s, k in inputs],
-            outputs=num_outputs, rtol=rtol, atol=atol, flags=flags))
+            outputs=num_outputs, rtol=rtol, atol=atol, flags=flags,
+            torch="torchscript" if name in TORCHVISION else "weights"))
         log("%s: %s at batch %s, %d KiB" % (entry, name, manifest["models"][-1]["batch"],
                                             os.path.getsize(kiln_path) // 1024))
     for name, (text, expr) in KERNELS.items():

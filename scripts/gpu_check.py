@@ -135,6 +135,30 @@ def import_make_models(bundle):
     return make_models
 
 
+def build_module(bundle, m, mm, row):
+    """The entry's model in PyTorch: make_models' definition with its
+    weights; a torchvision model from its TorchScript (its weights), as an
+    nn.Module when torchvision is here, else the TorchScript module itself
+    (eager only: torch.compile does not take it)."""
+    if m.get("torch") == "torchscript":
+        scripted = torch.jit.load(os.path.join(bundle, "torch", m["model"] + ".ts"),
+                                  map_location="cpu")
+        try:
+            import torchvision  # noqa: F401
+            module = mm.MODELS[m["model"]]["build"]()
+            module.load_state_dict(scripted.state_dict(), strict=True)
+        except (ImportError, AttributeError):
+            module = scripted
+            row["torchscript"] = True
+            row.setdefault("notes", []).append(
+                "PyTorch runs its TorchScript (no torchvision here): no torch.compile")
+    else:
+        module = mm.MODELS[m["model"]]["build"]()
+        state = torch.load(os.path.join(bundle, "torch", m["model"] + ".pt"), map_location="cpu")
+        module.load_state_dict(state, strict=True)
+    return module.eval().to(DEVICE)
+
+
 def max_diff(a, b):
     a = [x.float() for x in a]
     b = [x.float() for x in b]
@@ -193,11 +217,7 @@ def main():
                    batch=m["batch"])
         rows.append(row)
         try:
-            module = mm.MODELS[m["model"]]["build"]()
-            state = torch.load(os.path.join(bundle, "torch", m["model"] + ".pt"),
-                               map_location="cpu")
-            module.load_state_dict(state, strict=True)
-            module = module.eval().to(DEVICE)
+            module = build_module(bundle, m, mm, row)
             gen = torch.Generator().manual_seed(SEED_INPUTS)
             inputs = [mm.make_input(tuple(i["shape"]), i["kind"], gen) for i in m["inputs"]]
             flags = []
@@ -269,7 +289,7 @@ def main():
     # torch.compile last: what the budget allows, cheapest mode first.
     for mode in () if dry else ("default", "max-autotune-no-cudagraphs"):
         for row in rows:
-            if row["entry"] not in models:
+            if row["entry"] not in models or row.get("torchscript"):
                 continue
             key = "compile_ms" if mode == "default" else "autotune_ms"
             if left() < 60:
