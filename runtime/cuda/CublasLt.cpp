@@ -221,7 +221,8 @@ bool CudaDevice::gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DeviceP
   const DevicePtr cIn = call.hasC ? c : d;
   if (!makeCurrent(error) ||
       !check(l.matmul(blas_->handle, p.desc, &alpha, ptr(b), p.x, ptr(a), p.y, &beta, ptr(cIn), p.c,
-                      ptr(d), p.d, &p.algo, ptr(blas_->workspace), kWorkspaceBytes, nullptr),
+                      ptr(d), p.d, &p.algo, ptr(blas_->workspace), kWorkspaceBytes,
+                      static_cast<cudaStream_t>(stream_)),
              "cublasLtMatmul", error)) {
     error += " (" + call.str() + ")";
     return false;

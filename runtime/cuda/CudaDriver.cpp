@@ -39,6 +39,17 @@ struct Driver {
   decltype(&::cuModuleUnload) moduleUnload = nullptr;
   decltype(&::cuModuleGetFunction) moduleFunction = nullptr;
   decltype(&::cuLaunchKernel) launch = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) copyHtoDAsync = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) copyDtoHAsync = nullptr;
+  decltype(&::cuStreamCreate) streamCreate = nullptr;
+  decltype(&::cuStreamDestroy) streamDestroy = nullptr;
+  decltype(&::cuStreamSynchronize) streamSynchronize = nullptr;
+  decltype(&::cuStreamBeginCapture) beginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) endCapture = nullptr;
+  decltype(&::cuGraphInstantiate) graphInstantiate = nullptr;
+  decltype(&::cuGraphDestroy) graphDestroy = nullptr;
+  decltype(&::cuGraphExecDestroy) graphExecDestroy = nullptr;
+  decltype(&::cuGraphLaunch) graphLaunch = nullptr;
   std::string error; ///< why the driver cannot be used; empty when it can
 };
 
@@ -72,6 +83,17 @@ const Driver &driver() {
     bindSymbol(lib, "cuModuleUnload", d.moduleUnload, kDriver, d.error);
     bindSymbol(lib, "cuModuleGetFunction", d.moduleFunction, kDriver, d.error);
     bindSymbol(lib, "cuLaunchKernel", d.launch, kDriver, d.error);
+    bindSymbol(lib, "cuMemcpyHtoDAsync_v2", d.copyHtoDAsync, kDriver, d.error);
+    bindSymbol(lib, "cuMemcpyDtoHAsync_v2", d.copyDtoHAsync, kDriver, d.error);
+    bindSymbol(lib, "cuStreamCreate", d.streamCreate, kDriver, d.error);
+    bindSymbol(lib, "cuStreamDestroy_v2", d.streamDestroy, kDriver, d.error);
+    bindSymbol(lib, "cuStreamSynchronize", d.streamSynchronize, kDriver, d.error);
+    bindSymbol(lib, "cuStreamBeginCapture_v2", d.beginCapture, kDriver, d.error);
+    bindSymbol(lib, "cuStreamEndCapture", d.endCapture, kDriver, d.error);
+    bindSymbol(lib, "cuGraphInstantiateWithFlags", d.graphInstantiate, kDriver, d.error);
+    bindSymbol(lib, "cuGraphDestroy", d.graphDestroy, kDriver, d.error);
+    bindSymbol(lib, "cuGraphExecDestroy", d.graphExecDestroy, kDriver, d.error);
+    bindSymbol(lib, "cuGraphLaunch", d.graphLaunch, kDriver, d.error);
     if (d.error.empty())
       if (CUresult r = d.init(0); r != CUDA_SUCCESS) {
         const char *msg = nullptr;
@@ -154,14 +176,21 @@ void CudaDevice::free(DevicePtr ptr) {
     driver().memFree(static_cast<CUdeviceptr>(ptr));
 }
 
+// Copies are ordered with the current stream and return when done.
 bool CudaDevice::copyToDevice(DevicePtr dst, const void *src, size_t bytes, std::string &error) {
+  const CUstream s = static_cast<CUstream>(stream_);
   return bytes == 0 ||
-         (makeCurrent(error) && check(driver().copyHtoD(dst, src, bytes), "cuMemcpyHtoD", error));
+         (makeCurrent(error) &&
+          check(driver().copyHtoDAsync(dst, src, bytes, s), "cuMemcpyHtoDAsync", error) &&
+          check(driver().streamSynchronize(s), "cuStreamSynchronize", error));
 }
 
 bool CudaDevice::copyToHost(void *dst, DevicePtr src, size_t bytes, std::string &error) {
+  const CUstream s = static_cast<CUstream>(stream_);
   return bytes == 0 ||
-         (makeCurrent(error) && check(driver().copyDtoH(dst, src, bytes), "cuMemcpyDtoH", error));
+         (makeCurrent(error) &&
+          check(driver().copyDtoHAsync(dst, src, bytes, s), "cuMemcpyDtoHAsync", error) &&
+          check(driver().streamSynchronize(s), "cuStreamSynchronize", error));
 }
 
 namespace {
@@ -210,13 +239,68 @@ bool CudaDevice::launch(void *fn, unsigned grid, unsigned block, const LaunchArg
     params.push_back(const_cast<DevicePtr *>(&p));
   if (!args.sizes.empty())
     params.push_back(const_cast<int64_t *>(args.sizes.data()));
-  return makeCurrent(error) && check(driver().launch(static_cast<CUfunction>(fn), grid, 1, 1, block,
-                                                     1, 1, 0, nullptr, params.data(), nullptr),
-                                     "cuLaunchKernel", error);
+  return makeCurrent(error) &&
+         check(driver().launch(static_cast<CUfunction>(fn), grid, 1, 1, block, 1, 1, 0,
+                               static_cast<CUstream>(stream_), params.data(), nullptr),
+               "cuLaunchKernel", error);
 }
 
 bool CudaDevice::synchronize(std::string &error) {
+  if (stream_)
+    return makeCurrent(error) && check(driver().streamSynchronize(static_cast<CUstream>(stream_)),
+                                       "cuStreamSynchronize", error);
   return makeCurrent(error) && check(driver().synchronize(), "cuCtxSynchronize", error);
+}
+
+bool CudaDevice::createStream(void *&stream, std::string &error) {
+  CUstream s = nullptr;
+  if (!makeCurrent(error) ||
+      !check(driver().streamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate", error))
+    return false;
+  stream = s;
+  return true;
+}
+
+void CudaDevice::destroyStream(void *stream) {
+  std::string ignored;
+  if (stream && makeCurrent(ignored))
+    driver().streamDestroy(static_cast<CUstream>(stream));
+  if (stream_ == stream)
+    stream_ = nullptr;
+}
+
+bool CudaDevice::beginCapture(std::string &error) {
+  return makeCurrent(error) && check(driver().beginCapture(static_cast<CUstream>(stream_),
+                                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                                     "cuStreamBeginCapture", error);
+}
+
+bool CudaDevice::endCapture(void *&graph, std::string &error) {
+  CUgraph g = nullptr;
+  CUgraphExec exec = nullptr;
+  const bool captured =
+      makeCurrent(error) &&
+      check(driver().endCapture(static_cast<CUstream>(stream_), &g), "cuStreamEndCapture", error);
+  const bool ok =
+      captured && check(driver().graphInstantiate(&exec, g, 0), "cuGraphInstantiate", error);
+  if (g)
+    driver().graphDestroy(g);
+  if (!ok)
+    return false;
+  graph = exec;
+  return true;
+}
+
+bool CudaDevice::launchGraph(void *graph, std::string &error) {
+  return makeCurrent(error) && check(driver().graphLaunch(static_cast<CUgraphExec>(graph),
+                                                          static_cast<CUstream>(stream_)),
+                                     "cuGraphLaunch", error);
+}
+
+void CudaDevice::destroyGraph(void *graph) {
+  std::string ignored;
+  if (graph && makeCurrent(ignored))
+    driver().graphExecDestroy(static_cast<CUgraphExec>(graph));
 }
 
 } // namespace kiln::runtime::cuda

@@ -128,6 +128,21 @@ public:
   virtual std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) = 0;
   virtual bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) = 0;
   virtual bool synchronize(std::string &error) = 0;
+
+  // Streams and graphs. What a Device issues (launches, library calls,
+  // copies) goes on its current stream, the default one until setStream;
+  // synchronize and the copies wait for that stream.
+  /// A new stream (a run context's: CudaModel makes one).
+  virtual bool createStream(void *&stream, std::string &error) = 0;
+  virtual void destroyStream(void *stream) = 0;
+  virtual void setStream(void *stream) = 0;
+  /// From here to endCapture, what is issued on the current stream is
+  /// recorded into a graph, not run; endCapture makes it replayable.
+  virtual bool beginCapture(std::string &error) = 0;
+  virtual bool endCapture(void *&graph, std::string &error) = 0;
+  /// Runs a recorded graph on the current stream. Asynchronous.
+  virtual bool launchGraph(void *graph, std::string &error) = 0;
+  virtual void destroyGraph(void *graph) = 0;
 };
 
 /// The first GPU of the machine, its primary context current on the
@@ -160,6 +175,17 @@ public:
   std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) override;
   bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) override;
   bool synchronize(std::string &error) override;
+  /// Streams (cuStreamCreate, non-blocking) and CUDA graphs (stream
+  /// capture, cuGraphInstantiate, cuGraphLaunch).
+  bool createStream(void *&stream, std::string &error) override;
+  void destroyStream(void *stream) override;
+  void setStream(void *stream) override { stream_ = stream; }
+  bool beginCapture(std::string &error) override;
+  bool endCapture(void *&graph, std::string &error) override;
+  bool launchGraph(void *graph, std::string &error) override;
+  void destroyGraph(void *graph) override;
+  /// The current stream (a CUstream; null: the default stream).
+  void *stream() const { return stream_; }
 
   /// Makes the device's context current on the calling thread.
   bool makeCurrent(std::string &error);
@@ -170,6 +196,7 @@ private:
   void *context_ = nullptr;
   std::string name_;
   int arch_ = 0;
+  void *stream_ = nullptr;
   /// cuBLASLt's handle and workspace, made on the first plan.
   struct Blas;
   std::shared_ptr<Blas> blas_;

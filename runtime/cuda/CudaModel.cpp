@@ -133,8 +133,9 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
   }
   m->imageUsed_ = std::string(cubin ? "CUBIN" : "PTX") + " for sm_" + std::to_string(s.arch);
   m->module_ = device.loadModule(cubin ? s.image : s.ptx, error);
-  if (!m->module_)
+  if (!m->module_ || !device.createStream(m->stream_, error))
     return nullptr;
+  device.setStream(m->stream_); // the constants' copies too
   for (const CudaModelSpec::Step &step : s.steps) {
     for (int32_t b : step.buffers)
       if (b < 0 || static_cast<size_t>(b) >= s.buffers.size()) {
@@ -206,8 +207,24 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
 }
 
 CudaModel::~CudaModel() {
+  if (graph_)
+    device_.destroyGraph(graph_);
+  if (stream_)
+    device_.destroyStream(stream_);
   for (DevicePtr p : owned_)
     device_.free(p);
+}
+
+void CudaModel::useGraphs(bool on) {
+  graphs_ = on;
+}
+
+std::string CudaModel::graphNote() const {
+  if (!graphFailure_.empty())
+    return "steps one by one: recording a CUDA graph failed (" + graphFailure_ + ")";
+  if (!graphs_)
+    return "steps one by one (no CUDA graph)";
+  return "a CUDA graph of " + std::to_string(spec_.steps.size()) + " steps";
 }
 
 bool CudaModel::checkPorts(size_t inputs, size_t outputs, std::string &error) const {
@@ -220,7 +237,7 @@ bool CudaModel::checkPorts(size_t inputs, size_t outputs, std::string &error) co
   return false;
 }
 
-bool CudaModel::launchAll(const std::vector<LaunchArgs> &launches, std::string &error) {
+bool CudaModel::issueAll(const std::vector<LaunchArgs> &launches, std::string &error) {
   const CudaModelSpec &s = spec_;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     bool ok = true;
@@ -244,6 +261,37 @@ bool CudaModel::launchAll(const std::vector<LaunchArgs> &launches, std::string &
       return false;
     }
   }
+  return true;
+}
+
+bool CudaModel::execute(const std::vector<LaunchArgs> &launches,
+                        const std::vector<DevicePtr> &addresses, std::string &error) {
+  device_.setStream(stream_);
+  if (graphs_ && (!graph_ || addresses != graphAddresses_)) {
+    if (graph_)
+      device_.destroyGraph(graph_);
+    graph_ = nullptr;
+    void *graph = nullptr;
+    std::string why;
+    const bool begun = device_.beginCapture(why);
+    const bool issued = begun && issueAll(launches, why);
+    std::string ended;
+    if (begun && device_.endCapture(graph, ended) && issued) {
+      graph_ = graph;
+      graphAddresses_ = addresses;
+    } else { // from here on, the steps one by one
+      if (graph)
+        device_.destroyGraph(graph);
+      graphFailure_ = why.empty() ? ended : why;
+      graphs_ = false;
+    }
+  }
+  if (graph_ && graphs_) {
+    if (!device_.launchGraph(graph_, error))
+      return false;
+  } else if (!issueAll(launches, error)) {
+    return false;
+  }
   return device_.synchronize(error);
 }
 
@@ -253,12 +301,14 @@ bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> 
   if (!checkPorts(inputs.size(), outputs.size(), error))
     return false;
   using Role = CudaModelSpec::Buffer::Role;
+  device_.setStream(stream_);
   for (size_t b = 0; b < s.buffers.size(); ++b)
     if (s.buffers[b].role == Role::Input &&
         !device_.copyToDevice(address_[b], inputs[static_cast<size_t>(s.buffers[b].index)],
                               s.buffers[b].bytes, error))
       return false;
-  if (!launchAll(launches_, error))
+  device_.setStream(stream_);
+  if (!execute(launches_, address_, error))
     return false;
   for (size_t b = 0; b < s.buffers.size(); ++b)
     if (s.buffers[b].role == Role::Output &&
@@ -288,7 +338,7 @@ bool CudaModel::runOnDevice(std::span<const DevicePtr> inputs, std::span<const D
   for (size_t i = 0; i < s.steps.size(); ++i)
     for (size_t k = 0; k < s.steps[i].buffers.size(); ++k)
       launches[i].buffers[k] = address[static_cast<size_t>(s.steps[i].buffers[k])];
-  return launchAll(launches, error);
+  return execute(launches, address, error);
 }
 
 } // namespace kiln::runtime::cuda

@@ -8,6 +8,16 @@
 // the inputs in, launches every step, and copies the outputs out. No
 // compiler code; the device is a Device (CudaDriver.h).
 //
+// Note [CUDA graphs for a model's steps]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A model runs on a stream of its own (its run context), and its steps,
+// kernels and library calls alike, are recorded once into a CUDA graph
+// (stream capture) and replayed: one launch per run instead of one per
+// step. A graph holds the buffers' addresses, so it is recorded again when
+// they change (runOnDevice with other buffers). Where recording fails (a
+// library call that cannot be captured), the model says why
+// (graphNote) and issues its steps one by one from then on.
+//
 //   CudaModelSpec spec = ...;                  // from the compiler
 //   auto model = CudaModel::load(device, std::move(spec), error);
 //   model->run({x.data()}, {y.data()}, error); // host buffers, dense
@@ -88,12 +98,22 @@ public:
                    std::string &error);
   /// The image load chose: "CUBIN for sm_90" or "PTX for sm_90".
   const std::string &imageUsed() const { return imageUsed_; }
+  /// Whether runs record and replay CUDA graphs (default on; Note [CUDA
+  /// graphs for a model's steps]).
+  void useGraphs(bool on);
+  /// "a CUDA graph of 12 steps", or why the steps run one by one.
+  std::string graphNote() const;
 
 private:
   CudaModel(Device &device, CudaModelSpec spec) : device_(device), spec_(std::move(spec)) {}
   bool checkPorts(size_t inputs, size_t outputs, std::string &error) const;
-  /// Launches every step with `launches`; false naming the step.
-  bool launchAll(const std::vector<LaunchArgs> &launches, std::string &error);
+  /// Issues every step with `launches` on the current stream; false naming
+  /// the step.
+  bool issueAll(const std::vector<LaunchArgs> &launches, std::string &error);
+  /// Runs every step (buffers at `addresses`), through the graph when
+  /// graphs are on, and waits for them.
+  bool execute(const std::vector<LaunchArgs> &launches, const std::vector<DevicePtr> &addresses,
+               std::string &error);
   Device &device_;
   CudaModelSpec spec_;
   std::unique_ptr<Module> module_;
@@ -106,6 +126,12 @@ private:
   std::vector<DevicePtr> address_;
   std::vector<DevicePtr> owned_;
   std::string imageUsed_;
+  void *stream_ = nullptr;
+  bool graphs_ = true;
+  void *graph_ = nullptr;
+  /// The addresses graph_ was recorded with.
+  std::vector<DevicePtr> graphAddresses_;
+  std::string graphFailure_;
 };
 
 } // namespace kiln::runtime::cuda

@@ -30,6 +30,7 @@ struct DnnLib {
   decltype(&::cudnnCreate) create = nullptr;
   decltype(&::cudnnDestroy) destroy = nullptr;
   decltype(&::cudnnGetErrorString) errorString = nullptr;
+  decltype(&::cudnnSetStream) setStream = nullptr;
   decltype(&::cudnnCreateTensorDescriptor) tensorCreate = nullptr;
   decltype(&::cudnnSetTensor4dDescriptor) tensorSet = nullptr;
   decltype(&::cudnnDestroyTensorDescriptor) tensorDestroy = nullptr;
@@ -72,6 +73,7 @@ const DnnLib &dnn() {
     bindSymbol(lib, "cudnnCreate", d.create, kDnn, d.error);
     bindSymbol(lib, "cudnnDestroy", d.destroy, kDnn, d.error);
     bindSymbol(lib, "cudnnGetErrorString", d.errorString, kDnn, d.error);
+    bindSymbol(lib, "cudnnSetStream", d.setStream, kDnn, d.error);
     bindSymbol(lib, "cudnnCreateTensorDescriptor", d.tensorCreate, kDnn, d.error);
     bindSymbol(lib, "cudnnSetTensor4dDescriptor", d.tensorSet, kDnn, d.error);
     bindSymbol(lib, "cudnnDestroyTensorDescriptor", d.tensorDestroy, kDnn, d.error);
@@ -285,6 +287,8 @@ bool CudaDevice::conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DeviceP
   const auto &p = static_cast<const ConvPlan &>(plan);
   const float one = 1.0f, zero = 0.0f;
   if (!makeCurrent(error) ||
+      !check(d.setStream(dnn_->handle, static_cast<cudaStream_t>(stream_)), "cudnnSetStream",
+             error) ||
       !check(d.convForward(dnn_->handle, &one, p.x, ptr(x), p.w, ptr(w), p.conv, p.algo,
                            ptr(dnn_->workspace), p.workspace, &zero, p.y, ptr(y)),
              "cudnnConvolutionForward", error) ||
@@ -340,6 +344,8 @@ bool CudaDevice::pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::st
   const auto &p = static_cast<const PoolPlan &>(plan);
   const float one = 1.0f, zero = 0.0f;
   if (!makeCurrent(error) ||
+      !check(dnn().setStream(dnn_->handle, static_cast<cudaStream_t>(stream_)), "cudnnSetStream",
+             error) ||
       !check(dnn().poolForward(dnn_->handle, p.pool, &one, p.x, ptr(x), &zero, p.y, ptr(y)),
              "cudnnPoolingForward", error)) {
     error += " (" + p.call.str() + ")";

@@ -14,6 +14,9 @@
 // median of --repeat runs on host buffers (inputs copied in, outputs out)
 // and of --repeat runs on device buffers (CudaModel::runOnDevice: the
 // kernels alone, as a caller that keeps its tensors on the GPU sees them).
+// Then the same on device buffers with the model's steps one by one, not
+// through its CUDA graph (the graph's gain), and the device buffers'
+// outputs against the host run's, bit for bit.
 // --json ends with one line of JSON saying all of it. Exit status: 0 ok,
 // 1 model, device or check failure, 2 usage.
 //
@@ -259,18 +262,41 @@ int main(int argc, char **argv) {
     dout.push_back(p);
     movedBytes += b->bytes;
   }
-  std::vector<double> deviceTimes;
-  for (int r = 0; r < warmup + repeat; ++r) {
-    const auto t0 = Clock::now();
-    if (!model->runOnDevice(din, dout, error))
+  // On device buffers, through the model's CUDA graph (Note [CUDA graphs
+  // for a model's steps]), then its steps one by one: the graph's gain.
+  auto timeOnDevice = [&](std::vector<double> &times) {
+    for (int r = 0; r < warmup + repeat; ++r) {
+      const auto t0 = Clock::now();
+      if (!model->runOnDevice(din, dout, error))
+        return false;
+      if (r >= warmup)
+        times.push_back(ms(t0));
+    }
+    return true;
+  };
+  std::vector<double> deviceTimes, stepTimes;
+  if (!timeOnDevice(deviceTimes))
+    return fail(error);
+  const std::string graphUsed = model->graphNote();
+  model->useGraphs(false);
+  if (!timeOnDevice(stepTimes))
+    return fail(error);
+  // What the device buffers hold is what the host run returned.
+  bool ok = true;
+  std::string checks;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::vector<char> bytes(outs[k]->bytes);
+    if (!device->copyToHost(bytes.data(), dout[k], bytes.size(), error))
       return fail(error);
-    if (r >= warmup)
-      deviceTimes.push_back(ms(t0));
+    if (std::memcmp(bytes.data(), outputs[k].rawData(), bytes.size()) != 0) {
+      std::printf("check output %zu: FAIL: on device buffers it differs from the host run's\n", k);
+      ok = false;
+      checks += std::string(checks.empty() ? "" : ", ") + "{\"output\": " + std::to_string(k) +
+                ", \"ok\": false, \"detail\": \"device buffers differ from the host run\"}";
+    }
   }
   freeAll();
 
-  bool ok = true;
-  std::string checks;
   for (size_t k = 0; k < outputs.size(); ++k) {
     std::printf("output %zu (%%%s): %s = %s\n", k, outs[k]->name.c_str(),
                 outputs[k].type().str().c_str(), kiln::previewValues(outputs[k], 8).c_str());
@@ -288,15 +314,21 @@ int main(int argc, char **argv) {
               ", \"ok\": " + (c.ok() ? "true" : "false") + ", \"detail\": " + jsonString(line) +
               "}";
   }
-  const double hostMs = median(hostTimes), deviceMs = median(deviceTimes);
+  const double hostMs = median(hostTimes), deviceMs = median(deviceTimes),
+               stepMs = median(stepTimes);
   size_t products = 0;
   for (const auto &step : spec.steps)
     products += step.kind == CudaModelSpec::Step::Kind::Gemm;
-  std::printf("time: %.4f ms on device buffers, %.4f ms with the copies from and to the host "
-              "(median of %d runs each, after %d; the first run %.3f ms); %s, %s, %zu kernels, "
-              "%zu cuBLASLt products\n",
-              deviceMs, hostMs, repeat, warmup, firstMs, device->name().c_str(),
-              model->imageUsed().c_str(), spec.steps.size() - products, products);
+  size_t cudnn = 0;
+  for (const auto &step : spec.steps)
+    cudnn += step.kind == CudaModelSpec::Step::Kind::Conv ||
+             step.kind == CudaModelSpec::Step::Kind::Pool;
+  std::printf("time: %.4f ms on device buffers (%s), %.4f ms with its steps one by one, %.4f ms "
+              "with the copies from and to the host (median of %d runs each, after %d; the first "
+              "run %.3f ms); %s, %s, %zu kernels, %zu cuBLASLt and %zu cuDNN calls\n",
+              deviceMs, graphUsed.c_str(), stepMs, hostMs, repeat, warmup, firstMs,
+              device->name().c_str(), model->imageUsed().c_str(),
+              spec.steps.size() - products - cudnn, products, cudnn);
   if (!outDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(outDir, ec);
@@ -308,12 +340,13 @@ int main(int argc, char **argv) {
   if (json)
     std::printf(
         "{\"artifact\": %s, \"device\": %s, \"image\": %s, \"kernels\": %zu, \"products\": %zu, "
-        "\"ok\": %s, \"checks\": [%s], \"device_ms\": %.6f, \"device_min_ms\": %.6f, "
-        "\"host_ms\": %.6f, \"first_ms\": %.6f, \"runs\": %d, \"io_bytes\": %llu}\n",
+        "\"cudnn\": %zu, \"graph\": %s, \"ok\": %s, \"checks\": [%s], \"device_ms\": %.6f, "
+        "\"steps_ms\": %.6f, \"device_min_ms\": %.6f, \"host_ms\": %.6f, \"first_ms\": %.6f, "
+        "\"runs\": %d, \"io_bytes\": %llu}\n",
         jsonString(file).c_str(), jsonString(device->name()).c_str(),
-        jsonString(model->imageUsed()).c_str(), spec.steps.size() - products, products,
-        ok ? "true" : "false", checks.c_str(), deviceMs,
-        *std::min_element(deviceTimes.begin(), deviceTimes.end()), hostMs, firstMs, repeat,
+        jsonString(model->imageUsed()).c_str(), spec.steps.size() - products - cudnn, products,
+        cudnn, jsonString(graphUsed).c_str(), ok ? "true" : "false", checks.c_str(), deviceMs,
+        stepMs, *std::min_element(deviceTimes.begin(), deviceTimes.end()), hostMs, firstMs, repeat,
         static_cast<unsigned long long>(movedBytes));
   return ok ? 0 : 1;
 }

@@ -86,6 +86,16 @@ void writeBytes(const fs::path &p, const std::string &bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+/// `f`'s kernels built for the emulated device in scratch(`dir`).
+std::shared_ptr<kiln::testing::EmulatedModule> emulatedModuleOf(const Fixture &f, const char *dir,
+                                                                std::string &error) {
+  std::vector<std::string> names;
+  for (const auto &k : f.compiled.program.kernels)
+    names.push_back(k.name);
+  return kiln::testing::EmulatedModule::compile({f.compiled.program.source}, {names}, scratch(dir),
+                                                error);
+}
+
 CudaArtifact artifactOf(const Fixture &f) {
   CudaArtifact a;
   a.spec = f.compiled.spec;
@@ -174,12 +184,8 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
   Fixture f = compileModel();
   ASSERT_FALSE(HasFailure());
   const CudaModelSpec &spec = f.compiled.spec;
-  std::vector<std::string> names;
-  for (const auto &k : f.compiled.program.kernels)
-    names.push_back(k.name);
   std::string error;
-  auto module = kiln::testing::EmulatedModule::compile({f.compiled.program.source}, {names},
-                                                       scratch("on-device"), error);
+  auto module = emulatedModuleOf(f, "on-device", error);
   ASSERT_NE(module, nullptr) << error;
   kiln::testing::EmulatedDevice device(module);
   auto model = runtime::cuda::CudaModel::load(device, spec, error);
@@ -198,6 +204,9 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
     out.push_back(p);
   }
   ASSERT_TRUE(model->runOnDevice(in, out, error)) << error;
+  ASSERT_TRUE(model->runOnDevice(in, out, error)) << error;
+  EXPECT_EQ(device.graphsRecorded, 1); // the same buffers: one graph, replayed
+  EXPECT_EQ(device.graphsLaunched, 2);
   const Tolerance tol{1e-5, 1e-6};
   for (size_t o = 0; o < f.want.size(); ++o) {
     Tensor got = Tensor::zeros(f.want[o].dtype(), f.want[o].shape());
@@ -212,6 +221,77 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
     device.free(p);
   for (auto p : out)
     device.free(p);
+}
+
+/// The emulated device, whose graphs cannot be recorded.
+class NoGraphs final : public kiln::testing::EmulatedDevice {
+public:
+  using EmulatedDevice::EmulatedDevice;
+  bool beginCapture(std::string &error) override {
+    error = "cuStreamBeginCapture: operation not permitted when stream is capturing";
+    return false;
+  }
+};
+
+// Note [CUDA graphs for a model's steps]: a model's steps recorded once and
+// replayed by every run; recorded again for other device buffers; the same
+// outputs one by one (useGraphs(false)) and where recording fails.
+TEST(CudaArtifactTest, StepsRunAsOneRecordedGraph) {
+  Fixture f = compileModel();
+  ASSERT_FALSE(HasFailure());
+  const CudaModelSpec &spec = f.compiled.spec;
+  std::string error;
+  auto module = emulatedModuleOf(f, "graphs", error);
+  ASSERT_NE(module, nullptr) << error;
+  auto runAll = [&](runtime::cuda::CudaModel &model, int times) {
+    std::vector<std::vector<Tensor>> results;
+    for (int r = 0; r < times; ++r) {
+      std::vector<Tensor> outs;
+      std::vector<const void *> in;
+      std::vector<void *> out;
+      for (const Tensor &t : f.inputs)
+        in.push_back(t.rawData());
+      for (const Tensor &w : f.want) {
+        outs.push_back(Tensor::zeros(w.dtype(), w.shape()));
+        out.push_back(outs.back().mutableRawData());
+      }
+      EXPECT_TRUE(model.run(in, out, error)) << error;
+      results.push_back(outs);
+    }
+    return results;
+  };
+  const Tolerance tol{1e-5, 1e-6};
+  auto expectWanted = [&](const std::vector<Tensor> &got) {
+    for (size_t o = 0; o < f.want.size(); ++o) {
+      const Comparison c = compareTensors(got[o], f.want[o], tol);
+      EXPECT_TRUE(c.ok()) << "output " << o << ": " << describe(c, tol);
+    }
+  };
+  {
+    kiln::testing::EmulatedDevice device(module);
+    auto model = runtime::cuda::CudaModel::load(device, spec, error);
+    ASSERT_NE(model, nullptr) << error;
+    for (const auto &got : runAll(*model, 3))
+      expectWanted(got);
+    EXPECT_EQ(device.graphsRecorded, 1);
+    EXPECT_EQ(device.graphsLaunched, 3);
+    EXPECT_EQ(model->graphNote(),
+              "a CUDA graph of " + std::to_string(spec.steps.size()) + " steps");
+    model->useGraphs(false);
+    expectWanted(runAll(*model, 1).front());
+    EXPECT_EQ(device.graphsLaunched, 3);
+    EXPECT_EQ(model->graphNote(), "steps one by one (no CUDA graph)");
+  }
+  {
+    NoGraphs device(module);
+    auto model = runtime::cuda::CudaModel::load(device, spec, error);
+    ASSERT_NE(model, nullptr) << error;
+    for (const auto &got : runAll(*model, 2))
+      expectWanted(got);
+    EXPECT_EQ(model->graphNote(),
+              "steps one by one: recording a CUDA graph failed (cuStreamBeginCapture: operation "
+              "not permitted when stream is capturing)");
+  }
 }
 
 /// Loading `path` fails with an error naming it and holding `why`.
@@ -321,12 +401,8 @@ private:
 TEST(CudaArtifactTest, AnotherComputeCapabilityGetsThePtxOrAnError) {
   Fixture f = compileModel();
   ASSERT_FALSE(HasFailure());
-  std::vector<std::string> names;
-  for (const auto &k : f.compiled.program.kernels)
-    names.push_back(k.name);
   std::string error;
-  auto module = kiln::testing::EmulatedModule::compile({f.compiled.program.source}, {names},
-                                                       scratch("cc"), error);
+  auto module = emulatedModuleOf(f, "cc", error);
   ASSERT_NE(module, nullptr) << error;
   OtherGpu same(module, 90), later(module, 100), earlier(module, 80);
   auto m = runtime::cuda::CudaModel::load(same, f.compiled.spec, error);

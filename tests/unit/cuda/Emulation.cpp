@@ -128,8 +128,53 @@ std::unique_ptr<runtime::cuda::Module> EmulatedDevice::loadModule(const std::str
   return std::make_unique<HostModule>(module_);
 }
 
-bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned,
+bool EmulatedDevice::record(std::function<bool(std::string &)> call) {
+  if (!capturing_)
+    return false;
+  capturing_->push_back(std::move(call));
+  return true;
+}
+
+bool EmulatedDevice::createStream(void *&stream, std::string &) {
+  stream = reinterpret_cast<void *>(static_cast<uintptr_t>(++streams_));
+  return true;
+}
+
+bool EmulatedDevice::beginCapture(std::string &error) {
+  if (capturing_) {
+    error = "already capturing";
+    return false;
+  }
+  capturing_ = std::make_unique<std::vector<std::function<bool(std::string &)>>>();
+  return true;
+}
+
+bool EmulatedDevice::endCapture(void *&graph, std::string &error) {
+  if (!capturing_) {
+    error = "not capturing";
+    return false;
+  }
+  graph = capturing_.release();
+  ++graphsRecorded;
+  return true;
+}
+
+bool EmulatedDevice::launchGraph(void *graph, std::string &error) {
+  ++graphsLaunched;
+  for (const auto &call : *static_cast<std::vector<std::function<bool(std::string &)>> *>(graph))
+    if (!call(error))
+      return false;
+  return true;
+}
+
+void EmulatedDevice::destroyGraph(void *graph) {
+  delete static_cast<std::vector<std::function<bool(std::string &)>> *>(graph);
+}
+
+bool EmulatedDevice::launch(void *fn, unsigned grid, unsigned block,
                             const runtime::cuda::LaunchArgs &args, std::string &) {
+  if (record([=, this](std::string &e) { return launch(fn, grid, block, args, e); }))
+    return true;
   std::vector<void *> buffers;
   for (runtime::cuda::DevicePtr p : args.buffers)
     buffers.push_back(reinterpret_cast<void *>(p));
@@ -185,6 +230,8 @@ bool EmulatedDevice::gemm(const runtime::cuda::LibraryPlan &plan, runtime::cuda:
                           runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c,
                           runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr d,
                           std::string &) {
+  if (record([=, this, &plan](std::string &e) { return gemm(plan, a, b, c, bias, d, e); }))
+    return true;
   const runtime::cuda::GemmCall &g =
       static_cast<const HostPlan<runtime::cuda::GemmCall> &>(plan).call;
   auto at = [](runtime::cuda::DevicePtr p) { return reinterpret_cast<void *>(p); };
@@ -202,6 +249,8 @@ EmulatedDevice::planConv(const runtime::cuda::ConvCall &call, std::string &) {
 bool EmulatedDevice::conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
                           runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias,
                           runtime::cuda::DevicePtr y, std::string &) {
+  if (record([=, this, &plan](std::string &e) { return conv(plan, x, w, bias, y, e); }))
+    return true;
   const runtime::cuda::ConvCall &c =
       static_cast<const HostPlan<runtime::cuda::ConvCall> &>(plan).call;
   const float *xs = floats(x), *ws = floats(w), *bs = c.hasBias ? floats(bias) : nullptr;
@@ -235,6 +284,8 @@ EmulatedDevice::planPool(const runtime::cuda::PoolCall &call, std::string &) {
 
 bool EmulatedDevice::pool(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
                           runtime::cuda::DevicePtr y, std::string &) {
+  if (record([=, this, &plan](std::string &e) { return pool(plan, x, y, e); }))
+    return true;
   const runtime::cuda::PoolCall &p =
       static_cast<const HostPlan<runtime::cuda::PoolCall> &>(plan).call;
   const bool max = p.kind == runtime::cuda::PoolCall::Kind::Max;

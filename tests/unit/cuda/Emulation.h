@@ -14,6 +14,7 @@
 #include "runtime/cuda/CudaDriver.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,8 +84,24 @@ public:
   bool pool(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
             runtime::cuda::DevicePtr y, std::string &error) override;
   bool synchronize(std::string &) override { return true; }
+  /// Streams are names (one order: the host's); a graph records the
+  /// launches and library calls issued while capturing, as calls to make
+  /// again, and replays them.
+  bool createStream(void *&stream, std::string &) override;
+  void destroyStream(void *) override {}
+  void setStream(void *) override {}
+  bool beginCapture(std::string &error) override;
+  bool endCapture(void *&graph, std::string &error) override;
+  bool launchGraph(void *graph, std::string &error) override;
+  void destroyGraph(void *graph) override;
+  /// Graphs recorded and replayed so far (for the tests).
+  int graphsRecorded = 0, graphsLaunched = 0;
 
 private:
+  /// While capturing: `call` recorded, true; else false (run it now).
+  bool record(std::function<bool(std::string &)> call);
+  std::unique_ptr<std::vector<std::function<bool(std::string &)>>> capturing_;
+  int streams_ = 0;
   std::shared_ptr<EmulatedModule> module_;
   std::string name_ = "host emulation";
 };
