@@ -24,7 +24,7 @@ RULES = {
     "include/kiln": ["ir", "include/kiln"],
     # The embedding API (include/kiln/kiln.h) over everything below it.
     "api": ["ir", "include/kiln", "api", "frontend/onnx", "codegen", "runtime", "runtime/artifact",
-            "runtime/reference"],
+            "runtime/reference", "runtime/cuda"],
     # The runtime: no compiler, no IR beyond two header-only facts (the
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],
@@ -58,7 +58,9 @@ RULES = {
 # compiler and no importer.
 RUNTIME_API = ["ir", "include/kiln", "api", "runtime", "runtime/artifact", "runtime/reference"]
 FILE_RULES = {"api/Executable.cpp": RUNTIME_API, "api/ExecutableImpl.h": RUNTIME_API,
-              "include/kiln/Executable.h": ["ir", "include/kiln"]}
+              "api/Cuda.cpp": ["ir", "include/kiln", "runtime/cuda"],
+              "include/kiln/Executable.h": ["ir", "include/kiln"],
+              "include/kiln/Cuda.h": ["ir", "include/kiln"]}
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",
           "codegen/CompileCache.cpp", "codegen/CompileCache.h",
           "codegen/ExecutableBuilder.cpp", "codegen/ExecutableBuilder.h",

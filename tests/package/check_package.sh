@@ -19,6 +19,13 @@ readelf -d "$tmp/prefix/lib/libkiln_runtime.so" | grep -q 'SONAME.*libkiln_runti
 if readelf -d "$tmp/prefix/lib/libkiln_runtime.so" | grep -E 'NEEDED.*(libLLVM|libonnx|libkiln\.so)'; then
   echo "check_package: libkiln_runtime.so needs the compiler's libraries"; exit 1
 fi
+# The GPU's libraries (kiln/Cuda.h) are opened when a model is loaded, never
+# linked: both libraries start on a machine without them.
+for lib in libkiln.so libkiln_runtime.so; do
+  if readelf -d "$tmp/prefix/lib/$lib" | grep -E 'NEEDED.*(libcuda|libcudnn|libcublas|libnvrtc)'; then
+    echo "check_package: $lib links a CUDA library"; exit 1
+  fi
+done
 cmake -S "$src/tests/package" -B "$tmp/app" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" -DEMBED_SOURCE="$src/examples/embed/embed.cpp" \
   -DDEPLOY_SOURCE="$src/examples/deploy/deploy.cpp" \

@@ -1,4 +1,5 @@
 //===- ApiTest.cpp - include/kiln/kiln.h as an application uses it --------===//
+#include "kiln/Cuda.h"
 #include "kiln/kiln.h"
 
 #include "ir/Compare.h"
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -517,6 +519,46 @@ TEST(ApiTest, SymbolicModelRunsManySizesOnManyThreads) {
   for (int f : failures)
     EXPECT_EQ(f, 0);
   EXPECT_LE(exe.specializations().size(), 3u);
+}
+
+// kiln/Cuda.h: a CUDA artifact (written by the CLI) loads on the machine's
+// GPU and runs as the interpreter does; where there is none, loading it is
+// one kiln::Error naming the file and what is missing; a CPU artifact or a
+// damaged file is an error naming the file, GPU or not.
+TEST(ApiTest, CudaModelsLoadOnTheGpuOrSayWhyNot) {
+#if KILN_TEST_HAS_CUDA
+  const std::string path = tempPath("cuda");
+  const std::string command =
+      std::string(KILN_TOOL) + " compile " + kMlp + "mlp.kir --target cuda -o " + path;
+  ASSERT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
+  std::string error;
+  std::optional<kiln::CudaModel> model;
+  try {
+    model.emplace(kiln::CudaModel::load(path));
+  } catch (const kiln::Error &e) {
+    error = e.what();
+  }
+  if (model) { // a GPU: the model runs as the interpreter does
+    kiln::Tensor x = readNpyOrDie(kMlp + "x.npy");
+    EXPECT_EQ(model->inputs().front().shape, x.shape());
+    std::vector<kiln::Tensor> got = model->run({x});
+    expectClose(got.front(), interpreted(kiln::Model::load(kMlp + "mlp.kir"), {x}).front());
+  } else {
+    EXPECT_NE(error.find("CUDA artifact '" + path + "': no CUDA driver on this machine"),
+              std::string::npos)
+        << error;
+  }
+  EXPECT_NE(errorOf([&] {
+              kiln::CudaModel::load(kMlp + "mlp.kir");
+            }).find("not a Kiln CUDA artifact (no KILNGPU magic)"),
+            std::string::npos);
+  std::remove(path.c_str());
+#else
+  EXPECT_NE(errorOf([&] {
+              kiln::CudaModel::load(kMlp + "mlp.kir");
+            }).find("this Kiln was built without the CUDA backend"),
+            std::string::npos);
+#endif
 }
 
 } // namespace
