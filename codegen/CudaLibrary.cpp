@@ -20,12 +20,17 @@
 // A convolution or pool maps when it is 1-D or 2-D (NCW as NC1W), f32, its
 // pads symmetric, a pool's dilations 1 and its output the size of floor
 // rounding (a ceil_mode window that adds nothing). Else cudnnCall says
-// why, and compileCudaModel names the node in its error.
+// why, and compileCudaModel names the node in its error. Before that,
+// padForCudnn gives convolutions and max pools whose pads alone stand in
+// the way an explicit pad (Note [Pads cuDNN does not take]).
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CudaProgram.h"
+#include "ir/Builder.h"
 #include "ir/Ops.h"
+
+#include <limits>
 
 namespace kiln::codegen {
 
@@ -161,6 +166,86 @@ bool windowPair(const std::vector<int64_t> &values, size_t spatial, int64_t fall
 }
 
 } // namespace
+
+// Note [Pads cuDNN does not take]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// cuDNN pads both sides of a dim alike and rounds a window's output size
+// down. A convolution padded more on one side (TensorFlow's "same", a pad
+// folded into it), or a max pool whose ceil_mode window reaches past its
+// end padding (googlenet's), reads instead a pad node's result: the input
+// padded by the excess (zeros for a convolution, -inf for a max pool, as
+// the reference treats taps outside the input), the node keeping the pads
+// both sides share and ceil_mode off. Its end padding grows to what the
+// last window needs, so that rounding down gives the recorded size. The
+// pad is a generated kernel; the node's result is unchanged. An average
+// pool is left alone: its count of taps would count the explicit pad.
+
+LogicalResult padForCudnn(Graph &g, DiagnosticEngine &diag) {
+  for (Node *n : g.nodeList()) {
+    if (n->kind() != OpKind::Conv && n->kind() != OpKind::MaxPool)
+      continue;
+    const std::vector<int64_t> x = sizesOf(n->operand(0)), y = sizesOf(n->result());
+    if ((x.size() != 3 && x.size() != 4) || n->operand(0)->type().dtype != DType::F32)
+      continue;
+    const size_t spatial = x.size() - 2;
+    std::vector<int64_t> pads, strides, dilations, extent(spatial);
+    if (n->kind() == OpKind::Conv) {
+      const ConvOp op(*n);
+      pads = op.pads();
+      strides = op.strides();
+      dilations = op.dilations();
+      const std::vector<int64_t> w = sizesOf(n->operand(1));
+      for (size_t d = 0; d < spatial; ++d)
+        extent[d] = w[2 + d];
+    } else {
+      const MaxPoolOp op(*n);
+      pads = op.pads();
+      strides = op.strides();
+      dilations = op.dilations();
+      if (op.kernel().size() != spatial)
+        continue;
+      extent = op.kernel();
+    }
+    pads.resize(2 * spatial, 0);
+    strides.resize(spatial, 1);
+    dilations.resize(spatial, 1);
+    if (n->kind() == OpKind::MaxPool &&
+        std::any_of(dilations.begin(), dilations.end(), [](int64_t d) { return d != 1; }))
+      continue;
+    std::vector<int64_t> keep(2 * spatial), extra(2 * x.size(), 0);
+    bool needed = false;
+    for (size_t d = 0; d < spatial; ++d) {
+      const int64_t span = dilations[d] * (extent[d] - 1) + 1;
+      const int64_t begin = pads[d];
+      // What the last window reaches past the input's end, at least the
+      // end pads given.
+      const int64_t end =
+          std::max(pads[spatial + d], (y[2 + d] - 1) * strides[d] + span - x[2 + d] - begin);
+      const int64_t both = std::min(begin, end);
+      keep[d] = keep[spatial + d] = both;
+      extra[2 + d] = begin - both;
+      extra[x.size() + 2 + d] = end - both;
+      needed = needed || begin != end;
+    }
+    if (!needed) // a ceil_mode window that adds nothing: cudnnCall takes it
+      continue;
+    Builder b(g, diag);
+    b.setInsertionPoint(n);
+    b.setLoc(n->loc());
+    const double fill = n->kind() == OpKind::Conv ? 0.0 : -std::numeric_limits<double>::infinity();
+    Value *padded = b.createValue(OpKind::Pad, {n->operand(0)}, {{"pads", extra}, {"value", fill}});
+    if (!padded)
+      return failure();
+    n->setOperand(0, padded);
+    if (n->kind() == OpKind::Conv) {
+      n->setAttr(ConvOp::pads_index, keep);
+    } else {
+      n->setAttr(MaxPoolOp::pads_index, keep);
+      n->setAttr(MaxPoolOp::ceil_mode_index, false);
+    }
+  }
+  return success();
+}
 
 std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why) {
   const std::vector<int64_t> x = sizesOf(n.operand(0)), y = sizesOf(n.result());

@@ -73,7 +73,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
                                   "the backend compiles one static plan (no stages)";
       return failure();
     }
-  if (failed(checkPrepared(**prepared, diag)))
+  if (failed(checkPrepared(**prepared, diag)) || failed(padForCudnn(**prepared, diag)))
     return failure();
   const Graph &pg = **prepared;
   // Library groups: cuBLASLt's products, cuDNN's convolutions and pools;

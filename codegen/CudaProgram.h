@@ -79,6 +79,10 @@ struct CudnnCall {
   runtime::cuda::PoolCall pool;
 };
 std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why);
+/// Gives each conv and max_pool of `g` whose pads alone keep cuDNN from
+/// running it an explicit pad of the excess (Note [Pads cuDNN does not
+/// take] in CudaLibrary.cpp).
+LogicalResult padForCudnn(Graph &g, DiagnosticEngine &diag);
 
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
                                          DiagnosticEngine &diag, bool kernelsOnly = false);

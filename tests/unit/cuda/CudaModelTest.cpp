@@ -295,15 +295,26 @@ graph @cnn(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %v: f32[3,4,5], %s: f
                 "max 3x3 of 2x4x9x9, stride 2x2", "2x4x4x4 * 6x2x3x3, pad 1x1, 2 groups"}));
 }
 
-TEST(CudaModelTest, WhatCudnnCannotRunIsRefusedByName) {
-  expectRefused(R"(
-graph @cv(%a: f32[1,2,8,8], %w: f32[3,2,3,3]) -> (f32[1,3,7,7]) {
+// Note [Pads cuDNN does not take]: a conv padded more on one side and a
+// max pool whose ceil_mode window passes its end padding read an explicit
+// pad kernel's result, the node keeping the pads both sides share.
+TEST(CudaModelTest, PadsCudnnDoesNotTakeBecomeAnExplicitPad) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @pads(%a: f32[1,2,8,8], %w: f32[3,2,3,3], %s: f32[1,4,11], %v: f32[3,4,5]) -> (f32[1,3,7,7], f32[1,2,4,4], f32[1,3,9]) {
   %c = conv(%a, %w) {pads = [1, 1, 0, 0]} : f32[1,3,7,7]
-  return %c
+  %m = max_pool(%a) {kernel = [3, 3], strides = [2, 2], ceil_mode = true} : f32[1,2,4,4]
+  %d = conv(%s, %v) {pads = [2, 0]} : f32[1,3,9]
+  return %c, %m, %d
 }
 )",
-                "the CUDA backend cannot run 'conv' (c): its pads [1,1,0,0] are not the same "
-                "on both sides (cuDNN's)");
+                      19, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(cudnnCalls(compiled),
+            (std::vector<std::string>{"1x2x9x9 * 3x2x3x3", "max 3x3 of 1x2x9x9, stride 2x2",
+                                      "1x4x1x13 * 3x4x1x5"}));
+}
+
+TEST(CudaModelTest, WhatCudnnCannotRunIsRefusedByName) {
   expectRefused(R"(
 graph @cv3(%a: f32[1,2,4,4,4], %w: f32[3,2,3,3,3]) -> (f32[1,3,2,2,2]) {
   %c = conv(%a, %w) : f32[1,3,2,2,2]
@@ -312,14 +323,23 @@ graph @cv3(%a: f32[1,2,4,4,4], %w: f32[3,2,3,3,3]) -> (f32[1,3,2,2,2]) {
 )",
                 "the CUDA backend cannot run 'conv' (c): cuDNN runs 1-D and 2-D windows here, "
                 "not 3-D");
+  // An average pool's count of taps would count an explicit pad.
   expectRefused(R"(
 graph @ceil(%a: f32[1,2,8,8]) -> (f32[1,2,4,4]) {
-  %m = max_pool(%a) {kernel = [3, 3], strides = [2, 2], ceil_mode = true} : f32[1,2,4,4]
+  %m = avg_pool(%a) {kernel = [3, 3], strides = [2, 2], ceil_mode = true} : f32[1,2,4,4]
   return %m
 }
 )",
-                "the CUDA backend cannot run 'max_pool' (m): its ceil_mode window past the "
+                "the CUDA backend cannot run 'avg_pool' (m): its ceil_mode window past the "
                 "input (cuDNN rounds the output size down)");
+  expectRefused(R"(
+graph @asym(%a: f32[1,2,8,8]) -> (f32[1,2,8,8]) {
+  %m = avg_pool(%a) {kernel = [2, 2], pads = [1, 1, 0, 0]} : f32[1,2,8,8]
+  return %m
+}
+)",
+                "the CUDA backend cannot run 'avg_pool' (m): its pads [1,1,0,0] are not the same "
+                "on both sides (cuDNN's)");
 }
 
 TEST(CudaModelTest, WithoutAGpuOpeningOneSaysWhy) {
