@@ -18,6 +18,14 @@ with Debian's /usr/bin/python3 (torch 1.13, as the zoo):
                          (opset 17) at the entry's batch and compiled by
                          `kiln compile --target cuda --cuda-arch sm_90 -o`;
   kernels/NAME.kiln      the bandwidth kernels of KERNELS (.kir), compiled so;
+  ops/OP-DTYPE/          every elementwise op of the op table (`kiln ops`) of
+                         one or two operands and no required attribute, at
+                         f32 and f16 on [4, 131] values (random, and the
+                         special ones: +-0, +-inf, NaN, subnormal, huge),
+                         compiled so, with its inputs and the reference
+                         interpreter's outputs (`kiln run`), and the op's
+                         bound (ulps) as rtol and atol: the GPU's math
+                         library against the reference;
   torch/NAME.pt          each model's weights (state_dict, equal tensors
                          stored once), and
   torch/make_models.py   its definition, for PyTorch on the GPU machine;
@@ -143,6 +151,80 @@ def glibc_needed(paths):
     return "%d.%d" % best
 
 
+OP_SHAPE = (4, 131)
+# The special values of row 1 (cycled): signed zeros, infinities, NaN,
+# subnormals, the largest finite, values around exp's overflow.
+SPECIAL = [0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 1e-40, -1e-40,
+           3e38, -3e38, 0.5, 2.0, 1e-7, 100.0, -100.0, 88.7, -88.7, 1e4, -0.75]
+EPSILON = {"f32": 2.0**-23, "f16": 2.0**-10}
+
+
+def op_inputs(operands, dtype, seed):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for k in range(operands):
+        a = np.empty(OP_SHAPE, dtype=np.float64)
+        a[0] = rng.normal(0, 3, OP_SHAPE[1])
+        a[1] = np.roll(np.resize(SPECIAL, OP_SHAPE[1]), 7 * k)
+        a[2] = rng.uniform(-1, 1, OP_SHAPE[1])
+        a[3] = rng.normal(0, 100, OP_SHAPE[1])
+        with np.errstate(over="ignore"):
+            arrays.append(a.astype(np.float32 if dtype == "f32" else np.float16))
+    return arrays
+
+
+def build_ops(kiln, out, tmp):
+    """ops/: each elementwise op the table lists that takes floats; the
+    manifest entries."""
+    import numpy as np
+    cases = []
+    for line in run([kiln, "ops"]).splitlines()[2:]:
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) < 6 or "elementwise" not in cells[3] or "required" in cells[5]:
+            continue
+        name, operands, ulps = cells[0], int(cells[1]), int(cells[4])
+        if operands > 2 or cells[2] != "1":
+            continue
+        for dtype in ("f32", "f16"):
+            case = "%s-%s" % (name, dtype)
+            folder = os.path.join(out, "ops", case)
+            os.makedirs(folder)
+            names = ["x", "y"][:operands]
+            shape = "%s[%d,%d]" % (dtype, OP_SHAPE[0], OP_SHAPE[1])
+            kir = os.path.join(tmp, case + ".kir")
+            compiled = False
+            for result in (dtype, "bool"):  # a comparison's result is bool
+                with open(kir, "w") as f:
+                    f.write("graph @%s(%s) -> (%s[%d,%d]) {\n  %%z = %s(%s) : %s[%d,%d]\n"
+                            "  return %%z\n}\n" % (
+                                name.replace("_", ""), ", ".join("%%%s: %s" % (n, shape)
+                                                                for n in names),
+                                result, OP_SHAPE[0], OP_SHAPE[1], name,
+                                ", ".join("%" + n for n in names), result, OP_SHAPE[0],
+                                OP_SHAPE[1]))
+                p = subprocess.run([kiln, "compile", kir, "--target", "cuda", "--cuda-arch",
+                                    "sm_90", "-o", os.path.join(folder, "model.kiln")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                if p.returncode == 0:
+                    compiled = True
+                    break
+            if not compiled:  # the op takes no floats (and, bitwise_or, ...)
+                shutil.rmtree(folder)
+                continue
+            flags = []
+            for k, a in enumerate(op_inputs(operands, dtype, 20240611 + len(cases))):
+                path = os.path.join(folder, "input_%d.npy" % k)
+                np.save(path, a)
+                flags += ["--input", "%s=%s" % (names[k], path)]
+            run([kiln, "run", kir, "--output-dir", folder] + flags)
+            os.rename(os.path.join(folder, "output_0.npy"), os.path.join(folder, "expected_0.npy"))
+            eps = EPSILON[dtype]
+            cases.append(dict(case=case, op=name, dtype=dtype, ulps=ulps, inputs=names,
+                              folder="ops/" + case, rtol=ulps * eps, atol=ulps * eps / 2))
+    return cases
+
+
 def save_weights(model, path, mm):
     """model's state_dict with equal tensors sharing one storage (torch.save
     then writes it once: nn.TransformerEncoder's layers start as copies)."""
@@ -183,7 +265,7 @@ def main():
     t0 = time.time()
     out = os.path.abspath(args.out)
     shutil.rmtree(out, ignore_errors=True)
-    for d in ("bin", "models", "kernels", "torch"):
+    for d in ("bin", "models", "kernels", "torch", "ops"):
         os.makedirs(os.path.join(out, d))
     runner = os.path.join(out, "bin", "kiln-cuda-runner")
     shutil.copy2(args.runner, runner)
@@ -230,6 +312,9 @@ def main():
         manifest["kernels"].append(dict(
             name=name, artifact="kernels/" + name + ".kiln", torch=expr,
             inputs=[dict(name=n, shape=[int(d) for d in s.split(",")]) for n, s in shapes]))
+    manifest["ops"] = build_ops(args.kiln, out, tmp)
+    log("ops: %d cases (%s)" % (len(manifest["ops"]),
+                                " ".join(sorted({c["op"] for c in manifest["ops"]}))))
     shutil.rmtree(tmp)
     manifest["glibc_needed"] = glibc_needed(
         [runner] + [os.path.join(out, "lib", n) for n in libs])
@@ -237,9 +322,10 @@ def main():
         json.dump(manifest, f, indent=1)
     total = sum(os.path.getsize(os.path.join(d, n)) for d, _, files in os.walk(out)
                 for n in files)
-    log("bundle %s: %.1f MiB (limit %.0f): %d models, %d kernels, runner and %s; needs "
-        "glibc >= %s; built in %.0f s" % (out, total / 2**20, args.max_mib,
+    log("bundle %s: %.1f MiB (limit %.0f): %d models, %d kernels, %d op cases, runner and %s; "
+        "needs glibc >= %s; built in %.0f s" % (out, total / 2**20, args.max_mib,
                                           len(manifest["models"]), len(manifest["kernels"]),
+                                          len(manifest["ops"]),
                                           ", ".join(libs), manifest["glibc_needed"],
                                           time.time() - t0))
     if total > args.max_mib * 2**20:

@@ -22,6 +22,9 @@ that the device part stays under 8 minutes), it
   4. per bandwidth kernel: the runner on random inputs and the same
      expression in PyTorch eager and torch.compile: GB/s and the share of
      the copy ceiling;
+  4b. per op case (ops/: every elementwise op at f32 and f16 on random and
+     special values): the runner checks the GPU's outputs against the
+     reference interpreter's, within the op's bound of the op table;
   5. then, while the budget lasts, torch.compile (default, then
      max-autotune-no-cudagraphs) of each model: compile time, run time,
      and its largest difference from eager;
@@ -289,6 +292,36 @@ def main():
             failures.append("%s: %s" % (k["name"], e))
             log("%s: FAIL: %s" % (k["name"], e))
 
+    op_rows = []
+    for c in manifest.get("ops", []):
+        folder = os.path.join(bundle, c["folder"])
+        flags = []
+        for k, name in enumerate(c["inputs"]):
+            flags += ["--input", "%s=%s" % (name, os.path.join(folder, "input_%d.npy" % k))]
+        flags += ["--expect", "0=" + os.path.join(folder, "expected_0.npy")]
+        row = dict(case=c["case"])
+        op_rows.append(row)
+        if dry:
+            missing = [f for f in flags if "=" in f and not os.path.exists(f.split("=", 1)[1])]
+            row["ok"] = None  # not run
+            if missing:
+                failures.append("%s: missing %s" % (c["case"], missing))
+            continue
+        if left() < 90:
+            row["ok"] = None
+            continue
+        rc, text, res = run_runner(runner, env, [
+            os.path.join(folder, "model.kiln"), "--rtol", repr(c["rtol"]), "--atol",
+            repr(c["atol"]), "--repeat", "1", "--warmup", "0"] + flags)
+        row["ok"] = bool(res and res["ok"])
+        if not row["ok"]:
+            detail = "; ".join(x["detail"] for x in res["checks"]) if res else text[-500:]
+            failures.append("op %s (%d ulps): %s" % (c["case"], c["ulps"], detail))
+    if op_rows:
+        log("ops: %d of %d cases within their bounds, %d not run%s" % (
+            sum(1 for r in op_rows if r["ok"]), len(op_rows),
+            sum(1 for r in op_rows if r["ok"] is None), " (dry run)" if dry else " (budget)"))
+
     # torch.compile last: what the budget allows, cheapest mode first.
     for mode in () if dry else ("default", "max-autotune-no-cudagraphs"):
         for row in rows:
@@ -318,7 +351,7 @@ def main():
                 log("%s: torch.compile %s failed: %s" % (row["entry"], mode, e))
 
     write_results(args.out, gpu, manifest, libs, triton_version, ceiling, rows, kernel_rows,
-                  failures, args.repeat, time.time() - start)
+                  op_rows, failures, args.repeat, time.time() - start)
     log("done in %.0f s; %d failure(s)" % (time.time() - start, len(failures)))
     return 1 if failures else 0
 
@@ -331,8 +364,8 @@ def ratio(a, b):
     return "-" if a is None or b is None else "%.2f" % (a / b)
 
 
-def write_results(out, gpu, manifest, libs, triton_version, ceiling, rows, kernel_rows, failures,
-                  repeat, seconds):
+def write_results(out, gpu, manifest, libs, triton_version, ceiling, rows, kernel_rows, op_rows,
+                  failures, repeat, seconds):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(dict(gpu=gpu, torch=torch.__version__, triton=triton_version,
                        kiln=manifest["kiln"], ceiling_gbs=ceiling, models=rows,
@@ -382,6 +415,12 @@ def write_results(out, gpu, manifest, libs, triton_version, ceiling, rows, kerne
         lines.append("| %s | %d | %.0f | %.0f%% | %.0f | %.0f |" % (
             r["name"], r["bytes"], r["kiln_gbs"], 100 * r["kiln_gbs"] / ceiling, r["eager_gbs"],
             r["compile_gbs"]))
+    passed = [r["case"] for r in op_rows if r["ok"]]
+    skipped = [r["case"] for r in op_rows if r["ok"] is None]
+    lines += ["", "## Ops against the reference interpreter", "",
+              "%d of %d cases (every elementwise op of one or two operands at f32 and f16, on "
+              "random and special values) within the op's bound; %d not run." % (
+                  len(passed), len(op_rows), len(skipped))]
     notes = ["%s: %s" % (r["entry"], "; ".join(r["notes"])) for r in rows if r.get("notes")]
     if failures or notes:
         lines += ["", "## Failures and notes", ""] + ["- " + x for x in failures + notes]
