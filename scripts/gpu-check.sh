@@ -6,13 +6,15 @@
 #       builds kiln and kiln-cuda-runner (with the CUDA toolkit), then the
 #       bundle (scripts/gpu_bundle.py, default build/gpu-bundle): the runner
 #       and the libraries it needs, the models exported and compiled into
-#       CUDA artifacts for sm_90, their weights for PyTorch, a manifest;
-#       fails if it is over 64 MiB, what a device call carries.
+#       CUDA artifacts for sm_90, their weights for PyTorch, every
+#       elementwise op with the interpreter's outputs, a manifest; fails if
+#       it is over 64 MiB, what a device call carries.
 #   scripts/gpu-check.sh device [DIR]   on the GPU machine (python3 with
 #       PyTorch 2.x, the NVIDIA driver; no build there): scripts/gpu_check.py
-#       checks every model's outputs against PyTorch eager's and times Kiln
-#       against eager and torch.compile, and the bandwidth kernels against
-#       the copy ceiling, within 450 s of budget (killed at 480 s), writing
+#       checks every model's outputs against PyTorch eager's and every op's
+#       against the interpreter's, times Kiln against eager and
+#       torch.compile, and the bandwidth kernels against the copy ceiling,
+#       within 450 s of budget (killed at 480 s), writing
 #       RESULTS-gpu.md and results.json into $OUT (else build/gpu-check).
 #
 # With the device tool of a session that has a GPU: run `scripts/gpu-check.sh
