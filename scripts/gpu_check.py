@@ -81,23 +81,26 @@ def time_cuda(fn, repeat, warmup=5):
     return statistics.median(times)
 
 
-def cublaslt_dirs():
-    """Where this machine keeps libcublasLt.so.13 beside the toolkit's
-    /usr/local/cuda/lib64 (which the runtime tries itself): PyTorch's
-    nvidia wheels."""
+def library_dirs():
+    """Where this machine keeps libcublasLt.so.13 and libcudnn.so.9 beside
+    the toolkit's /usr/local/cuda/lib64 (which the runtime tries itself):
+    PyTorch's nvidia wheels."""
     import glob
     base = os.path.dirname(os.path.dirname(torch.__file__))
-    found = glob.glob(os.path.join(base, "nvidia", "**", "libcublasLt.so.13"), recursive=True)
+    found = []
+    for name in ("libcublasLt.so.13", "libcudnn.so.9"):
+        found += glob.glob(os.path.join(base, "nvidia", "**", name), recursive=True)
     return sorted({os.path.dirname(f) for f in found})
 
 
 def runner_env(bundle):
     """The environment the runner starts in: the carried libraries, with
-    the carried libstdc++ when this glibc takes it, and cuBLASLt's folder."""
+    the carried libstdc++ when this glibc takes it, and the folders of
+    cuBLASLt and cuDNN."""
     runner = os.path.join(bundle, "bin", "kiln-cuda-runner")
     lib = os.path.join(bundle, "lib")
     tried = []
-    extra = "".join(":" + d for d in cublaslt_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")]
+    extra = "".join(":" + d for d in library_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")]
                     if d)
     for path, how in ((lib + ":" + os.path.join(lib, "std"), "carried libstdc++"),
                       (lib, "this machine's libstdc++")):
