@@ -2,8 +2,10 @@
 //
 // The CUDA backend's library table (codegen/Backend.h): matmul and gemm
 // (cuBLASLt), conv, max_pool, avg_pool and global_avg_pool (cuDNN) anchor
-// a library group, with no epilogue (the nodes after a call are a
-// generated kernel); and the mapping of such a node onto one
+// a library group; a conv takes one epilogue, a relu (cuDNN's fused
+// convolution, bias and activation; cudaAcceptsEpilogue), and the nodes
+// after any other call are a generated kernel; and the mapping of such a
+// group onto one
 // runtime::cuda::GemmCall (runtime/cuda/CublasLt.cpp runs it), ConvCall or
 // PoolCall (runtime/cuda/Cudnn.cpp).
 //
@@ -36,12 +38,22 @@ namespace kiln::codegen {
 
 const LibraryCapabilities &cudaLibraryCapabilities() {
   static const LibraryOpSupport rows[] = {
-      {OpKind::MatMul, /*anchor=*/true},  {OpKind::Gemm, /*anchor=*/true},
-      {OpKind::Conv, /*anchor=*/true},    {OpKind::MaxPool, /*anchor=*/true},
-      {OpKind::AvgPool, /*anchor=*/true}, {OpKind::GlobalAvgPool, /*anchor=*/true},
+      {OpKind::MatMul, /*anchor=*/true},
+      {OpKind::Gemm, /*anchor=*/true},
+      {OpKind::Conv, /*anchor=*/true},
+      {OpKind::MaxPool, /*anchor=*/true},
+      {OpKind::AvgPool, /*anchor=*/true},
+      {OpKind::GlobalAvgPool, /*anchor=*/true},
+      {OpKind::Relu, /*anchor=*/false, /*epilogue=*/true},
   };
   static const LibraryCapabilities caps("cuBLASLt and cuDNN", rows);
   return caps;
+}
+
+bool cudaAcceptsEpilogue(const Node &anchor, const Node &next, size_t chained) {
+  // A product's relu stays a kernel: cuBLASLt's RELU epilogue is not known
+  // to keep NaN (Kiln's relu does).
+  return chained == 0 && anchor.kind() == OpKind::Conv && next.kind() == OpKind::Relu;
 }
 
 namespace {
@@ -247,7 +259,7 @@ LogicalResult padForCudnn(Graph &g, DiagnosticEngine &diag) {
   return success();
 }
 
-std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why) {
+std::optional<CudnnCall> cudnnCall(const Node &n, bool relu, std::string &why) {
   const std::vector<int64_t> x = sizesOf(n.operand(0)), y = sizesOf(n.result());
   for (const Value *v : n.operands())
     if (v->type().dtype != DType::F32) {
@@ -269,6 +281,7 @@ std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why) {
     c = {x[0], x[1], h, w, wt[0], spatial == 1 ? 1 : wt[2], wt.back(), outH, outW};
     c.group = op.group();
     c.hasBias = n.numOperands() > 2;
+    c.relu = relu;
     if (!windowPair(op.pads(), spatial, 0, true, c.padH, c.padW)) {
       why = "its pads " + sizesStr(op.pads()) + " are not the same on both sides (cuDNN's)";
       return std::nullopt;

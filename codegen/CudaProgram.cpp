@@ -80,6 +80,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   // every other node a kernel's or a fallback's.
   FusionOptions fusion;
   fusion.library = &cudaLibraryCapabilities();
+  fusion.acceptEpilogue = cudaAcceptsEpilogue;
   fusion.useLibraries = options.useLibraries;
   fusion.fuse = options.fuse;
   auto plan = planFusion(pg, fusion, diag);
@@ -120,18 +121,26 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   out.program.arch = arch;
   std::set<std::string> taken;
   for (const FusionGroup &group : plan->groups) {
-    if (group.kind == FusionGroup::Kind::Library && group.nodes.size() == 1 &&
-        group.nodes.front()->kind() != OpKind::MatMul &&
+    if (group.kind == FusionGroup::Kind::Library && group.nodes.front()->kind() != OpKind::MatMul &&
         group.nodes.front()->kind() != OpKind::Gemm) {
       const Node *n = group.nodes.front();
-      const std::string name = names.count(n->result()) ? names.at(n->result()) : "?";
+      // The group's result: the anchor's, or its relu's (the only epilogue
+      // cudaAcceptsEpilogue takes).
+      const bool relu = group.nodes.size() == 2 && group.nodes[1]->kind() == OpKind::Relu;
+      if (group.nodes.size() > (relu ? 2u : 1u)) {
+        diag.emitError(n->loc()) << "internal error: a cuDNN group of " << group.nodes.size()
+                                 << " nodes";
+        return failure();
+      }
+      const Value *result = group.nodes.back()->result();
+      const std::string name = names.count(result) ? names.at(result) : "?";
       const std::string what = "'" + std::string(n->mnemonic()) + "' (" + name + ")";
       std::string why;
-      auto call = cudnnCall(*n, why);
+      auto call = cudnnCall(*n, relu, why);
       if (!call) {
         if (kernelsOnly) { // its result stands as a buffer no step writes
           out.notKernels.push_back(what + ": cuDNN cannot run it: " + why);
-          bufferOf(n->result());
+          bufferOf(result);
           continue;
         }
         diag.emitError(n->loc()) << "the CUDA backend cannot run " << what << ": " << why;
@@ -147,7 +156,7 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
       const int32_t at = static_cast<int32_t>(spec.steps.size());
       for (const Value *v : n->operands())
         step.buffers.push_back(bufferOf(v));
-      step.buffers.push_back(bufferOf(n->result()));
+      step.buffers.push_back(bufferOf(result));
       for (int32_t id : step.buffers)
         use(id, at);
       out.notKernels.push_back(what + ": cuDNN, " + (conv ? call->conv.str() : call->pool.str()));

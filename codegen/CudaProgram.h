@@ -71,14 +71,17 @@ const LibraryCapabilities &cudaLibraryCapabilities();
 /// The cuBLASLt call of the matmul or gemm `n` (static shapes), or nullopt
 /// with `why`.
 std::optional<runtime::cuda::GemmCall> cublasLtCall(const Node &n, std::string &why);
-/// The cuDNN call of the conv or pool `n` (static shapes), or nullopt with
-/// `why`.
+/// The cuDNN call of the conv or pool `n` (static shapes), followed by a
+/// relu with `relu` (a conv's epilogue), or nullopt with `why`.
 struct CudnnCall {
   enum class Kind : uint8_t { Conv, Pool } kind = Kind::Conv;
   runtime::cuda::ConvCall conv;
   runtime::cuda::PoolCall pool;
 };
-std::optional<CudnnCall> cudnnCall(const Node &n, std::string &why);
+std::optional<CudnnCall> cudnnCall(const Node &n, bool relu, std::string &why);
+/// Whether a library group of the CUDA backend takes `next` as its epilogue
+/// after `chained` others (FusionOptions::acceptEpilogue).
+bool cudaAcceptsEpilogue(const Node &anchor, const Node &next, size_t chained);
 /// Gives each conv and max_pool of `g` whose pads alone keep cuDNN from
 /// running it an explicit pad of the excess (Note [Pads cuDNN does not
 /// take] in CudaLibrary.cpp).

@@ -254,6 +254,8 @@ void Planner::planLibrary(int anchor) {
       why = "the user is already in another library group";
     else if (u->result(0)->type() != anchorType)
       why = "the epilogue changes the type to " + u->result(0)->type().str();
+    else if (opts_.acceptEpilogue && !opts_.acceptEpilogue(*a, *u, g.owned.size() - 1))
+      why = "the library call takes no such epilogue there";
     const Value *other = nullptr;
     if (why.empty() && u->numOperands() == 2) {
       unsigned chainAt = u->operand(0) == tail ? 0 : 1;

@@ -90,6 +90,11 @@ struct FusionOptions {
   /// bugs; planFusion also falls back to it, with a warning, if its fused
   /// plan is inconsistent).
   bool fuse = true;
+  /// When set, a library epilogue the table allows joins the group only if
+  /// this says yes: `anchor`, the epilogue node `next`, and how many
+  /// epilogues are already in the chain (a backend whose calls take fewer
+  /// forms than its table's op kinds: the CUDA backend's, CudaLibrary.cpp).
+  std::function<bool(const Node &anchor, const Node &next, size_t chained)> acceptEpilogue;
 };
 
 /// Partitions `g` (static shapes required; an error otherwise).

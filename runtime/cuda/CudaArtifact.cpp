@@ -108,6 +108,7 @@ bool saveCudaArtifact(const CudaArtifact &a, const std::string &path, std::strin
       for (int64_t v : {c.padH, c.padW, c.strideH, c.strideW, c.dilationH, c.dilationW, c.group})
         pc->add_window(v);
       pc->set_has_bias(c.hasBias);
+      pc->set_relu(c.relu);
     } else if (st.kind == CudaModelSpec::Step::Kind::Pool) {
       const PoolCall &p = st.pool;
       artifact::CudaPool *pp = out->mutable_pool();
@@ -257,8 +258,8 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
       st.kind = CudaModelSpec::Step::Kind::Conv;
       const auto &z = pc.sizes();
       const auto &w = pc.window();
-      st.conv = ConvCall{z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7],         z[8],
-                         w[0], w[1], w[2], w[3], w[4], w[5], w[6], pc.has_bias()};
+      st.conv = ConvCall{z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7],          z[8],
+                         w[0], w[1], w[2], w[3], w[4], w[5], w[6], pc.has_bias(), pc.relu()};
     }
     if (ps.has_pool()) {
       const artifact::CudaPool &pp = ps.pool();

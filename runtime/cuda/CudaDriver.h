@@ -68,12 +68,14 @@ struct GemmCall {
 ///
 ///   Y[n x k x outH x outW] = conv(X[n x c x h x w], W[k x c/group x r x s]) + bias[k]
 ///
-/// with symmetric pads. A 1-D convolution is one with h = r = 1.
+/// with symmetric pads, then max(Y, 0) with relu (NaN stays NaN). A 1-D
+/// convolution is one with h = r = 1.
 struct ConvCall {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, outH = 0, outW = 0;
   int64_t padH = 0, padW = 0, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
   int64_t group = 1;
   bool hasBias = false;
+  bool relu = false;
   /// "1x3x224x224 * 64x3x7x7, stride 2, pad 3 + bias".
   std::string str() const;
 };

@@ -31,7 +31,9 @@ std::string ConvCall::str() const {
     s += ", dilation " + std::to_string(dilationH) + "x" + std::to_string(dilationW);
   if (group != 1)
     s += ", " + std::to_string(group) + " groups";
-  return hasBias ? s + " + bias" : s;
+  if (hasBias)
+    s += " + bias";
+  return relu ? s + ", relu" : s;
 }
 
 std::string PoolCall::str() const {

@@ -7,7 +7,10 @@
 // (cudnnGetConvolutionForwardAlgorithm_v7) whose workspace is at most
 // kMaxWorkspace, chosen once per convolution at load; one workspace per
 // device, grown to the largest. The bias is a second call
-// (cudnnAddTensor over a 1 x K x 1 x 1 tensor). Max pooling propagates
+// (cudnnAddTensor over a 1 x K x 1 x 1 tensor), except with a relu after
+// it: then one call, cudnnConvolutionBiasActivationForward (a zero bias
+// where the convolution has none), the activation propagating NaN as
+// Kiln's relu does. Max pooling propagates
 // NaN as max does; average pooling counts the taps inside the input, or
 // inside the padded input (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING).
 //
@@ -22,6 +25,8 @@
 #include "runtime/cuda/CudaDriver.h"
 
 #include <cudnn.h>
+
+#include <vector>
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -47,6 +52,10 @@ struct DnnLib {
   decltype(&::cudnnGetConvolutionForwardWorkspaceSize) convWorkspace = nullptr;
   decltype(&::cudnnConvolutionForward) convForward = nullptr;
   decltype(&::cudnnAddTensor) addTensor = nullptr;
+  decltype(&::cudnnConvolutionBiasActivationForward) convBiasActivation = nullptr;
+  decltype(&::cudnnCreateActivationDescriptor) activationCreate = nullptr;
+  decltype(&::cudnnSetActivationDescriptor) activationSet = nullptr;
+  decltype(&::cudnnDestroyActivationDescriptor) activationDestroy = nullptr;
   decltype(&::cudnnCreatePoolingDescriptor) poolCreate = nullptr;
   decltype(&::cudnnSetPooling2dDescriptor) poolSet = nullptr;
   decltype(&::cudnnDestroyPoolingDescriptor) poolDestroy = nullptr;
@@ -90,6 +99,10 @@ const DnnLib &dnn() {
     bindSymbol(lib, "cudnnGetConvolutionForwardWorkspaceSize", d.convWorkspace, kDnn, d.error);
     bindSymbol(lib, "cudnnConvolutionForward", d.convForward, kDnn, d.error);
     bindSymbol(lib, "cudnnAddTensor", d.addTensor, kDnn, d.error);
+    bindSymbol(lib, "cudnnConvolutionBiasActivationForward", d.convBiasActivation, kDnn, d.error);
+    bindSymbol(lib, "cudnnCreateActivationDescriptor", d.activationCreate, kDnn, d.error);
+    bindSymbol(lib, "cudnnSetActivationDescriptor", d.activationSet, kDnn, d.error);
+    bindSymbol(lib, "cudnnDestroyActivationDescriptor", d.activationDestroy, kDnn, d.error);
     bindSymbol(lib, "cudnnCreatePoolingDescriptor", d.poolCreate, kDnn, d.error);
     bindSymbol(lib, "cudnnSetPooling2dDescriptor", d.poolSet, kDnn, d.error);
     bindSymbol(lib, "cudnnDestroyPoolingDescriptor", d.poolDestroy, kDnn, d.error);
@@ -134,8 +147,16 @@ public:
       d.filterDestroy(w);
     if (conv)
       d.convDestroy(conv);
+    if (activation)
+      d.activationDestroy(activation);
+    if (zeroBias)
+      device->free(zeroBias);
   }
   ConvCall call;
+  cudnnActivationDescriptor_t activation = nullptr;
+  /// With relu and no bias of its own: K zeros for the fused call.
+  DevicePtr zeroBias = 0;
+  CudaDevice *device = nullptr;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
@@ -221,7 +242,11 @@ std::unique_ptr<LibraryPlan> CudaDevice::planConv(const ConvCall &call, std::str
   const bool ok =
       tensor(p->x, call.n, call.c, call.h, call.w, error) &&
       tensor(p->y, call.n, call.k, call.outH, call.outW, error) &&
-      (!call.hasBias || tensor(p->bias, 1, call.k, 1, 1, error)) &&
+      ((!call.hasBias && !call.relu) || tensor(p->bias, 1, call.k, 1, 1, error)) &&
+      (!call.relu ||
+       (check(d.activationCreate(&p->activation), "cudnnCreateActivationDescriptor", error) &&
+        check(d.activationSet(p->activation, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+              "cudnnSetActivationDescriptor", error))) &&
       check(d.filterCreate(&p->w), "cudnnCreateFilterDescriptor", error) &&
       check(d.filterSet(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(call.k),
                         static_cast<int>(call.c / call.group), static_cast<int>(call.r),
@@ -269,6 +294,13 @@ std::unique_ptr<LibraryPlan> CudaDevice::planConv(const ConvCall &call, std::str
             " MiB of workspace" + what;
     return nullptr;
   }
+  p->device = this;
+  if (call.relu && !call.hasBias) {
+    const std::vector<float> zeros(static_cast<size_t>(call.k), 0.0f);
+    if (!alloc(zeros.size() * sizeof(float), p->zeroBias, error) ||
+        !copyToDevice(p->zeroBias, zeros.data(), zeros.size() * sizeof(float), error))
+      return nullptr;
+  }
   if (p->workspace > dnn_->workspaceBytes) {
     DevicePtr grown = 0;
     if (!alloc(p->workspace, grown, error))
@@ -286,6 +318,20 @@ bool CudaDevice::conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DeviceP
   const auto &d = dnn();
   const auto &p = static_cast<const ConvPlan &>(plan);
   const float one = 1.0f, zero = 0.0f;
+  if (p.call.relu) { // one call: act(conv + 0 * z + bias), z being y itself
+    if (!makeCurrent(error) ||
+        !check(d.setStream(dnn_->handle, static_cast<cudaStream_t>(stream_)), "cudnnSetStream",
+               error) ||
+        !check(d.convBiasActivation(dnn_->handle, &one, p.x, ptr(x), p.w, ptr(w), p.conv, p.algo,
+                                    ptr(dnn_->workspace), p.workspace, &zero, p.y, ptr(y), p.bias,
+                                    ptr(p.call.hasBias ? bias : p.zeroBias), p.activation, p.y,
+                                    ptr(y)),
+               "cudnnConvolutionBiasActivationForward", error)) {
+      error += " (" + p.call.str() + ")";
+      return false;
+    }
+    return true;
+  }
   if (!makeCurrent(error) ||
       !check(d.setStream(dnn_->handle, static_cast<cudaStream_t>(stream_)), "cudnnSetStream",
              error) ||

@@ -295,6 +295,31 @@ graph @cnn(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %v: f32[3,4,5], %s: f
                 "max 3x3 of 2x4x9x9, stride 2x2", "2x4x4x4 * 6x2x3x3, pad 1x1, 2 groups"}));
 }
 
+// A conv whose one user is a relu: one cuDNN call (fused convolution, bias
+// and activation), with its bias or a zero one; a relu after a product, or
+// after a conv with other users, is a kernel. NaN stays NaN.
+TEST(CudaModelTest, AConvsReluIsPartOfItsCall) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @fused(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %b: f32[4], %a: f32[5,6], %m: f32[6,2]) -> (f32[2,4,4,4], f32[2,4,4,4], f32[5,2], f32[2,4,6,6]) {
+  %c = conv(%x, %w, %b) : f32[2,4,4,4]
+  %r = relu(%c) : f32[2,4,4,4]
+  %d = conv(%x, %w) : f32[2,4,4,4]
+  %s = relu(%d) : f32[2,4,4,4]
+  %p = matmul(%a, %m) : f32[5,2]
+  %q = relu(%p) : f32[5,2]
+  %e = conv(%x, %w) {pads = [1, 1, 1, 1]} : f32[2,4,6,6]
+  %t = relu(%e) : f32[2,4,6,6]
+  %u = add(%t, %e) : f32[2,4,6,6]
+  return %r, %s, %q, %u
+}
+)",
+                      23, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(cudnnCalls(compiled),
+            (std::vector<std::string>{"2x3x6x6 * 4x3x3x3 + bias, relu", "2x3x6x6 * 4x3x3x3, relu",
+                                      "2x3x6x6 * 4x3x3x3, pad 1x1"}));
+}
+
 // Note [Pads cuDNN does not take]: a conv padded more on one side and a
 // max pool whose ceil_mode window passes its end padding read an explicit
 // pad kernel's result, the node keeping the pads both sides share.

@@ -272,7 +272,9 @@ bool EmulatedDevice::conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda:
                 sum += xs[((n * c.c + channel) * c.h + ih) * c.w + iw] *
                        ws[((k * cg + ci) * c.r + r) * c.s + s];
               }
-          ys[((n * c.k + k) * c.outH + oh) * c.outW + ow] = sum + (bs ? bs[k] : 0.0f);
+          const float v = sum + (bs ? bs[k] : 0.0f);
+          ys[((n * c.k + k) * c.outH + oh) * c.outW + ow] =
+              c.relu && !std::isnan(v) ? std::max(v, 0.0f) : v;
         }
   return true;
 }

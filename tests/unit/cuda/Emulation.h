@@ -73,7 +73,7 @@ public:
             runtime::cuda::DevicePtr b, runtime::cuda::DevicePtr c, runtime::cuda::DevicePtr bias,
             runtime::cuda::DevicePtr d, std::string &error) override;
   /// Convolutions and pools on the host, as the ConvCall and PoolCall say
-  /// (f32 sums in order; max propagates NaN).
+  /// (f32 sums in order; max and relu propagate NaN).
   std::unique_ptr<runtime::cuda::LibraryPlan> planConv(const runtime::cuda::ConvCall &call,
                                                        std::string &error) override;
   bool conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
