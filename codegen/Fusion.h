@@ -94,7 +94,7 @@ struct FusionOptions {
   /// this says yes: `anchor`, the epilogue node `next`, and how many
   /// epilogues are already in the chain (a backend whose calls take fewer
   /// forms than its table's op kinds: the CUDA backend's, CudaLibrary.cpp).
-  std::function<bool(const Node &anchor, const Node &next, size_t chained)> acceptEpilogue;
+  std::function<bool(const Node &anchor, const Node &next, size_t chained)> acceptEpilogue = {};
 };
 
 /// Partitions `g` (static shapes required; an error otherwise).
