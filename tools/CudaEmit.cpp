@@ -77,8 +77,12 @@ CudaRun cudaRunOf(runtime::cuda::CudaModelSpec spec, const std::string &what,
   for (const auto &step : spec.steps)
     products += step.kind == runtime::cuda::CudaModelSpec::Step::Kind::Gemm;
   const size_t kernels = spec.steps.size() - products;
-  std::shared_ptr<runtime::cuda::CudaModel> model =
+  // The model holds the device until it is gone (it frees its memory
+  // there): its deleter keeps a reference.
+  std::unique_ptr<runtime::cuda::CudaModel> loaded =
       runtime::cuda::CudaModel::load(*device, std::move(spec), error);
+  std::shared_ptr<runtime::cuda::CudaModel> model(
+      loaded.release(), [device](runtime::cuda::CudaModel *m) { delete m; });
   if (!model) {
     diag.emitError(Location()) << what << ": loading the model on " << device->name() << ": "
                                << error;

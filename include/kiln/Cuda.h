@@ -40,8 +40,10 @@ public:
   /// outputs copied back. Returns when done.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
   /// Runs on the caller's device memory (CUdeviceptr values, in input and
-  /// output order; dense, of the ports' dtypes and shapes): no copies.
-  /// Returns when done.
+  /// output order; dense, of the ports' dtypes and shapes, 16-byte
+  /// aligned): no copies. The inputs must be written when it is called
+  /// (synchronize the stream that wrote them: the model's own stream does
+  /// not wait for others). Returns when the outputs are written.
   void runOnDevice(const std::vector<uint64_t> &inputs, const std::vector<uint64_t> &outputs);
 
   std::vector<PortInfo> inputs() const;

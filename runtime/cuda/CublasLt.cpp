@@ -182,7 +182,19 @@ std::unique_ptr<LibraryPlan> CudaDevice::planGemm(const GemmCall &call, std::str
     error += what;
     return nullptr;
   }
+  // The pointers' alignment: 16 bytes at batch 0 (the arena's are 64,
+  // cudaMalloc's 256; CudaModel::runOnDevice asks for 16), then each batch
+  // stride's.
+  uint32_t align = 16;
+  for (int64_t stride : {call.strideA, call.strideB, call.strideC, call.strideD})
+    if (call.batch > 1 && stride != 0)
+      while (align > 4 && (static_cast<uint64_t>(stride) * 4) % align != 0)
+        align /= 2;
   cublasLtMatmulPreference_t pref = nullptr;
+  auto setAlign = [&](cublasLtMatmulPreferenceAttributes_t attr) {
+    return check(l.prefSet(pref, attr, &align, sizeof align),
+                 "cublasLtMatmulPreferenceSetAttribute", error);
+  };
   const uint64_t workspace = kWorkspaceBytes;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -190,7 +202,12 @@ std::unique_ptr<LibraryPlan> CudaDevice::planGemm(const GemmCall &call, std::str
       check(l.prefCreate(&pref), "cublasLtMatmulPreferenceCreate", error) &&
       check(l.prefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace),
             "cublasLtMatmulPreferenceSetAttribute", error) &&
-      check(l.heuristic(blas_->handle, p->desc, p->x, p->y, p->c, p->d, pref, 1, &result, &found),
+      setAlign(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES) &&
+      setAlign(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES) &&
+      setAlign(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES) &&
+      setAlign(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES) &&
+      check(l.heuristic(blas_->handle, p->desc, p->x, p->y, call.hasC ? p->c : p->d, p->d, pref, 1,
+                        &result, &found),
             "cublasLtMatmulAlgoGetHeuristic", error);
   if (pref)
     l.prefDestroy(pref);
@@ -217,12 +234,13 @@ bool CudaDevice::gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DeviceP
       return false;
   }
   const float alpha = static_cast<float>(call.alpha), beta = static_cast<float>(call.beta);
-  // Without C, beta is 0 and cuBLASLt reads D's place as C (not read).
+  // Without C, beta is 0 and C is D, with D's layout (cuBLASLt's in-place
+  // form: the same address and the same layout).
   const DevicePtr cIn = call.hasC ? c : d;
   if (!makeCurrent(error) ||
-      !check(l.matmul(blas_->handle, p.desc, &alpha, ptr(b), p.x, ptr(a), p.y, &beta, ptr(cIn), p.c,
-                      ptr(d), p.d, &p.algo, ptr(blas_->workspace), kWorkspaceBytes,
-                      static_cast<cudaStream_t>(stream_)),
+      !check(l.matmul(blas_->handle, p.desc, &alpha, ptr(b), p.x, ptr(a), p.y, &beta, ptr(cIn),
+                      call.hasC ? p.c : p.d, ptr(d), p.d, &p.algo, ptr(blas_->workspace),
+                      kWorkspaceBytes, static_cast<cudaStream_t>(stream_)),
              "cublasLtMatmul", error)) {
     error += " (" + call.str() + ")";
     return false;

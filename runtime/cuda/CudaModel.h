@@ -92,8 +92,10 @@ public:
   /// (input / output number i); false with `error` naming the failing step.
   bool run(std::span<const void *const> inputs, std::span<void *const> outputs, std::string &error);
   /// Runs on the caller's device buffers (input / output number i, dense,
-  /// of the spec's types), which the steps read and write in place of the
-  /// arena's: no copies. Returns once the device is done.
+  /// of the spec's types, 16-byte aligned as cudaMalloc's are), which the
+  /// steps read and write in place of the arena's: no copies. The inputs
+  /// must be written when it is called (the model's stream does not wait
+  /// for other streams); it returns once the outputs are written.
   bool runOnDevice(std::span<const DevicePtr> inputs, std::span<const DevicePtr> outputs,
                    std::string &error);
   /// The image load chose: "CUBIN for sm_90" or "PTX for sm_90".
