@@ -23,13 +23,7 @@ struct CudaModel::Impl {
   std::string path;
   std::vector<const runtime::cuda::CudaModelSpec::Buffer *> ports(bool inputs) const {
     using Role = runtime::cuda::CudaModelSpec::Buffer::Role;
-    const auto &s = model->spec();
-    std::vector<const runtime::cuda::CudaModelSpec::Buffer *> out(
-        static_cast<size_t>(inputs ? s.numInputs : s.numOutputs));
-    for (const auto &b : s.buffers)
-      if (b.role == (inputs ? Role::Input : Role::Output))
-        out[static_cast<size_t>(b.index)] = &b;
-    return out;
+    return model->spec().ports(inputs ? Role::Input : Role::Output);
   }
 };
 

@@ -48,18 +48,6 @@ bool writeFile(const std::filesystem::path &path, const std::string &bytes) {
   return false;
 }
 
-/// The ports of a CUDA model: its input or output buffers by number.
-std::vector<const runtime::cuda::CudaModelSpec::Buffer *>
-portsOf(const runtime::cuda::CudaModelSpec &spec, runtime::cuda::CudaModelSpec::Buffer::Role role) {
-  using Role = runtime::cuda::CudaModelSpec::Buffer::Role;
-  std::vector<const runtime::cuda::CudaModelSpec::Buffer *> ports(
-      static_cast<size_t>(role == Role::Input ? spec.numInputs : spec.numOutputs));
-  for (const auto &b : spec.buffers)
-    if (b.role == role)
-      ports[static_cast<size_t>(b.index)] = &b;
-  return ports;
-}
-
 /// `spec` loaded on the machine's GPU, run on host tensors checked against
 /// its inputs' types; `run` is empty after an error, reported after
 /// `what` ("--target cuda").
@@ -92,8 +80,8 @@ CudaRun cudaRunOf(runtime::cuda::CudaModelSpec spec, const std::string &what,
                   std::to_string(products) + " cuBLASLt products, " + model->imageUsed();
   r.run = [device, model, what](std::span<const Tensor> inputs,
                                 DiagnosticEngine &d) -> FailureOr<std::vector<Tensor>> {
-    const auto ins = portsOf(model->spec(), Role::Input);
-    const auto outsOf = portsOf(model->spec(), Role::Output);
+    const auto ins = model->spec().ports(Role::Input);
+    const auto outsOf = model->spec().ports(Role::Output);
     std::vector<const void *> in;
     for (size_t i = 0; i < ins.size() && i < inputs.size(); ++i) {
       const Tensor &t = inputs[i];
@@ -207,9 +195,9 @@ CudaRun prepareCudaArtifactRun(const std::string &path,
     diag.emitError(Location()) << error;
     return {};
   }
-  for (const auto *b : portsOf(a.spec, Role::Input))
+  for (const auto *b : a.spec.ports(Role::Input))
     inputs.emplace_back(b->name, runtime::typeString(b->dtype, b->shape));
-  for (const auto *b : portsOf(a.spec, Role::Output))
+  for (const auto *b : a.spec.ports(Role::Output))
     outputs.push_back(b->name);
   return cudaRunOf(std::move(a.spec), "CUDA artifact '" + path + "'", diag);
 }
@@ -226,10 +214,10 @@ int inspectCudaArtifact(const std::string &path) {
   std::printf("artifact: %s, a CUDA artifact compiled from %s by Kiln %s (NVRTC %s)\n",
               path.c_str(), a.model.empty() ? "?" : a.model.c_str(), a.kilnVersion.c_str(),
               a.nvrtcVersion.c_str());
-  for (const auto *b : portsOf(s, Role::Input))
+  for (const auto *b : s.ports(Role::Input))
     std::printf("  input  %%%s : %s\n", b->name.c_str(),
                 runtime::typeString(b->dtype, b->shape).c_str());
-  for (const auto *b : portsOf(s, Role::Output))
+  for (const auto *b : s.ports(Role::Output))
     std::printf("  output %%%s : %s\n", b->name.c_str(),
                 runtime::typeString(b->dtype, b->shape).c_str());
   uint64_t constants = 0;

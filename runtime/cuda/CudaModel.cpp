@@ -19,6 +19,15 @@ std::string GemmCall::str() const {
   return s;
 }
 
+std::vector<const CudaModelSpec::Buffer *> CudaModelSpec::ports(Buffer::Role role) const {
+  std::vector<const Buffer *> out(
+      static_cast<size_t>(role == Buffer::Role::Input ? numInputs : numOutputs));
+  for (const Buffer &b : buffers)
+    if (b.role == role && b.index >= 0 && static_cast<size_t>(b.index) < out.size())
+      out[static_cast<size_t>(b.index)] = &b;
+  return out;
+}
+
 std::string ConvCall::str() const {
   std::string s = std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" +
                   std::to_string(w) + " * " + std::to_string(k) + "x" + std::to_string(c / group) +
@@ -266,17 +275,34 @@ bool CudaModel::issueAll(const std::vector<LaunchArgs> &launches, std::string &e
   return true;
 }
 
-bool CudaModel::execute(const std::vector<LaunchArgs> &launches,
-                        const std::vector<DevicePtr> &addresses, std::string &error) {
+std::vector<LaunchArgs> CudaModel::launchesFor(const std::vector<DevicePtr> &addresses) const {
+  std::vector<LaunchArgs> launches = launches_;
+  for (size_t i = 0; i < spec_.steps.size(); ++i)
+    for (size_t k = 0; k < spec_.steps[i].buffers.size(); ++k)
+      launches[i].buffers[k] = addresses[static_cast<size_t>(spec_.steps[i].buffers[k])];
+  return launches;
+}
+
+bool CudaModel::execute(const std::vector<DevicePtr> &addresses, std::string &error) {
   device_.setStream(stream_);
-  if (graphs_ && (!graph_ || addresses != graphAddresses_)) {
+  if (graphs_ && graph_ && addresses == graphAddresses_) // the common case: one replay
+    return device_.launchGraph(graph_, error) && device_.synchronize(error);
+  // The steps' arguments: made at load for the arena's addresses, else
+  // made again (runOnDevice with other buffers).
+  std::vector<LaunchArgs> made;
+  const std::vector<LaunchArgs> *launches = &launches_;
+  if (addresses != address_) {
+    made = launchesFor(addresses);
+    launches = &made;
+  }
+  if (graphs_) {
     if (graph_)
       device_.destroyGraph(graph_);
     graph_ = nullptr;
     void *graph = nullptr;
     std::string why;
     const bool begun = device_.beginCapture(why);
-    const bool issued = begun && issueAll(launches, why);
+    const bool issued = begun && issueAll(*launches, why);
     std::string ended;
     if (begun && device_.endCapture(graph, ended) && issued) {
       graph_ = graph;
@@ -291,7 +317,7 @@ bool CudaModel::execute(const std::vector<LaunchArgs> &launches,
   if (graph_ && graphs_) {
     if (!device_.launchGraph(graph_, error))
       return false;
-  } else if (!issueAll(launches, error)) {
+  } else if (!issueAll(*launches, error)) {
     return false;
   }
   return device_.synchronize(error);
@@ -310,7 +336,7 @@ bool CudaModel::run(std::span<const void *const> inputs, std::span<void *const> 
                               s.buffers[b].bytes, error))
       return false;
   device_.setStream(stream_);
-  if (!execute(launches_, address_, error))
+  if (!execute(address_, error))
     return false;
   for (size_t b = 0; b < s.buffers.size(); ++b)
     if (s.buffers[b].role == Role::Output &&
@@ -326,7 +352,7 @@ bool CudaModel::runOnDevice(std::span<const DevicePtr> inputs, std::span<const D
   if (!checkPorts(inputs.size(), outputs.size(), error))
     return false;
   // The arena's addresses of the inputs and outputs replaced by the
-  // caller's: the steps' arguments are made again (a few per step).
+  // caller's.
   std::vector<DevicePtr> address = address_;
   using Role = CudaModelSpec::Buffer::Role;
   for (size_t b = 0; b < s.buffers.size(); ++b) {
@@ -336,11 +362,7 @@ bool CudaModel::runOnDevice(std::span<const DevicePtr> inputs, std::span<const D
     else if (buf.role == Role::Output)
       address[b] = outputs[static_cast<size_t>(buf.index)];
   }
-  std::vector<LaunchArgs> launches = launches_;
-  for (size_t i = 0; i < s.steps.size(); ++i)
-    for (size_t k = 0; k < s.steps[i].buffers.size(); ++k)
-      launches[i].buffers[k] = address[static_cast<size_t>(s.steps[i].buffers[k])];
-  return execute(launches, address, error);
+  return execute(address, error);
 }
 
 } // namespace kiln::runtime::cuda

@@ -76,6 +76,8 @@ struct CudaModelSpec {
   std::vector<Step> steps;
   uint64_t arenaBytes = 0;
   int32_t numInputs = 0, numOutputs = 0;
+  /// Its input (or output) buffers by input (output) number.
+  std::vector<const Buffer *> ports(Buffer::Role role) const;
 };
 
 class CudaModel {
@@ -112,10 +114,12 @@ private:
   /// Issues every step with `launches` on the current stream; false naming
   /// the step.
   bool issueAll(const std::vector<LaunchArgs> &launches, std::string &error);
+  /// Every step's arguments for buffers at `addresses`.
+  std::vector<LaunchArgs> launchesFor(const std::vector<DevicePtr> &addresses) const;
   /// Runs every step (buffers at `addresses`), through the graph when
-  /// graphs are on, and waits for them.
-  bool execute(const std::vector<LaunchArgs> &launches, const std::vector<DevicePtr> &addresses,
-               std::string &error);
+  /// graphs are on (a replay, when it was recorded for `addresses`), and
+  /// waits for them.
+  bool execute(const std::vector<DevicePtr> &addresses, std::string &error);
   Device &device_;
   CudaModelSpec spec_;
   std::unique_ptr<Module> module_;

@@ -164,13 +164,7 @@ int main(int argc, char **argv) {
   if (!kiln::runtime::cuda::loadCudaArtifact(file, artifact, error))
     return fail(error);
   const CudaModelSpec spec = artifact.spec; // the model takes its own copy
-  std::vector<const CudaModelSpec::Buffer *> ins(static_cast<size_t>(spec.numInputs)),
-      outs(static_cast<size_t>(spec.numOutputs));
-  for (const auto &b : spec.buffers)
-    if (b.role == Role::Input)
-      ins[static_cast<size_t>(b.index)] = &b;
-    else if (b.role == Role::Output)
-      outs[static_cast<size_t>(b.index)] = &b;
+  const auto ins = spec.ports(Role::Input), outs = spec.ports(Role::Output);
 
   // Inputs: files by name, checked against the model's types.
   kiln::DiagnosticEngine diag;

@@ -351,10 +351,9 @@ bool runEmulatedSpec(const std::string &source, const runtime::cuda::CudaModelSp
   auto model = runtime::cuda::CudaModel::load(device, spec, error);
   if (!model)
     return false;
-  outputs.assign(static_cast<size_t>(spec.numOutputs), Tensor());
-  for (const auto &b : spec.buffers)
-    if (b.role == runtime::cuda::CudaModelSpec::Buffer::Role::Output)
-      outputs[static_cast<size_t>(b.index)] = Tensor::zeros(b.dtype, b.shape);
+  outputs.clear();
+  for (const auto *b : spec.ports(runtime::cuda::CudaModelSpec::Buffer::Role::Output))
+    outputs.push_back(Tensor::zeros(b->dtype, b->shape));
   std::vector<const void *> in;
   std::vector<void *> out;
   for (const Tensor &t : inputs)
