@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kiln/Cuda.h"
+#include "api/ExecutableImpl.h"
 #include "ir/Type.h"
 
 #ifdef KILN_HAS_CUDA
@@ -102,8 +103,7 @@ struct CudaModel::Impl {};
 
 namespace {
 [[noreturn]] void noCuda() {
-  throw Error("this Kiln was built without the CUDA backend (CMake found no CUDA toolkit under "
-              "KILN_CUDA_ROOT, /usr/local/cuda by default)");
+  throw Error(kBuiltWithoutCuda);
 }
 } // namespace
 

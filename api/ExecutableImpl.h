@@ -22,6 +22,12 @@
 
 namespace kiln {
 
+/// Why every GPU entry of the API throws in a Kiln built without the CUDA
+/// backend (api/Cuda.cpp, compileForCuda in api/Kiln.cpp).
+inline constexpr char kBuiltWithoutCuda[] =
+    "this Kiln was built without the CUDA backend (CMake found no CUDA toolkit under "
+    "KILN_CUDA_ROOT, /usr/local/cuda by default)";
+
 using Sizes = std::map<std::string, int64_t>;
 
 // Internal helpers (not part of the public API, though both libraries

@@ -38,6 +38,9 @@
 #include "api/ExecutableImpl.h"
 
 #include "codegen/Compiler.h"
+#ifdef KILN_HAS_CUDA
+#include "codegen/CudaProgram.h"
+#endif
 #include "codegen/RunTimeSizes.h"
 #include "codegen/Staged.h"
 #include "codegen/SymbolicArtifact.h"
@@ -104,6 +107,7 @@ struct Model::Impl {
   /// A symbolic artifact's options as compiled (sharedKernels set) and its
   /// symbols no --dim named (codegen/SymbolicArtifact.h).
   std::optional<codegen::CompileOptions> symbolic;
+  /// The file it was read from (empty for a traced graph).
   std::string path;
 };
 
@@ -144,6 +148,7 @@ Model Model::load(const std::string &path, const std::map<std::string, int64_t> 
   Model m;
   m.impl_->module = module.take();
   m.impl_->graph = m.impl_->module->graphs().front().get();
+  m.impl_->path = path;
   return m;
 }
 
@@ -491,6 +496,47 @@ Executable compile(const Model &model, const CompileOptions &given) {
   else
     impl->perSize = std::make_unique<PerSize>(g, o, options, std::move(unbound));
   return Executable::Impl::wrap(std::move(impl));
+}
+
+void compileForCuda(const Model &model, const std::string &path,
+                    const CudaCompileOptions &options) {
+#ifdef KILN_HAS_CUDA
+  const std::string what = "compileForCuda('" + path + "')";
+  if (model.impl_->symbolic)
+    throw Error(what + ": '" + model.impl_->path +
+                "' is a symbolic artifact, compiled for a CPU already; compile its model");
+  if (options.arch < 50)
+    throw Error(what + ": CudaCompileOptions::arch = " + std::to_string(options.arch) +
+                "; a compute capability as in sm_90 (50 or more)");
+  const Graph &g = model.graph();
+  const std::set<std::string> unbound = unboundSymbols(g, options.dims);
+  if (!unbound.empty() || hasAnonymousDim(g)) {
+    std::string names;
+    for (const std::string &s : unbound)
+      names += (names.empty() ? "" : ", ") + s;
+    throw Error(what + ": a CUDA artifact is compiled for one size, and " +
+                (names.empty()         ? std::string("an input has an unnamed dynamic dim")
+                 : unbound.size() == 1 ? "the inputs' symbol " + names + " has none"
+                                       : "the inputs' symbols " + names + " have none") +
+                "; give each its size in CudaCompileOptions::dims");
+  }
+  codegen::CompileOptions o;
+  o.dims = options.dims;
+  o.fuse = options.fusion;
+  o.useLibraries = options.libraries;
+  Collect c;
+  auto compiled = codegen::compileCudaModel(g, o, options.arch, c.diag());
+  if (failed(compiled))
+    c.raise("cannot compile the model for a GPU", what);
+  std::string error;
+  if (!runtime::cuda::saveCudaArtifact(
+          codegen::cudaArtifactOf(std::move(*compiled), model.impl_->path), path, error))
+    throw Error(what + ": " + error);
+#else
+  (void)model;
+  (void)options;
+  throw Error("compileForCuda('" + path + "'): " + kBuiltWithoutCuda);
+#endif
 }
 
 } // namespace kiln

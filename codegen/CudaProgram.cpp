@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -311,6 +312,15 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
   spec.ptx = out.program.binary.ptx;
   spec.arch = arch;
   return out;
+}
+
+runtime::cuda::CudaArtifact cudaArtifactOf(CudaCompiled &&compiled, const std::string &modelPath) {
+  runtime::cuda::CudaArtifact a;
+  a.source = std::move(compiled.program.source);
+  a.spec = std::move(compiled.spec);
+  a.model = std::filesystem::path(modelPath).filename().string();
+  a.nvrtcVersion = cuda::nvrtcVersionString();
+  return a;
 }
 
 } // namespace kiln::codegen

@@ -18,6 +18,7 @@
 #include "codegen/Compiler.h"
 #include "codegen/cuda/CudaEmitter.h"
 #include "codegen/cuda/Nvrtc.h"
+#include "runtime/cuda/CudaArtifact.h"
 #include "runtime/cuda/CudaModel.h"
 
 namespace kiln::codegen {
@@ -89,5 +90,10 @@ LogicalResult padForCudnn(Graph &g, DiagnosticEngine &diag);
 
 FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &options, int arch,
                                          DiagnosticEngine &diag, bool kernelsOnly = false);
+
+/// The CUDA artifact of `compiled` (compiled without `kernelsOnly`) from the
+/// model file `modelPath`: what `kiln compile --target cuda -o` and
+/// kiln::compileForCuda save (runtime::cuda::saveCudaArtifact).
+runtime::cuda::CudaArtifact cudaArtifactOf(CudaCompiled &&compiled, const std::string &modelPath);
 
 } // namespace kiln::codegen

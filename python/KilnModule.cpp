@@ -1,7 +1,8 @@
 //===- KilnModule.cpp - The Python module kiln._kiln -------------*- C++ -*-===//
 //
-// pybind11 bindings of include/kiln/kiln.h: Model, Executable, compile and
-// kiln.Error (docs/PYTHON.md). Arrays cross without copies where they can:
+// pybind11 bindings of include/kiln/kiln.h and kiln/Cuda.h: Model,
+// Executable, compile, compile_cuda, CudaModel and kiln.Error
+// (docs/PYTHON.md). Arrays cross without copies where they can:
 //
 //   - an input that is a C-contiguous, aligned buffer (a NumPy array) of a
 //     dtype Kiln has is borrowed (kiln::Tensor::borrow keeps a reference to
@@ -17,6 +18,7 @@
 // run() releases the GIL, so Python threads can run one Executable at once.
 //
 //===----------------------------------------------------------------------===//
+#include "kiln/Cuda.h"
 #include "kiln/kiln.h"
 
 #include <pybind11/pybind11.h>
@@ -206,14 +208,15 @@ py::object toArray(const kiln::Tensor &t) {
   return imported("numpy").attr("asarray")(holder);
 }
 
-py::list runOn(const kiln::Executable &exe, const py::args &args) {
+/// Runs `model` (an Executable or a CudaModel) on the arrays `args`.
+template <typename Runnable> py::list runOn(Runnable &model, const py::args &args) {
   std::vector<kiln::Tensor> inputs;
   bool torch = false;
   for (size_t i = 0; i < args.size(); ++i) {
     torch |= isTorchTensor(args[i]);
     inputs.push_back(toTensor(args[i], i));
   }
-  std::vector<kiln::Tensor> outputs = withoutGil([&] { return exe.run(inputs); });
+  std::vector<kiln::Tensor> outputs = withoutGil([&] { return model.run(inputs); });
   py::list out;
   py::object fromNumpy = torch ? imported("torch").attr("from_numpy") : py::object();
   for (const kiln::Tensor &t : outputs) {
@@ -271,7 +274,8 @@ PYBIND11_MODULE(_kiln, m) {
       .def("save_symbolic", &kiln::Executable::saveSymbolic, py::arg("path"),
            "Writes a per-size model as a symbolic artifact: its graph and kernels with "
            "run-time sizes; kiln.load gives an Executable for every size in its ranges.")
-      .def("run", &runOn, "Runs on the inputs (arrays, in input order); returns the outputs.")
+      .def("run", &runOn<const kiln::Executable>,
+           "Runs on the inputs (arrays, in input order); returns the outputs.")
       .def_property_readonly(
           "inputs", [](const kiln::Executable &e) { return ports(e.inputs()); },
           "(name, dtype, shape) per input.")
@@ -312,4 +316,40 @@ PYBIND11_MODULE(_kiln, m) {
       py::arg("max_specializations") = size_t(8),
       py::arg("ranges") = std::map<std::string, std::pair<int64_t, int64_t>>{},
       "Compiles a Model (kiln::compile).");
+
+  m.def(
+      "compile_cuda",
+      [](const kiln::Model &model, const std::string &path, int arch,
+         const std::map<std::string, int64_t> &dims, bool fusion, bool libraries) {
+        kiln::CudaCompileOptions o;
+        o.arch = arch;
+        o.dims = dims;
+        o.fusion = fusion;
+        o.libraries = libraries;
+        withoutGil([&] {
+          kiln::compileForCuda(model, path, o);
+          return 0;
+        });
+      },
+      py::arg("model"), py::arg("path"), py::arg("arch") = 90,
+      py::arg("dims") = std::map<std::string, int64_t>{}, py::arg("fusion") = true,
+      py::arg("libraries") = true,
+      "Compiles a Model for a CUDA GPU into a CUDA artifact (kiln::compileForCuda).");
+
+  py::class_<kiln::CudaModel>(m, "CudaModel",
+                              "A CUDA artifact loaded on the machine's first GPU "
+                              "(kiln::CudaModel); one run at a time.")
+      .def_static("load", &kiln::CudaModel::load, py::arg("path"),
+                  "Loads a CUDA artifact on the first GPU; kiln.Error saying what is "
+                  "missing where there is none.")
+      .def("run", &runOn<kiln::CudaModel>,
+           "Runs on host arrays (in input order): copied to the GPU, outputs copied back.")
+      .def_property_readonly(
+          "inputs", [](const kiln::CudaModel &c) { return ports(c.inputs()); },
+          "(name, dtype, shape) per input.")
+      .def_property_readonly(
+          "outputs", [](const kiln::CudaModel &c) { return ports(c.outputs()); },
+          "(name, dtype, shape) per output.")
+      .def_property_readonly("summary", &kiln::CudaModel::summary,
+                             "The GPU, the code it runs and how its steps are launched.");
 }

@@ -58,7 +58,7 @@ RULES = {
 # compiler and no importer.
 RUNTIME_API = ["ir", "include/kiln", "api", "runtime", "runtime/artifact", "runtime/reference"]
 FILE_RULES = {"api/Executable.cpp": RUNTIME_API, "api/ExecutableImpl.h": RUNTIME_API,
-              "api/Cuda.cpp": ["ir", "include/kiln", "runtime/cuda"],
+              "api/Cuda.cpp": ["ir", "include/kiln", "runtime/cuda", "api/ExecutableImpl.h"],
               "include/kiln/Executable.h": ["ir", "include/kiln"],
               "include/kiln/Cuda.h": ["ir", "include/kiln"]}
 DRIVER = {"codegen/Compiler.cpp", "codegen/Compiler.h", "codegen/Bisect.cpp", "codegen/Bisect.h",

@@ -152,11 +152,7 @@ int emitCuda(const Graph &g, const std::string &model, const codegen::CompileOpt
               prog->source.size(), prog->binary.ptx.size(), prog->binary.cubin.size());
   if (flags.output.empty())
     return 0;
-  runtime::cuda::CudaArtifact a;
-  a.spec = std::move(compiled->spec);
-  a.source = prog->source;
-  a.model = std::filesystem::path(model).filename().string();
-  a.nvrtcVersion = codegen::cuda::nvrtcVersionString();
+  runtime::cuda::CudaArtifact a = codegen::cudaArtifactOf(std::move(*compiled), model);
   std::string error;
   if (!runtime::cuda::saveCudaArtifact(a, flags.output, error)) {
     std::fprintf(stderr, "kiln compile: error: writing '%s': %s\n", flags.output.c_str(),

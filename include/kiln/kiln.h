@@ -11,6 +11,12 @@
 //   kiln::Executable again = kiln::Executable::load("resnet18.kiln");   // no compile
 //   std::vector<kiln::Tensor> out = again.run({input});        // any thread, at once
 //
+// For a GPU, compileForCuda writes a CUDA artifact (no GPU needed to write
+// it) that kiln::CudaModel (kiln/Cuda.h) loads and runs on one:
+//
+//   kiln::compileForCuda(model, "resnet18-gpu.kiln");        // sm_90 by default
+//   kiln::CudaModel gpu = kiln::CudaModel::load("resnet18-gpu.kiln");
+//
 // Models also come from the tracer: Model::fromGraph(kiln::trace(...)).
 // Every failure (an unreadable or malformed model, an op no backend
 // supports and no reference kernel runs, inputs of the wrong count, dtype
@@ -35,6 +41,7 @@ namespace kiln {
 
 class Graph;
 class Module;
+struct CudaCompileOptions;
 
 /// How to compile (the `kiln compile` flags of the same names).
 struct CompileOptions {
@@ -103,9 +110,36 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   friend Executable compile(const Model &model, const CompileOptions &options);
+  friend void compileForCuda(const Model &model, const std::string &path,
+                             const CudaCompileOptions &options);
 };
 
 /// Compiles `model` for this CPU (or options.cpu).
 Executable compile(const Model &model, const CompileOptions &options = {});
+
+/// How to compile for a CUDA GPU (the `kiln compile --target cuda` flags).
+struct CudaCompileOptions {
+  /// The compute capability compiled for, as in sm_90 (H100, H200): the
+  /// artifact's CUBIN runs on a GPU of that capability, its PTX (compiled
+  /// by the driver at load) on a later one; an earlier GPU refuses it.
+  int arch = 90;
+  /// Sizes of symbolic input dims, by symbol: a CUDA artifact is compiled
+  /// for one size, so every symbol the model's inputs have needs one.
+  std::map<std::string, int64_t> dims;
+  /// Fuse nodes into kernels; run matmul and gemm through cuBLASLt and
+  /// conv and the pools through cuDNN (else as generated kernels, where
+  /// there are any).
+  bool fusion = true, libraries = true;
+};
+
+/// Compiles `model` for a CUDA GPU (NVRTC, at options.arch) and saves it as
+/// the CUDA artifact `path`, written whole or not at all: the file `kiln
+/// compile MODEL --target cuda -o PATH` writes, byte for byte. Needs the
+/// CUDA toolkit's NVRTC, not a GPU. A node the CUDA backend does not run
+/// (an if or loop, a recurrent layer, sizes decided by the run, ...) or a
+/// symbol without a size throws a kiln::Error naming it, and so does a
+/// Kiln built without the CUDA backend.
+void compileForCuda(const Model &model, const std::string &path,
+                    const CudaCompileOptions &options = {});
 
 } // namespace kiln

@@ -6,6 +6,8 @@
     exe.save("resnet18.kiln")
     again = kiln.load("resnet18.kiln")               # no compile
     fast = torch.compile(module, backend="kiln")     # torch 2.x (kiln.torch_backend)
+    kiln.compile_cuda("resnet18.onnx", "r18-gpu.kiln")   # for a GPU (no GPU needed)
+    gpu = kiln.CudaModel.load("r18-gpu.kiln")        # on the machine's first GPU
 
 Inputs are read where they lie: a C-contiguous NumPy array, or a CPU
 torch.Tensor (through DLPack), is not copied; outputs are arrays (or torch
@@ -17,10 +19,12 @@ import os
 import sys
 
 from ._backend import torch_backend
-from ._kiln import Error, Executable, Model
+from ._kiln import CudaModel, Error, Executable, Model
 from ._kiln import compile as _compile_model
+from ._kiln import compile_cuda as _compile_cuda
 
-__all__ = ["Error", "Executable", "Model", "compile", "from_torch", "load", "torch_backend"]
+__all__ = ["CudaModel", "Error", "Executable", "Model", "compile", "compile_cuda", "from_torch",
+           "load", "torch_backend"]
 
 
 def _magic(path):
@@ -31,14 +35,19 @@ def _magic(path):
 def load(path, dims=None):
     """A .kiln artifact as an Executable (no compile); a symbolic artifact
     (`kiln compile --dim SYM=LO..HI -o`) as an Executable that compiles each
-    size it meets from the kernels it holds; an ONNX model or a .kir file as
-    a Model (`dims` binds an ONNX model's symbolic dims)."""
+    size it meets from the kernels it holds; a CUDA artifact (kiln.compile_cuda)
+    as a CudaModel on the machine's first GPU; an ONNX model or a .kir file
+    as a Model (`dims` binds an ONNX model's symbolic dims)."""
     path = os.fspath(path)
     magic = _magic(path) if os.path.isfile(path) else b""
     if magic in (b"KILNART", b"KILNSET", b"KILNSYM") and dims:
         raise Error(f"'{path}' is a compiled artifact: dims do not apply")
     if magic in (b"KILNART", b"KILNSET"):
         return Executable.load(path)
+    if magic == b"KILNGPU":
+        if dims:
+            raise Error(f"'{path}' is a compiled artifact: dims do not apply")
+        return CudaModel.load(path)
     if magic == b"KILNSYM":
         return _compile_model(Model.load(path, {}), threads=0, cpu="native", dims={},
                               fusion=True, libraries=True, cache=False, max_specializations=8,
@@ -64,6 +73,18 @@ def compile(model, threads=0, cpu="native", dims=None, fusion=True, libraries=Tr
     return _compile_model(model, threads=threads, cpu=cpu, dims=dims or {}, fusion=fusion,
                           libraries=libraries, cache=cache,
                           max_specializations=max_specializations, ranges=ranges or {})
+
+
+def compile_cuda(model, path, arch=90, dims=None, fusion=True, libraries=True):
+    """Compiles a Model, or the model at a path, for a CUDA GPU of compute
+    capability `arch` (90: sm_90) into the CUDA artifact `path`: what `kiln
+    compile MODEL --target cuda -o PATH` writes. Needs the CUDA toolkit's
+    NVRTC, not a GPU; kiln.CudaModel.load runs the artifact on one. Every
+    symbolic dim needs its size in `dims`."""
+    if not isinstance(model, Model):
+        model = Model.load(os.fspath(model), dims or {})
+    _compile_cuda(model, os.fspath(path), arch=arch, dims=dims or {}, fusion=fusion,
+                  libraries=libraries)
 
 
 def from_torch(module, example_inputs, dynamic_shapes=None, capture="auto"):
@@ -102,6 +123,7 @@ def _call(self, *inputs):
 
 
 Executable.__call__ = _call
+CudaModel.__call__ = _call
 Executable.__call__.__doc__ = ("Runs on the inputs; the output itself when there is one, "
                                "else a tuple.")
 

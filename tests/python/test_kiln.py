@@ -103,6 +103,42 @@ def test_artifact_round_trip():
     expect_error(lambda: kiln.compile(path), "compiled artifact already")
 
 
+def test_compile_cuda():
+    # kiln.compile_cuda writes what `kiln compile --target cuda -o` writes;
+    # kiln.load gives a CudaModel that runs as the CPU does on a GPU, and
+    # says why not where there is none.
+    path, cli = os.path.join(SCRATCH, "mlp-gpu.kiln"), os.path.join(SCRATCH, "mlp-gpu-cli.kiln")
+    model = os.path.join(MLP, "mlp.kir")
+    try:
+        kiln.compile_cuda(model, path)
+    except kiln.Error as e:
+        assert "built without the CUDA backend" in str(e), str(e)
+        return
+    import subprocess
+    subprocess.run([os.path.join(BUILD, "tools", "kiln"), "compile", model, "--target", "cuda",
+                    "-o", cli], check=True, stdout=subprocess.DEVNULL)
+    with open(path, "rb") as a, open(cli, "rb") as b:
+        assert a.read() == b.read()
+    try:
+        gpu = kiln.load(path)
+    except kiln.Error as e:
+        assert f"CUDA artifact '{path}'" in str(e), str(e)
+        assert "no CUDA driver" in str(e) or "no GPU" in str(e), str(e)
+    else:
+        assert isinstance(gpu, kiln.CudaModel)
+        x, want = mlp_data()
+        np.testing.assert_allclose(gpu(x), want, rtol=1e-4, atol=1e-5)
+        assert gpu.inputs == [("x", "f32", [4, 64])]
+    expect_error(lambda: kiln.load(path, dims={"batch": 2}), "compiled artifact")
+    expect_error(lambda: kiln.compile_cuda(model, path, arch=35), "arch = 35")
+    dynamic = os.path.join(SCRATCH, "relu-dynamic.kir")
+    with open(dynamic, "w") as f:
+        f.write("graph @g(%x: f32[B,4]) -> (f32[B,4]) {\n  %y = relu(%x) : f32[B,4]\n"
+                "  return %y\n}\n")
+    expect_error(lambda: kiln.compile_cuda(dynamic, path), "symbol B has none", "dims")
+    kiln.compile_cuda(dynamic, path, dims={"B": 3})
+
+
 def test_symbolic_model_and_size_set():
     exe = kiln.compile(SIZE_SET, threads=1)
     assert exe.inputs == [("x", "f32", [-1, -1, 8])], exe.inputs

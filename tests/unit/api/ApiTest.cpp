@@ -561,4 +561,87 @@ TEST(ApiTest, CudaModelsLoadOnTheGpuOrSayWhyNot) {
 #endif
 }
 
+std::string fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+kiln::Model kirModel(const char *stem, const std::string &text) {
+  const std::string path =
+      "/tmp/kiln-api-test-" + std::string(stem) + "-" + std::to_string(::getpid()) + ".kir";
+  std::ofstream(path) << text;
+  kiln::Model m = kiln::Model::load(path);
+  std::remove(path.c_str());
+  return m;
+}
+
+// kiln::compileForCuda writes the file `kiln compile --target cuda -o`
+// writes, byte for byte (here, without a GPU, as on one); a symbol without
+// a size, a node the CUDA backend does not run and a compute capability
+// out of range are each one kiln::Error naming it, and write nothing.
+TEST(ApiTest, CompilesForCudaAsTheCliDoes) {
+  const std::string api = tempPath("cuda-api");
+  kiln::Model mlp = kiln::Model::load(kMlp + "mlp.kir");
+#if KILN_TEST_HAS_CUDA
+  const std::string cli = tempPath("cuda-cli");
+  for (int arch : {80, 90}) {
+    const std::string command = std::string(KILN_TOOL) + " compile " + kMlp +
+                                "mlp.kir --target cuda --cuda-arch sm_" + std::to_string(arch) +
+                                " -o " + cli + " > /dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    kiln::CudaCompileOptions options;
+    options.arch = arch;
+    kiln::compileForCuda(mlp, api, options);
+    const std::string bytes = fileBytes(api);
+    EXPECT_GT(bytes.size(), 1000u);
+    EXPECT_TRUE(bytes == fileBytes(cli)) << "sm_" << arch << ": " << api << " is not " << cli;
+  }
+  if (!HasFailure()) {
+    std::remove(api.c_str());
+    std::remove(cli.c_str());
+  }
+
+  // The same model without fusion or libraries is another artifact.
+  kiln::CudaCompileOptions plain;
+  plain.fusion = plain.libraries = false;
+  kiln::compileForCuda(mlp, api, plain);
+  EXPECT_NE(fileBytes(api).find("KILNGPU"), std::string::npos);
+  std::remove(api.c_str());
+
+  const char *relu = "graph @g(%x: f32[B,4]) -> (f32[B,4]) {\n"
+                     "  %y = relu(%x) : f32[B,4]\n  return %y\n}\n";
+  kiln::Model symbolic = kirModel("symbolic", relu);
+  EXPECT_NE(errorOf([&] { kiln::compileForCuda(symbolic, api); })
+                .find("the inputs' symbol B has none; give each its size in "
+                      "CudaCompileOptions::dims"),
+            std::string::npos);
+  kiln::CudaCompileOptions sized;
+  sized.dims["B"] = 3;
+  kiln::compileForCuda(symbolic, api, sized);
+  EXPECT_FALSE(fileBytes(api).empty());
+  std::remove(api.c_str());
+
+  kiln::Model recurrent =
+      kirModel("recurrent", "graph @g(%x: f32[5,2,3], %w: f32[1,16,3], %r: f32[1,16,4]) -> "
+                            "(f32[5,1,2,4]) {\n"
+                            "  %y, %h, %c = lstm(%x, %w, %r) : f32[5,1,2,4], f32[1,2,4], "
+                            "f32[1,2,4]\n  return %y\n}\n");
+  const std::string refused = errorOf([&] { kiln::compileForCuda(recurrent, api); });
+  EXPECT_NE(refused.find("compileForCuda('" + api + "')"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("lstm"), std::string::npos) << refused;
+  EXPECT_FALSE(std::ifstream(api).good()) << "a refused compile wrote " << api;
+
+  kiln::CudaCompileOptions old;
+  old.arch = 35;
+  EXPECT_NE(
+      errorOf([&] { kiln::compileForCuda(mlp, api, old); }).find("CudaCompileOptions::arch = 35"),
+      std::string::npos);
+#else
+  EXPECT_NE(errorOf([&] {
+              kiln::compileForCuda(mlp, api);
+            }).find("this Kiln was built without the CUDA backend"),
+            std::string::npos);
+#endif
+}
+
 } // namespace
