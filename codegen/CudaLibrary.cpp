@@ -3,8 +3,9 @@
 // The CUDA backend's library table (codegen/Backend.h): matmul and gemm
 // (cuBLASLt), conv, max_pool, avg_pool and global_avg_pool (cuDNN) anchor
 // a library group; a conv takes one epilogue, a relu (cuDNN's fused
-// convolution, bias and activation; cudaAcceptsEpilogue), and the nodes
-// after any other call are a generated kernel; and the mapping of such a
+// convolution, bias and activation), a product one, a residual add
+// (cuBLASLt's C; cudaAcceptsEpilogue), and the nodes after any other call
+// are a generated kernel; and the mapping of such a
 // group onto one
 // runtime::cuda::GemmCall (runtime/cuda/CublasLt.cpp runs it), ConvCall or
 // PoolCall (runtime/cuda/Cudnn.cpp).
@@ -17,7 +18,10 @@
 //   - gemm: C absent, or beta 0, or C of the result's shape (beta * C),
 //     or C a row of N values ([N] or [1, N]) with beta 1 (the bias).
 // Else cublasLtCall says why, and compileCudaModel writes every product of
-// the model as generated code instead (passes/DecomposeMatMul.cpp).
+// the model as generated code instead (passes/DecomposeMatMul.cpp). A
+// product's one user adding a tensor of its result's type (a residual) is
+// the call's C with beta 1, D = A B + R (productResidual), when the product
+// leaves C unread: the sum is rounded once, as the kernel's add rounds it.
 //
 // A convolution or pool maps when it is 1-D or 2-D (NCW as NC1W), f32, its
 // pads symmetric, a pool's dilations 1 and its output the size of floor
@@ -45,15 +49,39 @@ const LibraryCapabilities &cudaLibraryCapabilities() {
       {OpKind::AvgPool, /*anchor=*/true},
       {OpKind::GlobalAvgPool, /*anchor=*/true},
       {OpKind::Relu, /*anchor=*/false, /*epilogue=*/true},
+      {OpKind::Add, /*anchor=*/false, /*epilogue=*/true},
   };
   static const LibraryCapabilities caps("cuBLASLt and cuDNN", rows);
   return caps;
 }
 
+const Value *productResidual(const Node &product, const Node &add) {
+  if ((product.kind() != OpKind::MatMul && product.kind() != OpKind::Gemm) ||
+      add.kind() != OpKind::Add || add.numOperands() != 2)
+    return nullptr;
+  const Value *chain = product.result();
+  if (add.operand(0) != chain && add.operand(1) != chain)
+    return nullptr;
+  const Value *other = add.operand(add.operand(0) == chain ? 1 : 0);
+  // C is read with D's layout: the same type, no broadcast.
+  if (other == chain || other->type() != chain->type() || !chain->type().isStatic())
+    return nullptr;
+  // A gemm whose own C is read (beta * C of the result's shape) has no C
+  // left for it; a bias row goes through the BIAS epilogue and leaves it.
+  if (product.kind() == OpKind::Gemm && product.numOperands() > 2 &&
+      GemmOp(product).beta() != 0.0 && product.operand(2)->type().shape == chain->type().shape)
+    return nullptr;
+  return other;
+}
+
 bool cudaAcceptsEpilogue(const Node &anchor, const Node &next, size_t chained) {
+  if (chained != 0)
+    return false;
   // A product's relu stays a kernel: cuBLASLt's RELU epilogue is not known
-  // to keep NaN (Kiln's relu does).
-  return chained == 0 && anchor.kind() == OpKind::Conv && next.kind() == OpKind::Relu;
+  // to keep NaN (Kiln's relu does). Its residual add is cuBLASLt's C.
+  if (anchor.kind() == OpKind::Conv)
+    return next.kind() == OpKind::Relu;
+  return productResidual(anchor, next) != nullptr;
 }
 
 namespace {

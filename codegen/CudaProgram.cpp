@@ -164,25 +164,38 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
       spec.steps.push_back(std::move(step));
       continue;
     }
-    if (group.kind == FusionGroup::Kind::Library && group.nodes.size() == 1) {
+    if (group.kind == FusionGroup::Kind::Library) {
+      // A product, alone or with the residual add cudaAcceptsEpilogue took.
       const Node *n = group.nodes.front();
+      const Value *residual =
+          group.nodes.size() == 2 ? productResidual(*n, *group.nodes[1]) : nullptr;
       std::string why;
       auto call = cublasLtCall(*n, why);
-      if (!call) { // not expected: every product was checked above
-        diag.emitError(n->loc()) << "internal error: '" << n->mnemonic()
-                                 << "' has no cuBLASLt call: " << why;
+      if (!call || group.nodes.size() != (residual ? 2u : 1u)) { // every product was checked
+        diag.emitError(n->loc()) << "internal error: '" << n->mnemonic() << "' and "
+                                 << group.nodes.size() - 1
+                                 << " epilogue nodes have no cuBLASLt call"
+                                 << (why.empty() ? "" : ": " + why);
         return failure();
       }
+      if (residual) { // D = A B + R: R read as C with D's layout
+        call->hasC = true;
+        call->beta = 1;
+        call->strideC = call->strideD;
+      }
+      const Value *result = group.nodes.back()->result();
       runtime::cuda::CudaModelSpec::Step step;
       step.kind = runtime::cuda::CudaModelSpec::Step::Kind::Gemm;
-      step.function = names.count(n->result()) ? names.at(n->result()) : "product";
+      step.function = names.count(result) ? names.at(result) : "product";
       step.gemm = *call;
       const int32_t at = static_cast<int32_t>(spec.steps.size());
-      for (const Value *v : n->operands())
-        step.buffers.push_back(bufferOf(v));
-      if (n->numOperands() > 2 && !call->hasC && !call->hasBias)
-        step.buffers.pop_back(); // beta 0: C unread
-      step.buffers.push_back(bufferOf(n->result()));
+      // A, B, then C (the residual, or the gemm's own), the bias, D.
+      step.buffers = {bufferOf(n->operand(0)), bufferOf(n->operand(1))};
+      if (residual)
+        step.buffers.push_back(bufferOf(residual));
+      if (n->numOperands() > 2 && ((call->hasC && !residual) || call->hasBias))
+        step.buffers.push_back(bufferOf(n->operand(2)));
+      step.buffers.push_back(bufferOf(result));
       for (int32_t id : step.buffers)
         use(id, at);
       out.notKernels.push_back("'" + std::string(n->mnemonic()) + "' (" + step.function +

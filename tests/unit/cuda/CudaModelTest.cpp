@@ -155,11 +155,12 @@ TEST(CudaModelTest, MatrixProductsRunThroughCublasLt) {
   // check's: Note [Row-major products in cuBLASLt]).
   codegen::CudaCompiled compiled;
   expectAsInterpreter(kAttention, 5, Tolerance{1e-4, 1e-4}, &compiled);
-  // x @ w: batch folded into rows; q @ k^T and p @ v: two products.
+  // x @ w: batch folded into rows; q @ k^T and p @ v: two products, the
+  // second with its residual x as C.
   EXPECT_EQ(
       gemmCalls(compiled),
       (std::vector<std::string>{"f32 16x16x16", "f32 16x16x16", "f32 16x16x16", "f32 [2] 8x8x16",
-                                "f32 [2] 8x16x8", "f32 16x24x16 (B^T) + bias"}));
+                                "f32 [2] 8x16x8 + C", "f32 16x24x16 (B^T) + bias"}));
   EXPECT_TRUE(compiled.productsAsKernels.empty()) << compiled.productsAsKernels;
 }
 
@@ -192,6 +193,43 @@ graph @forms(%a: f32[5,7], %b: f32[3,7,4], %c: f32[7,5], %d: f32[4,7], %e: f32[5
       gemmCalls(compiled),
       (std::vector<std::string>{"f32 [3] 5x4x7", "f32 5x4x7 (A^T, B^T) + C",
                                 "f32 5x4x7 (B^T) + bias", "f32 5x4x7 (B^T)", "f32 [2] 3x2x6"}));
+}
+
+// A product's one user adding a tensor of its type (a residual) is the
+// call's C, D = A B + R, whichever side of the add it is on: batched, with
+// the batch folded into rows (C folded alike), a gemm's bias row beside
+// it. A gemm whose own C is read, a residual that broadcasts, and a
+// product with a second user keep the add a kernel.
+TEST(CudaModelTest, AResidualAddIsTheProductsC) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @residual(%a: f32[3,5,7], %b: f32[3,7,4], %w: f32[7,4], %r: f32[3,5,4], %c: f32[5,7], %d: f32[4,7], %bias: f32[4], %e: f32[5,4], %row: f32[4], %b2: f32[3,7,4]) -> (f32[3,5,4], f32[3,5,4], f32[5,4], f32[5,4], f32[5,4], f32[3,5,4], f32[3,5,4]) {
+  %p = matmul(%a, %b) : f32[3,5,4]
+  %y1 = add(%p, %r) : f32[3,5,4]
+  %q = matmul(%a, %w) : f32[3,5,4]
+  %y2 = add(%r, %q) : f32[3,5,4]
+  %g = gemm(%c, %d, %bias) {trans_b = true} : f32[5,4]
+  %y3 = add(%g, %e) : f32[5,4]
+  %h = gemm(%c, %d, %e) {beta = 0.5, trans_b = true} : f32[5,4]
+  %y4 = add(%h, %e) : f32[5,4]
+  %s = matmul(%c, %w) : f32[5,4]
+  %y5 = add(%s, %row) : f32[5,4]
+  %t = matmul(%a, %b2) : f32[3,5,4]
+  %y6 = add(%t, %r) : f32[3,5,4]
+  %y7 = mul(%t, %r) : f32[3,5,4]
+  return %y1, %y2, %y3, %y4, %y5, %y6, %y7
+}
+)",
+                      29, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(
+      gemmCalls(compiled),
+      (std::vector<std::string>{"f32 [3] 5x4x7 + C", "f32 15x4x7 + C", "f32 5x4x7 (B^T) + C + bias",
+                                "f32 5x4x7 (B^T) + C", "f32 5x4x7", "f32 [3] 5x4x7"}));
+  // One step per call, and the kernels of y4, y5, y6 and y7.
+  size_t kernels = 0;
+  for (const auto &step : compiled.spec.steps)
+    kernels += step.kind == runtime::cuda::CudaModelSpec::Step::Kind::Kernel;
+  EXPECT_EQ(kernels, 4u);
 }
 
 // A product no call takes (batch dims that broadcast against each other, a
