@@ -77,6 +77,9 @@ public:
   /// The implementation and weight layouts oneDNN chose, e.g.
   /// "brgemm lstm bidirectional wei_layer abcde wei_iter ...".
   std::string detail() const;
+  /// Who runs it: "kiln:avx512" (Kiln's kernel, its instruction set), or
+  /// oneDNN's implementation ("brgemm", "ref", ...).
+  const std::string &impl() const { return impl_; }
   const RecurrentSpec &spec() const { return spec_; }
 
 private:

@@ -34,6 +34,21 @@
 // compile's count), each timed, and the fastest kept, like the
 // plain/blocked choice of convs; `--recurrent=kiln|onednn` forces one.
 //
+// Except where Kiln's AVX-512 kernel always won: a sweep of one-layer
+// models (sequence 16, input = hidden, `kiln compile --threads 1`, this
+// AVX-512 VM, 2026-12-07; us, kiln / oneDNN) at batch 1 gave LBR GRU 4.5
+// / 12.0 at hidden 32 to 779 / 976 at 512, LSTM 4.8 / 10.8 to 1082 /
+// 1660, RNN 2.1 / 5.4 to 255 / 426; at batch x hidden 256 and 512 (batch
+// 8) Kiln's LBR GRU and LSTM were 1.04-1.36x faster still, but oneDNN's
+// RNN won at 256 (12.9 vs 13.7); from 1024 up they were level (within 4%)
+// or oneDNN faster (brgemm LSTM and RNN at batch 32 by up to 1.45x).
+// Timing oneDNN is not free: its first primitive run in a process
+// initializes its GEMMs, 31 ms of the gru zoo model's 38 ms cold compile.
+// So with Kiln's kernel on AVX-512, at batch 1, or at batch x hidden <=
+// kKilnAlwaysFaster for an LBR GRU or an LSTM, oneDNN's primitive is
+// neither built nor timed (gru's cold compile: 2.5 ms); elsewhere every
+// candidate is timed as above.
+//
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
 #include "runtime/dnnl/RecurrentKernel.h"
@@ -54,6 +69,10 @@ int64_t dnnlGate(RecurrentSpec::Cell cell, int64_t k) {
   static const int64_t kLstm[] = {0, 3, 1, 2}; // i o f c -> i f c o
   return cell == RecurrentSpec::Cell::Lstm ? kLstm[k] : k;
 }
+
+/// Note [Recurrent layers]: up to this batch x hidden, Kiln's AVX-512 LBR
+/// GRU and LSTM beat oneDNN's primitives on every layer measured.
+constexpr int64_t kKilnAlwaysFaster = 512;
 
 /// Median seconds of a few runs of `step` on zeroed buffers of `bytes`.
 double timeStep(const RecurrentStep &step, const std::vector<size_t> &bytes, int threads) {
@@ -194,7 +213,12 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
     add(RecurrentSpec::Impl::Kiln, 1, "kiln 1 thread");
   if (kiln && threads > 1 && spec.dirs() == 2) // one thread per direction
     add(RecurrentSpec::Impl::Kiln, 2, "kiln 2 threads");
-  if (!kiln || options.recurrent != codegen::RecurrentChoice::Kiln) {
+  // Note [Recurrent layers]: where Kiln's AVX-512 kernel always won.
+  const bool kilnAlwaysFaster =
+      kiln && !candidates.empty() && candidates.front().step->impl() == "kiln:avx512" &&
+      (spec.batch == 1 ||
+       (spec.cell != RecurrentSpec::Cell::Rnn && spec.batch * spec.hidden <= kKilnAlwaysFaster));
+  if (!kiln || (options.recurrent == codegen::RecurrentChoice::Measure && !kilnAlwaysFaster)) {
     add(RecurrentSpec::Impl::OneDnn, 1, "onednn 1 thread");
     if (threads > 1)
       add(RecurrentSpec::Impl::OneDnn, threads, "onednn " + std::to_string(threads) + " threads");
@@ -204,6 +228,9 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
     return failure();
   }
   size_t best = 0;
+  if (kilnAlwaysFaster && options.recurrent == codegen::RecurrentChoice::Measure)
+    call.measurement = "oneDNN not timed: Kiln's AVX-512 kernel is faster at batch " +
+                       std::to_string(spec.batch) + ", hidden " + std::to_string(spec.hidden);
   if (candidates.size() > 1) {
     for (Candidate &c : candidates) {
       c.seconds = timeStep(*c.step, bytes, c.step->spec().threads);
