@@ -269,7 +269,8 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
     if (!out.program.kernels.empty())
       src = src.substr(src.find('\n') + 1); // one include of the prelude
     out.program.source += "\n" + src;
-    const uint32_t grid = cuda::cudaGridBlocks(ck->form, k->numOuter(), k->inner);
+    const uint32_t grid =
+        cuda::cudaGridBlocks(ck->form, k->numOuter(), k->inner / ck->pointsPerThread);
     out.program.kernels.push_back({name, ck->form, k->numOuter(), k->inner, grid});
     runtime::cuda::CudaModelSpec::Step step;
     step.function = name;

@@ -307,6 +307,25 @@ void appendSizes(std::string &key, const std::vector<int64_t> &sizes) {
 }
 } // namespace
 
+std::vector<bool> Kernel::reachedBy(const Stage &st) const {
+  const std::vector<ScalarNode> &nodes = dag.nodes();
+  std::vector<bool> reached(nodes.size(), false);
+  std::vector<int32_t> work;
+  for (const Store &store : st.stores)
+    work.insert(work.end(), {store.offset.id, store.value.id});
+  while (!work.empty()) {
+    const int32_t id = work.back();
+    work.pop_back();
+    if (id < 0 || static_cast<size_t>(id) >= nodes.size() || reached[static_cast<size_t>(id)])
+      continue;
+    reached[static_cast<size_t>(id)] = true;
+    const ScalarNode &n = nodes[static_cast<size_t>(id)];
+    for (unsigned a = 0; a < scalarArity(n.op); ++a)
+      work.push_back(n.args[a].id);
+  }
+  return reached;
+}
+
 std::string Kernel::codeKey() const {
   std::string key;
   for (const auto *buffers : {&inputs, &outputs}) {

@@ -128,6 +128,9 @@ struct Kernel {
   /// their bits), names left out: kernels with equal keys compute the same
   /// function of their buffers, so a backend may compile one for all.
   std::string codeKey() const;
+  /// Per DAG node: whether the stores of `st` (their offsets and values)
+  /// reach it.
+  std::vector<bool> reachedBy(const Stage &st) const;
 };
 
 /// How a kernel is run; chosen by a heuristic now, by measurement later,

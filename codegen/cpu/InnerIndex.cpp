@@ -328,20 +328,7 @@ std::vector<int64_t> KernelEmitter::innerBreaks(const Stage &st) {
     return {};
   const std::vector<ScalarNode> &nodes = k_.dag.nodes();
   const size_t n = nodes.size();
-  std::vector<bool> used(n, false);
-  std::vector<int32_t> todo;
-  for (const Store &store : st.stores)
-    todo.insert(todo.end(), {store.offset.id, store.value.id});
-  while (!todo.empty()) {
-    const int32_t id = todo.back();
-    todo.pop_back();
-    if (id < 0 || static_cast<size_t>(id) >= n || used[static_cast<size_t>(id)])
-      continue;
-    used[static_cast<size_t>(id)] = true;
-    const ScalarNode &nd = nodes[static_cast<size_t>(id)];
-    for (unsigned a = 0; a < scalarArity(nd.op); ++a)
-      todo.push_back(nd.args[a].id);
-  }
+  const std::vector<bool> used = k_.reachedBy(st);
   // `x` as j + a, the inner index plus a constant.
   auto innerPlus = [&](ScalarRef x, int64_t &a) {
     const ScalarNode &nd = k_.dag.node(x);

@@ -31,6 +31,21 @@
 // order and propagate NaN at every step. Rows and points are taken in
 // grid-stride loops, so the grid's size changes no value.
 //
+// Note [Vectorized pointwise kernels]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A static pointwise kernel of one map stage (no row stage) whose inner
+// extent is a multiple of 4 and whose every store writes a 4-byte element
+// (f32, i32, u32) at an offset j + 4k (unit stride in the inner index j,
+// every other term and the constant multiples of 4: linearOf) takes four
+// consecutive points of one row per thread. Each load of a 4-byte input at
+// such an offset is one 128-bit load at the first of them (kiln_vec4: the
+// arena places buffers 64-byte aligned, constants have allocations of their
+// own, and runOnDevice's buffers are 16-byte aligned); the four points are
+// computed in an unrolled loop, each reading its lane, and each store is
+// one 128-bit store after it. Other loads (broadcast along j, gathered,
+// transposed, narrower dtypes) stay one per point. Every point computes
+// what the scalar form computes, so no value changes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/Internal.h"
@@ -42,6 +57,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <optional>
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -358,6 +375,8 @@ std::string CudaWriter::ref(ScalarRef r) {
 
 // Operands first, then the op's hook (EmitScalar.cpp).
 std::string CudaWriter::emitNode(const ScalarNode &n, ScalarRef r) {
+  if (lanes_ && n.op == ScalarOp::Load && vectorLoads_.count(r.id))
+    return "q" + std::to_string(r.id) + ".v[l]"; // Note [Vectorized pointwise kernels]
   if (scalarClass(n.op) == ScalarClass::Leaf) {
     if (n.op == ScalarOp::ConstFloat || n.op == ScalarOp::ConstInt)
       return cudaScalarHook(n.op)(*this, n, nullptr, n.type);
@@ -505,6 +524,156 @@ void CudaWriter::writeStores(const Stage &st) {
     const std::string off = ref(s.offset), value = ref(s.value);
     line("out" + std::to_string(s.output) + "[" + off + "] = " + storeExpr(t, value) + ";");
   }
+}
+
+namespace {
+
+/// An i64 node as c + sum of coef * Index(slot), when it is one.
+struct Linear {
+  int64_t c = 0;
+  std::map<int32_t, int64_t> coef;
+};
+
+std::optional<Linear> linearOf(const ScalarDag &dag, ScalarRef r) {
+  const ScalarNode &n = dag.node(r);
+  if (n.type != DType::I64)
+    return std::nullopt;
+  Linear out;
+  switch (n.op) {
+  case ScalarOp::ConstInt:
+    out.c = n.ivalue;
+    return out;
+  case ScalarOp::Index:
+    out.coef[n.slot] = 1;
+    return out;
+  case ScalarOp::Add:
+  case ScalarOp::Sub:
+  case ScalarOp::Mul: {
+    auto a = linearOf(dag, n.args[0]), b = linearOf(dag, n.args[1]);
+    if (!a || !b)
+      return std::nullopt;
+    if (n.op == ScalarOp::Mul) {
+      if (!a->coef.empty() && !b->coef.empty())
+        return std::nullopt; // not linear
+      const Linear &k = a->coef.empty() ? *a : *b, &x = a->coef.empty() ? *b : *a;
+      out.c = x.c * k.c;
+      for (const auto &[slot, c] : x.coef)
+        out.coef[slot] = c * k.c;
+      return out;
+    }
+    const int64_t sign = n.op == ScalarOp::Add ? 1 : -1;
+    out = *a;
+    out.c += sign * b->c;
+    for (const auto &[slot, c] : b->coef)
+      out.coef[slot] += sign * c;
+    return out;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Whether offset `r` is j + 4k at every point whose j is a multiple of 4.
+bool unitStrideAligned(const Kernel &k, ScalarRef r) {
+  auto lin = linearOf(k.dag, r);
+  if (!lin || lin->c % 4 != 0)
+    return false;
+  bool unit = false;
+  for (const auto &[slot, c] : lin->coef) {
+    if (slot == k.innerSlot())
+      unit = c == 1;
+    else if (c % 4 != 0)
+      return false;
+  }
+  return unit;
+}
+
+bool fourBytes(DType t) {
+  return t == DType::F32 || t == DType::I32 || t == DType::U32;
+}
+
+} // namespace
+
+// Note [Vectorized pointwise kernels]; false (nothing written) where the
+// kernel does not qualify.
+bool CudaWriter::writeVectorPointwise() {
+  if (k_.hasRunTimeSizes() || k_.inner <= 0 || k_.inner % 4 != 0 || k_.stages.size() != 1)
+    return false;
+  const Stage &st = k_.stages.front();
+  if (st.kind != Stage::Kind::Map || st.outerOnly || st.stores.empty())
+    return false;
+  for (const Store &s : st.stores)
+    if (s.output < 0 || static_cast<size_t>(s.output) >= k_.outputs.size() ||
+        !fourBytes(k_.outputs[static_cast<size_t>(s.output)].dtype) ||
+        !unitStrideAligned(k_, s.offset))
+      return false;
+  const int64_t points = k_.numOuter() * k_.inner;
+  if (points > std::numeric_limits<int32_t>::max())
+    return false;
+  // The loads the stores reach that qualify.
+  const std::vector<bool> reached = k_.reachedBy(st);
+  vectorLoads_.clear();
+  for (size_t i = 0; i < reached.size(); ++i) {
+    const ScalarNode &n = k_.dag.nodes()[i];
+    if (reached[i] && n.op == ScalarOp::Load && n.slot >= 0 &&
+        static_cast<size_t>(n.slot) < k_.inputs.size() &&
+        k_.inputs[static_cast<size_t>(n.slot)].dtype == n.type && fourBytes(n.type) &&
+        unitStrideAligned(k_, n.args[0]))
+      vectorLoads_.insert(static_cast<int32_t>(i));
+  }
+  auto vecType = [](DType t) { return "kiln_vec4<" + memType(t) + ">"; };
+  line("const unsigned kPerRow = (unsigned)L;");
+  line("const unsigned kQuads = (unsigned)R * kPerRow / 4u;");
+  open("for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < kQuads; q += gridDim.x * "
+       "blockDim.x)");
+  line("const unsigned t = q * 4u;");
+  line("const unsigned o = t / kPerRow;");
+  line("const long long j0 = (long long)(t - o * kPerRow);");
+  writeDigits("o", "unsigned");
+  // At the first point: the vector loads, and where the stores go.
+  inner_ = "j0";
+  for (int32_t id : vectorLoads_) {
+    const ScalarNode &n = k_.dag.node(ScalarRef{id});
+    const std::string off = ref(n.args[0]), type = vecType(n.type);
+    line("const " + type + " q" + std::to_string(id) + " = *reinterpret_cast<const " + type +
+         " *>(in" + std::to_string(n.slot) + " + " + off + ");");
+  }
+  std::vector<std::string> storeAt;
+  for (size_t i = 0; i < st.stores.size(); ++i) {
+    const Store &s = st.stores[i];
+    storeAt.push_back(ref(s.offset));
+    line(vecType(k_.outputs[static_cast<size_t>(s.output)].dtype) + " w" + std::to_string(i) + ";");
+  }
+  // Then the four points: what reads j again, at each.
+  for (size_t i = 0; i < emittedAt_.size(); ++i)
+    if (readsInner_[i])
+      emittedAt_[i] = -1;
+  line("#pragma unroll");
+  open("for (int l = 0; l < 4; ++l)");
+  line("[[maybe_unused]] const long long j = j0 + l;");
+  inner_ = "j";
+  lanes_ = true;
+  for (size_t i = 0; i < st.stores.size() && error_.empty(); ++i) {
+    const Store &s = st.stores[i];
+    const DType t = k_.outputs[static_cast<size_t>(s.output)].dtype;
+    if (k_.dag.type(s.value) != t) {
+      fail("store of " + std::string(dtypeName(k_.dag.type(s.value))) + " to " +
+           std::string(dtypeName(t)) + " output " + std::to_string(s.output));
+      break;
+    }
+    line("w" + std::to_string(i) + ".v[l] = " + storeExpr(t, ref(s.value)) + ";");
+  }
+  lanes_ = false;
+  close();
+  inner_.clear();
+  for (size_t i = 0; i < st.stores.size(); ++i) {
+    const Store &s = st.stores[i];
+    line("*reinterpret_cast<" + vecType(k_.outputs[static_cast<size_t>(s.output)].dtype) +
+         " *>(out" + std::to_string(s.output) + " + " + storeAt[i] + ") = w" + std::to_string(i) +
+         ";");
+  }
+  close();
+  return true;
 }
 
 void CudaWriter::writePointwise() {
@@ -703,7 +872,9 @@ bool CudaWriter::write(const std::string &symbol, CudaKernel &out) {
     return r;
   }() + ";");
   line("const long long L = " + (sized ? extent(k_.innerDim) : num(k_.inner)) + ";");
-  if (out.form == CudaForm::Pointwise)
+  if (out.form == CudaForm::Pointwise && writeVectorPointwise())
+    out.pointsPerThread = 4;
+  else if (out.form == CudaForm::Pointwise)
     writePointwise();
   else
     writeRowKernel(out.form);
@@ -722,7 +893,8 @@ bool CudaWriter::write(const std::string &symbol, CudaKernel &out) {
     src << "struct " << symbol << "_sizes { long long v[" << k_.symbols.size() << "]; };\n";
     params.push_back(symbol + "_sizes sizes");
   }
-  src << "// " << cudaFormName(out.form) << "\n";
+  src << "// " << cudaFormName(out.form)
+      << (out.pointsPerThread == 4 ? ", 4 points a thread: 128-bit loads and stores" : "") << "\n";
   src << "extern \"C\" __global__ void __launch_bounds__(" << kCudaBlockThreads << ") " << symbol
       << "(";
   for (size_t i = 0; i < params.size(); ++i)

@@ -49,6 +49,9 @@ struct CudaKernel {
   /// narrow-float helpers it uses, then the kernel.
   std::string source;
   CudaForm form = CudaForm::Pointwise;
+  /// Consecutive points of a row each thread takes: 4 in the vectorized
+  /// pointwise form (Note [Vectorized pointwise kernels]), else 1.
+  int pointsPerThread = 1;
   /// Parameter types in order: a pointer per input, then per output, then
   /// (with run-time sizes) the struct of sizes `<name>_sizes`, by value.
   std::vector<std::string> params;

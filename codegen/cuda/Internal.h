@@ -59,6 +59,7 @@ private:
   void writeStores(const Stage &st);
   void writeRowKernel(CudaForm form);
   void writePointwise();
+  bool writeVectorPointwise();
   std::string miniFloatHelpers();
 
   const Kernel &k_;
@@ -72,6 +73,10 @@ private:
   std::set<DType> miniFloats_;
   /// The inner index's name while inside a stage's loop, else empty.
   std::string inner_;
+  /// Note [Vectorized pointwise kernels]: the loads read as lanes of one
+  /// 128-bit load (by node), while `lanes_` is set.
+  std::set<int32_t> vectorLoads_;
+  bool lanes_ = false;
 };
 
 using CudaHook = std::string (*)(CudaWriter &, const ScalarNode &, const std::string *args,

@@ -19,6 +19,12 @@
 #include "ir/IntPow.h"
 #include "ir/IntShift.h"
 
+// Four 4-byte elements at a 16-byte aligned address: one 128-bit load or
+// store (Note [Vectorized pointwise kernels] in CudaEmitter.cpp).
+template <typename T> struct alignas(16) kiln_vec4 {
+  T v[4];
+};
+
 // IEEE binary16 in its storage bits <-> float, round to nearest even: the
 // device's conversion instructions; the host emulation calls Kiln's own
 // (ir/DType.h), declared by CudaHost.h.

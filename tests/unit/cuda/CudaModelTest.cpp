@@ -195,6 +195,47 @@ graph @forms(%a: f32[5,7], %b: f32[3,7,4], %c: f32[7,5], %d: f32[4,7], %e: f32[5
                                 "f32 5x4x7 (B^T) + bias", "f32 5x4x7 (B^T)", "f32 [2] 3x2x6"}));
 }
 
+// Note [Vectorized pointwise kernels]: a pointwise kernel over rows of a
+// multiple of 4 whose stores are unit-stride takes four points a thread,
+// its unit-stride 4-byte loads one 128-bit load each (broadcast rows too),
+// the others (a column broadcast, a transpose's gather, f16, i64) one per
+// point; an odd row length or an f16 store keeps the scalar form. Every
+// value is the scalar form's.
+TEST(CudaModelTest, PointwiseKernelsTakeFourPointsAThread) {
+  const char *text = R"(
+graph @quads(%x: f32[6,8,12], %y: f32[6,8,12], %b: f32[12], %c: f32[6,8,1], %n: i32[6,8,12], %h: f16[6,8,12], %k: i64[6,8,12], %u: f32[5,7]) -> (f32[6,8,12], i32[6,8,12], f32[6,12,8], f16[6,8,12], f32[5,7]) {
+  %a = add(%x, %y) : f32[6,8,12]
+  %m = mul(%a, %b) : f32[6,8,12]
+  %s = sub(%m, %c) : f32[6,8,12]
+  %hc = cast(%h) {to = f32} : f32[6,8,12]
+  %kc = cast(%k) {to = f32} : f32[6,8,12]
+  %e = add(%s, %hc) : f32[6,8,12]
+  %r = add(%e, %kc) : f32[6,8,12]
+  %i = mul(%n, %n) : i32[6,8,12]
+  %t = transpose(%r) {perm = [0, 2, 1]} : f32[6,12,8]
+  %hh = add(%h, %h) : f16[6,8,12]
+  %v = exp(%u) : f32[5,7]
+  return %r, %i, %t, %hh, %v
+}
+)";
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(text, 31, Tolerance{1e-6, 1e-6}, &compiled);
+  const std::string &src = compiled.program.source;
+  size_t quads = 0;
+  for (size_t at = 0; (at = src.find("4 points a thread", at)) != std::string::npos; ++at)
+    ++quads;
+  // r (with x, y, b as 128-bit loads; c, h, k per point), i, and t (its
+  // stores unit-stride, its loads gathered); not the f16 hh or the odd u.
+  EXPECT_EQ(quads, 3u) << src;
+  EXPECT_NE(src.find("*reinterpret_cast<const kiln_vec4<int> *>(in"), std::string::npos) << src;
+  size_t floatLoads = 0;
+  for (size_t at = 0;
+       (at = src.find("*reinterpret_cast<const kiln_vec4<float> *>(in", at)) != std::string::npos;
+       ++at)
+    ++floatLoads;
+  EXPECT_EQ(floatLoads, 3u) << src;
+}
+
 // A product's one user adding a tensor of its type (a residual) is the
 // call's C, D = A B + R, whichever side of the add it is on: batched, with
 // the batch folded into rows (C folded alike), a gemm's bias row beside
