@@ -2,10 +2,11 @@
 //
 // The CUDA backend's library table (codegen/Backend.h): matmul and gemm
 // (cuBLASLt), conv, max_pool, avg_pool and global_avg_pool (cuDNN) anchor
-// a library group; a conv takes one epilogue, a relu (cuDNN's fused
-// convolution, bias and activation), a product one, a residual add
-// (cuBLASLt's C; cudaAcceptsEpilogue), and the nodes after any other call
-// are a generated kernel; and the mapping of such a
+// a library group; a conv takes a residual add, a relu, or both in that
+// order (cuDNN's fused convolution, bias, z and activation), a product one
+// epilogue, a residual add (cuBLASLt's C; cudaAcceptsEpilogue), and the
+// nodes after any other call are a generated kernel; and the mapping of
+// such a
 // group onto one
 // runtime::cuda::GemmCall (runtime/cuda/CublasLt.cpp runs it), ConvCall or
 // PoolCall (runtime/cuda/Cudnn.cpp).
@@ -20,7 +21,7 @@
 // Else cublasLtCall says why, and compileCudaModel writes every product of
 // the model as generated code instead (passes/DecomposeMatMul.cpp). A
 // product's one user adding a tensor of its result's type (a residual) is
-// the call's C with beta 1, D = A B + R (productResidual), when the product
+// the call's C with beta 1, D = A B + R (residualOf), when the product
 // leaves C unread: the sum is rounded once, as the kernel's add rounds it.
 //
 // A convolution or pool maps when it is 1-D or 2-D (NCW as NC1W), f32, its
@@ -55,11 +56,12 @@ const LibraryCapabilities &cudaLibraryCapabilities() {
   return caps;
 }
 
-const Value *productResidual(const Node &product, const Node &add) {
-  if ((product.kind() != OpKind::MatMul && product.kind() != OpKind::Gemm) ||
+const Value *residualOf(const Node &anchor, const Node &add) {
+  if ((anchor.kind() != OpKind::MatMul && anchor.kind() != OpKind::Gemm &&
+       anchor.kind() != OpKind::Conv) ||
       add.kind() != OpKind::Add || add.numOperands() != 2)
     return nullptr;
-  const Value *chain = product.result();
+  const Value *chain = anchor.result();
   if (add.operand(0) != chain && add.operand(1) != chain)
     return nullptr;
   const Value *other = add.operand(add.operand(0) == chain ? 1 : 0);
@@ -68,20 +70,25 @@ const Value *productResidual(const Node &product, const Node &add) {
     return nullptr;
   // A gemm whose own C is read (beta * C of the result's shape) has no C
   // left for it; a bias row goes through the BIAS epilogue and leaves it.
-  if (product.kind() == OpKind::Gemm && product.numOperands() > 2 &&
-      GemmOp(product).beta() != 0.0 && product.operand(2)->type().shape == chain->type().shape)
+  if (anchor.kind() == OpKind::Gemm && anchor.numOperands() > 2 && GemmOp(anchor).beta() != 0.0 &&
+      anchor.operand(2)->type().shape == chain->type().shape)
     return nullptr;
   return other;
 }
 
 bool cudaAcceptsEpilogue(const Node &anchor, const Node &next, size_t chained) {
-  if (chained != 0)
-    return false;
+  // A conv takes a residual add, a relu, or both in that order: relu(conv +
+  // bias + z), one cuDNN call.
+  if (anchor.kind() == OpKind::Conv) {
+    if (chained == 0)
+      return next.kind() == OpKind::Relu || residualOf(anchor, next) != nullptr;
+    const Node *previous = next.operand(0)->definingNode();
+    return chained == 1 && next.kind() == OpKind::Relu && previous &&
+           previous->kind() == OpKind::Add;
+  }
   // A product's relu stays a kernel: cuBLASLt's RELU epilogue is not known
   // to keep NaN (Kiln's relu does). Its residual add is cuBLASLt's C.
-  if (anchor.kind() == OpKind::Conv)
-    return next.kind() == OpKind::Relu;
-  return productResidual(anchor, next) != nullptr;
+  return chained == 0 && residualOf(anchor, next) != nullptr;
 }
 
 namespace {

@@ -125,10 +125,15 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
     if (group.kind == FusionGroup::Kind::Library && group.nodes.front()->kind() != OpKind::MatMul &&
         group.nodes.front()->kind() != OpKind::Gemm) {
       const Node *n = group.nodes.front();
-      // The group's result: the anchor's, or its relu's (the only epilogue
-      // cudaAcceptsEpilogue takes).
-      const bool relu = group.nodes.size() == 2 && group.nodes[1]->kind() == OpKind::Relu;
-      if (group.nodes.size() > (relu ? 2u : 1u)) {
+      // The epilogues cudaAcceptsEpilogue takes: a residual add, a relu, or
+      // both in that order; the group's result is the last one's.
+      size_t taken = 1;
+      const Value *residual =
+          taken < group.nodes.size() ? residualOf(*n, *group.nodes[taken]) : nullptr;
+      taken += residual ? 1 : 0;
+      const bool relu = taken < group.nodes.size() && group.nodes[taken]->kind() == OpKind::Relu;
+      taken += relu ? 1 : 0;
+      if (group.nodes.size() != taken) {
         diag.emitError(n->loc()) << "internal error: a cuDNN group of " << group.nodes.size()
                                  << " nodes";
         return failure();
@@ -153,22 +158,24 @@ FailureOr<CudaCompiled> compileCudaModel(const Graph &g, const CompileOptions &o
       step.kind = conv ? runtime::cuda::CudaModelSpec::Step::Kind::Conv
                        : runtime::cuda::CudaModelSpec::Step::Kind::Pool;
       step.conv = call->conv;
+      step.conv.hasResidual = residual != nullptr;
       step.pool = call->pool;
       const int32_t at = static_cast<int32_t>(spec.steps.size());
-      for (const Value *v : n->operands())
+      for (const Value *v : n->operands()) // x, w and the bias
         step.buffers.push_back(bufferOf(v));
+      if (residual)
+        step.buffers.push_back(bufferOf(residual));
       step.buffers.push_back(bufferOf(result));
       for (int32_t id : step.buffers)
         use(id, at);
-      out.notKernels.push_back(what + ": cuDNN, " + (conv ? call->conv.str() : call->pool.str()));
+      out.notKernels.push_back(what + ": cuDNN, " + (conv ? step.conv.str() : step.pool.str()));
       spec.steps.push_back(std::move(step));
       continue;
     }
     if (group.kind == FusionGroup::Kind::Library) {
       // A product, alone or with the residual add cudaAcceptsEpilogue took.
       const Node *n = group.nodes.front();
-      const Value *residual =
-          group.nodes.size() == 2 ? productResidual(*n, *group.nodes[1]) : nullptr;
+      const Value *residual = group.nodes.size() == 2 ? residualOf(*n, *group.nodes[1]) : nullptr;
       std::string why;
       auto call = cublasLtCall(*n, why);
       if (!call || group.nodes.size() != (residual ? 2u : 1u)) { // every product was checked

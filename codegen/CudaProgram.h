@@ -83,9 +83,10 @@ std::optional<CudnnCall> cudnnCall(const Node &n, bool relu, std::string &why);
 /// Whether a library group of the CUDA backend takes `next` as its epilogue
 /// after `chained` others (FusionOptions::acceptEpilogue).
 bool cudaAcceptsEpilogue(const Node &anchor, const Node &next, size_t chained);
-/// The residual `add` adds to the matmul or gemm `product`'s result, read
-/// as the call's C (beta 1), or nullptr where the call cannot take it.
-const Value *productResidual(const Node &product, const Node &add);
+/// The residual `add` adds to the result of `anchor` (a matmul or gemm,
+/// read as cuBLASLt's C with beta 1; a conv, cuDNN's z), or nullptr where
+/// the call cannot take it.
+const Value *residualOf(const Node &anchor, const Node &add);
 /// Gives each conv and max_pool of `g` whose pads alone keep cuDNN from
 /// running it an explicit pad of the excess (Note [Pads cuDNN does not
 /// take] in CudaLibrary.cpp).

@@ -109,6 +109,7 @@ bool saveCudaArtifact(const CudaArtifact &a, const std::string &path, std::strin
         pc->add_window(v);
       pc->set_has_bias(c.hasBias);
       pc->set_relu(c.relu);
+      pc->set_has_residual(c.hasResidual);
     } else if (st.kind == CudaModelSpec::Step::Kind::Pool) {
       const PoolCall &p = st.pool;
       artifact::CudaPool *pp = out->mutable_pool();
@@ -217,6 +218,9 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
                     std::to_string(b.data.size()) + " bytes, not " + std::to_string(b.bytes));
     } else if (b.offset > s.arenaBytes || b.bytes > s.arenaBytes - b.offset) {
       return fail("corrupt metadata: " + where + " ends past the arena");
+    } else if (b.offset % 16 != 0) { // kernels access 16 bytes at a time
+      return fail("corrupt metadata: " + where + " is at arena offset " + std::to_string(b.offset) +
+                  ", not a multiple of 16");
     }
     if (b.role == Role::Input || b.role == Role::Output) {
       const int32_t count = b.role == Role::Input ? s.numInputs : s.numOutputs;
@@ -258,8 +262,25 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
       st.kind = CudaModelSpec::Step::Kind::Conv;
       const auto &z = pc.sizes();
       const auto &w = pc.window();
-      st.conv = ConvCall{z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7],          z[8],
-                         w[0], w[1], w[2], w[3], w[4], w[5], w[6], pc.has_bias(), pc.relu()};
+      st.conv = ConvCall{z[0],
+                         z[1],
+                         z[2],
+                         z[3],
+                         z[4],
+                         z[5],
+                         z[6],
+                         z[7],
+                         z[8],
+                         w[0],
+                         w[1],
+                         w[2],
+                         w[3],
+                         w[4],
+                         w[5],
+                         w[6],
+                         pc.has_bias(),
+                         pc.relu(),
+                         pc.has_residual()};
     }
     if (ps.has_pool()) {
       const artifact::CudaPool &pp = ps.pool();

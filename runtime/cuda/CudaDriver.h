@@ -67,16 +67,18 @@ struct GemmCall {
 /// in f32 (no TF32), cross-correlation as ONNX's Conv:
 ///
 ///   Y[n x k x outH x outW] = conv(X[n x c x h x w], W[k x c/group x r x s]) + bias[k]
+///                            + Z[n x k x outH x outW]
 ///
-/// with symmetric pads, then max(Y, 0) with relu (NaN stays NaN). A 1-D
-/// convolution is one with h = r = 1.
+/// with symmetric pads, Z (a residual) only with hasResidual, then max(Y,
+/// 0) with relu (NaN stays NaN). A 1-D convolution is one with h = r = 1.
 struct ConvCall {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, outH = 0, outW = 0;
   int64_t padH = 0, padW = 0, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1;
   int64_t group = 1;
   bool hasBias = false;
   bool relu = false;
-  /// "1x3x224x224 * 64x3x7x7, stride 2, pad 3 + bias".
+  bool hasResidual = false;
+  /// "1x3x224x224 * 64x3x7x7, stride 2, pad 3 + bias + residual, relu".
   std::string str() const;
 };
 
@@ -124,9 +126,9 @@ public:
   virtual bool gemm(const LibraryPlan &plan, DevicePtr a, DevicePtr b, DevicePtr c, DevicePtr bias,
                     DevicePtr d, std::string &error) = 0;
   virtual std::unique_ptr<LibraryPlan> planConv(const ConvCall &call, std::string &error) = 0;
-  /// `bias` 0 when the call has none.
-  virtual bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr y,
-                    std::string &error) = 0;
+  /// `bias` and `z` (the residual) 0 when the call has none.
+  virtual bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr z,
+                    DevicePtr y, std::string &error) = 0;
   virtual std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) = 0;
   virtual bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) = 0;
   virtual bool synchronize(std::string &error) = 0;
@@ -172,8 +174,8 @@ public:
             DevicePtr d, std::string &error) override;
   /// cuDNN (libcudnn.so.9), opened on the first plan (Cudnn.cpp).
   std::unique_ptr<LibraryPlan> planConv(const ConvCall &call, std::string &error) override;
-  bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr y,
-            std::string &error) override;
+  bool conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias, DevicePtr z,
+            DevicePtr y, std::string &error) override;
   std::unique_ptr<LibraryPlan> planPool(const PoolCall &call, std::string &error) override;
   bool pool(const LibraryPlan &plan, DevicePtr x, DevicePtr y, std::string &error) override;
   bool synchronize(std::string &error) override;

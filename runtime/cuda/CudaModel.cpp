@@ -42,6 +42,8 @@ std::string ConvCall::str() const {
     s += ", " + std::to_string(group) + " groups";
   if (hasBias)
     s += " + bias";
+  if (hasResidual)
+    s += " + residual";
   return relu ? s + ", relu" : s;
 }
 
@@ -68,9 +70,10 @@ std::string checkLibraryStep(const CudaModelSpec::Step &step,
   const GemmCall &g = step.gemm;
   const ConvCall &cv = step.conv;
   const PoolCall &pl = step.pool;
-  const size_t want = step.kind == Kind::Gemm   ? 3 + (g.hasC ? 1 : 0) + (g.hasBias ? 1 : 0)
-                      : step.kind == Kind::Conv ? 3 + (cv.hasBias ? 1 : 0)
-                                                : 2;
+  const size_t want = step.kind == Kind::Gemm ? 3 + (g.hasC ? 1 : 0) + (g.hasBias ? 1 : 0)
+                      : step.kind == Kind::Conv
+                          ? 3 + (cv.hasBias ? 1 : 0) + (cv.hasResidual ? 1 : 0)
+                          : 2;
   if (step.buffers.size() != want)
     return "it names " + std::to_string(step.buffers.size()) + " buffers for " +
            std::to_string(want);
@@ -116,6 +119,8 @@ std::string checkLibraryStep(const CudaModelSpec::Step &step,
               fits((long double)cv.k * (cv.c / cv.group) * cv.r * cv.s, "W")};
     if (cv.hasBias)
       errors.push_back(fits(cv.k, "the bias"));
+    if (cv.hasResidual)
+      errors.push_back(fits((long double)cv.n * cv.k * cv.outH * cv.outW, "Z"));
     errors.push_back(fits((long double)cv.n * cv.k * cv.outH * cv.outW, "Y"));
   } else {
     errors = {fits((long double)pl.n * pl.c * pl.h * pl.w, "X"),
@@ -189,6 +194,11 @@ std::unique_ptr<CudaModel> CudaModel::load(Device &device, CudaModelSpec spec, s
         error = "buffer " + b.name + " ends past the arena";
         return nullptr;
       }
+      if (b.offset % 16 != 0) { // what 128-bit loads and stores need
+        error = "buffer " + b.name + " is at arena offset " + std::to_string(b.offset) +
+                ", not a multiple of 16";
+        return nullptr;
+      }
       m->address_.push_back(arena + b.offset);
       continue;
     }
@@ -260,8 +270,10 @@ bool CudaModel::issueAll(const std::vector<LaunchArgs> &launches, std::string &e
       const DevicePtr c = g.hasC ? b[at++] : 0, bias = g.hasBias ? b[at++] : 0;
       ok = device_.gemm(*plans_[i], b[0], b[1], c, bias, b[at], error);
     } else if (s.steps[i].kind == Kind::Conv) {
-      const bool bias = s.steps[i].conv.hasBias;
-      ok = device_.conv(*plans_[i], b[0], b[1], bias ? b[2] : 0, b[bias ? 3 : 2], error);
+      const ConvCall &cv = s.steps[i].conv;
+      size_t at = 2;
+      const DevicePtr bias = cv.hasBias ? b[at++] : 0, z = cv.hasResidual ? b[at++] : 0;
+      ok = device_.conv(*plans_[i], b[0], b[1], bias, z, b[at], error);
     } else if (s.steps[i].kind == Kind::Pool) {
       ok = device_.pool(*plans_[i], b[0], b[1], error);
     } else {
@@ -357,10 +369,17 @@ bool CudaModel::runOnDevice(std::span<const DevicePtr> inputs, std::span<const D
   using Role = CudaModelSpec::Buffer::Role;
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     const CudaModelSpec::Buffer &buf = s.buffers[b];
-    if (buf.role == Role::Input)
-      address[b] = inputs[static_cast<size_t>(buf.index)];
-    else if (buf.role == Role::Output)
-      address[b] = outputs[static_cast<size_t>(buf.index)];
+    if (buf.role != Role::Input && buf.role != Role::Output)
+      continue;
+    const bool in = buf.role == Role::Input;
+    address[b] = (in ? inputs : outputs)[static_cast<size_t>(buf.index)];
+    // Kernels read and write 16 bytes at a time (Note [Vectorized pointwise
+    // kernels] in codegen/cuda/CudaEmitter.cpp).
+    if (buf.bytes > 0 && address[b] % 16 != 0) {
+      error = std::string(in ? "input " : "output ") + std::to_string(buf.index) + " (%" +
+              buf.name + ") is not 16-byte aligned";
+      return false;
+    }
   }
   return execute(address, error);
 }

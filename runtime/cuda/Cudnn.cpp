@@ -314,18 +314,19 @@ std::unique_ptr<LibraryPlan> CudaDevice::planConv(const ConvCall &call, std::str
 }
 
 bool CudaDevice::conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DevicePtr bias,
-                      DevicePtr y, std::string &error) {
+                      DevicePtr z, DevicePtr y, std::string &error) {
   const auto &d = dnn();
   const auto &p = static_cast<const ConvPlan &>(plan);
   const float one = 1.0f, zero = 0.0f;
-  if (p.call.relu) { // one call: act(conv + 0 * z + bias), z being y itself
+  if (p.call.relu) { // one call: act(conv + 1 * z + bias), or 0 * y without a residual
     if (!makeCurrent(error) ||
         !check(d.setStream(dnn_->handle, static_cast<cudaStream_t>(stream_)), "cudnnSetStream",
                error) ||
-        !check(d.convBiasActivation(dnn_->handle, &one, p.x, ptr(x), p.w, ptr(w), p.conv, p.algo,
-                                    ptr(dnn_->workspace), p.workspace, &zero, p.y, ptr(y), p.bias,
-                                    ptr(p.call.hasBias ? bias : p.zeroBias), p.activation, p.y,
-                                    ptr(y)),
+        !check(d.convBiasActivation(
+                   dnn_->handle, &one, p.x, ptr(x), p.w, ptr(w), p.conv, p.algo,
+                   ptr(dnn_->workspace), p.workspace, p.call.hasResidual ? &one : &zero, p.y,
+                   ptr(p.call.hasResidual ? z : y), p.bias, ptr(p.call.hasBias ? bias : p.zeroBias),
+                   p.activation, p.y, ptr(y)),
                "cudnnConvolutionBiasActivationForward", error)) {
       error += " (" + p.call.str() + ")";
       return false;
@@ -340,7 +341,10 @@ bool CudaDevice::conv(const LibraryPlan &plan, DevicePtr x, DevicePtr w, DeviceP
              "cudnnConvolutionForward", error) ||
       (p.call.hasBias &&
        !check(d.addTensor(dnn_->handle, &one, p.bias, ptr(bias), &one, p.y, ptr(y)),
-              "cudnnAddTensor", error))) {
+              "cudnnAddTensor", error)) ||
+      (p.call.hasResidual && // after the bias, as the graph adds them
+       !check(d.addTensor(dnn_->handle, &one, p.y, ptr(z), &one, p.y, ptr(y)), "cudnnAddTensor",
+              error))) {
     error += " (" + p.call.str() + ")";
     return false;
   }

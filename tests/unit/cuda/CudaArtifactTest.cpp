@@ -217,6 +217,11 @@ TEST(CudaArtifactTest, RunOnDeviceBuffersReadsAndWritesThemWithoutCopies) {
   EXPECT_FALSE(model->runOnDevice({in.data(), 1}, out, error));
   EXPECT_NE(error.find("the model takes 3 inputs and 4 outputs, given 1 and 4"), std::string::npos)
       << error;
+  std::vector<runtime::cuda::DevicePtr> shifted = out;
+  shifted[1] += 4;
+  EXPECT_FALSE(model->runOnDevice(in, shifted, error));
+  EXPECT_NE(error.find("output 1 (%"), std::string::npos) << error;
+  EXPECT_NE(error.find(") is not 16-byte aligned"), std::string::npos) << error;
   for (auto p : in)
     device.free(p);
   for (auto p : out)
@@ -357,6 +362,12 @@ TEST(CudaArtifactTest, EveryDamageIsOneErrorNamingTheFile) {
   };
   lie([&](CudaArtifact &a) { firstOf(a, Role::Temp).offset = a.spec.arenaBytes; },
       "ends past the arena");
+  lie(
+      [&](CudaArtifact &a) { // inside the arena, 4 bytes past a multiple of 16
+        CudaModelSpec::Buffer &b = firstOf(a, Role::Temp);
+        b.offset = (a.spec.arenaBytes - b.bytes) / 16 * 16 - 12;
+      },
+      "not a multiple of 16");
   lie([&](CudaArtifact &a) { firstOf(a, Role::Input).bytes += 4; }, "bytes for its type's");
   lie([&](CudaArtifact &a) { firstOf(a, Role::Output).index = 7; }, "is port 7 of 4");
   lie([&](CudaArtifact &a) { a.spec.steps.front().buffers.push_back(99); }, "names buffer 99");

@@ -399,6 +399,52 @@ graph @fused(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %b: f32[4], %a: f32[5,6], %m: f
                                       "2x3x6x6 * 4x3x3x3, pad 1x1"}));
 }
 
+// A conv's residual add, with or without a relu after it and on either
+// side of the add, is cuDNN's z: relu(conv + bias + z) in one call
+// (cudnnConvolutionBiasActivationForward), or a conv and two tensor adds
+// without the relu. A broadcast operand, or an add after the relu, stays a
+// kernel.
+TEST(CudaModelTest, AConvsResidualIsPartOfItsCall) {
+  codegen::CudaCompiled compiled;
+  expectAsInterpreter(R"(
+graph @residual(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %w2: f32[4,3,3,3], %w3: f32[4,3,3,3], %w4: f32[4,4,3,3], %b: f32[4], %r: f32[2,4,4,4], %s: f32[2,4,4,4], %c: f32[4,1,1]) -> (f32[2,4,4,4], f32[2,4,4,4], f32[2,4,4,4], f32[2,4,4,4], f32[2,4,4,4]) {
+  %c1 = conv(%x, %w, %b) : f32[2,4,4,4]
+  %a1 = add(%c1, %r) : f32[2,4,4,4]
+  %y1 = relu(%a1) : f32[2,4,4,4]
+  %c2 = conv(%x, %w) : f32[2,4,4,4]
+  %y2 = add(%s, %c2) : f32[2,4,4,4]
+  %c3 = conv(%x, %w2, %b) : f32[2,4,4,4]
+  %y3 = add(%c3, %r) : f32[2,4,4,4]
+  %c4 = conv(%x, %w3) : f32[2,4,4,4]
+  %a4 = add(%c4, %c) : f32[2,4,4,4]
+  %y4 = relu(%a4) : f32[2,4,4,4]
+  %c5 = conv(%r, %w4) {pads = [1, 1, 1, 1]} : f32[2,4,4,4]
+  %t5 = relu(%c5) : f32[2,4,4,4]
+  %y5 = add(%t5, %s) : f32[2,4,4,4]
+  return %y1, %y2, %y3, %y4, %y5
+}
+)",
+                      37, Tolerance{1e-5, 1e-5}, &compiled);
+  EXPECT_EQ(cudnnCalls(compiled),
+            (std::vector<std::string>{"2x3x6x6 * 4x3x3x3 + bias + residual, relu",
+                                      "2x3x6x6 * 4x3x3x3 + residual",
+                                      "2x3x6x6 * 4x3x3x3 + bias + residual", "2x3x6x6 * 4x3x3x3",
+                                      "2x4x4x4 * 4x4x3x3, pad 1x1, relu"}));
+  // A CUDA artifact keeps the residual.
+  const std::vector<std::string> calls = cudnnCalls(compiled);
+  const fs::path path =
+      fs::temp_directory_path() / ("kiln-cuda-residual-" + std::to_string(getpid()) + ".kiln");
+  std::string error;
+  ASSERT_TRUE(runtime::cuda::saveCudaArtifact(
+      codegen::cudaArtifactOf(std::move(compiled), "residual.kir"), path.string(), error))
+      << error;
+  runtime::cuda::CudaArtifact loaded;
+  ASSERT_TRUE(runtime::cuda::loadCudaArtifact(path.string(), loaded, error)) << error;
+  fs::remove(path);
+  compiled.spec = std::move(loaded.spec);
+  EXPECT_EQ(cudnnCalls(compiled), calls);
+}
+
 // Note [Pads cuDNN does not take]: a conv padded more on one side and a
 // max pool whose ceil_mode window passes its end padding read an explicit
 // pad kernel's result, the node keeping the pads both sides share.

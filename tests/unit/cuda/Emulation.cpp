@@ -248,12 +248,13 @@ EmulatedDevice::planConv(const runtime::cuda::ConvCall &call, std::string &) {
 
 bool EmulatedDevice::conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
                           runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias,
-                          runtime::cuda::DevicePtr y, std::string &) {
-  if (record([=, this, &plan](std::string &e) { return conv(plan, x, w, bias, y, e); }))
+                          runtime::cuda::DevicePtr z, runtime::cuda::DevicePtr y, std::string &) {
+  if (record([=, this, &plan](std::string &e) { return conv(plan, x, w, bias, z, y, e); }))
     return true;
   const runtime::cuda::ConvCall &c =
       static_cast<const HostPlan<runtime::cuda::ConvCall> &>(plan).call;
   const float *xs = floats(x), *ws = floats(w), *bs = c.hasBias ? floats(bias) : nullptr;
+  const float *zs = c.hasResidual ? floats(z) : nullptr;
   float *ys = floats(y);
   const int64_t cg = c.c / c.group, kg = c.k / c.group;
   for (int64_t n = 0; n < c.n; ++n)
@@ -272,9 +273,9 @@ bool EmulatedDevice::conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda:
                 sum += xs[((n * c.c + channel) * c.h + ih) * c.w + iw] *
                        ws[((k * cg + ci) * c.r + r) * c.s + s];
               }
-          const float v = sum + (bs ? bs[k] : 0.0f);
-          ys[((n * c.k + k) * c.outH + oh) * c.outW + ow] =
-              c.relu && !std::isnan(v) ? std::max(v, 0.0f) : v;
+          const int64_t at = ((n * c.k + k) * c.outH + oh) * c.outW + ow;
+          const float v = sum + (bs ? bs[k] : 0.0f) + (zs ? zs[at] : 0.0f);
+          ys[at] = c.relu && !std::isnan(v) ? std::max(v, 0.0f) : v;
         }
   return true;
 }

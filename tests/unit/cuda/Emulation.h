@@ -77,8 +77,8 @@ public:
   std::unique_ptr<runtime::cuda::LibraryPlan> planConv(const runtime::cuda::ConvCall &call,
                                                        std::string &error) override;
   bool conv(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
-            runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr y,
-            std::string &error) override;
+            runtime::cuda::DevicePtr w, runtime::cuda::DevicePtr bias, runtime::cuda::DevicePtr z,
+            runtime::cuda::DevicePtr y, std::string &error) override;
   std::unique_ptr<runtime::cuda::LibraryPlan> planPool(const runtime::cuda::PoolCall &call,
                                                        std::string &error) override;
   bool pool(const runtime::cuda::LibraryPlan &plan, runtime::cuda::DevicePtr x,
