@@ -262,25 +262,11 @@ bool loadCudaArtifact(const std::string &path, CudaArtifact &a, std::string &err
       st.kind = CudaModelSpec::Step::Kind::Conv;
       const auto &z = pc.sizes();
       const auto &w = pc.window();
-      st.conv = ConvCall{z[0],
-                         z[1],
-                         z[2],
-                         z[3],
-                         z[4],
-                         z[5],
-                         z[6],
-                         z[7],
-                         z[8],
-                         w[0],
-                         w[1],
-                         w[2],
-                         w[3],
-                         w[4],
-                         w[5],
-                         w[6],
-                         pc.has_bias(),
-                         pc.relu(),
-                         pc.has_residual()};
+      // clang-format off
+      st.conv = ConvCall{z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7], z[8],
+                         w[0], w[1], w[2], w[3], w[4], w[5], w[6],
+                         pc.has_bias(), pc.relu(), pc.has_residual()};
+      // clang-format on
     }
     if (ps.has_pool()) {
       const artifact::CudaPool &pp = ps.pool();
