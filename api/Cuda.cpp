@@ -10,6 +10,8 @@
 #include "api/ExecutableImpl.h"
 #include "ir/Type.h"
 
+#include <mutex>
+
 #ifdef KILN_HAS_CUDA
 #include "runtime/cuda/CudaArtifact.h"
 #endif
@@ -22,6 +24,8 @@ struct CudaModel::Impl {
   std::unique_ptr<runtime::cuda::CudaDevice> device;
   std::unique_ptr<runtime::cuda::CudaModel> model;
   std::string path;
+  /// Runs share the model's arena and stream: one at a time.
+  std::mutex running;
   std::vector<const runtime::cuda::CudaModelSpec::Buffer *> ports(bool inputs) const {
     using Role = runtime::cuda::CudaModelSpec::Buffer::Role;
     return model->spec().ports(inputs ? Role::Input : Role::Output);
@@ -66,6 +70,7 @@ std::vector<Tensor> CudaModel::run(const std::vector<Tensor> &inputs) {
     out.push_back(result.back().mutableRawData());
   }
   std::string error;
+  std::lock_guard<std::mutex> one(impl_->running);
   if (!impl_->model->run(in, out, error))
     throw Error("CUDA artifact '" + impl_->path + "': " + error);
   return result;
@@ -74,6 +79,7 @@ std::vector<Tensor> CudaModel::run(const std::vector<Tensor> &inputs) {
 void CudaModel::runOnDevice(const std::vector<uint64_t> &inputs,
                             const std::vector<uint64_t> &outputs) {
   std::string error;
+  std::lock_guard<std::mutex> one(impl_->running);
   if (!impl_->model->runOnDevice(inputs, outputs, error))
     throw Error("CUDA artifact '" + impl_->path + "': " + error);
 }

@@ -21,8 +21,11 @@
 // Else cublasLtCall says why, and compileCudaModel writes every product of
 // the model as generated code instead (passes/DecomposeMatMul.cpp). A
 // product's one user adding a tensor of its result's type (a residual) is
-// the call's C with beta 1, D = A B + R (residualOf), when the product
-// leaves C unread: the sum is rounded once, as the kernel's add rounds it.
+// the call's C with beta 1, D = alpha A B + R (residualOf), when the
+// product leaves C unread. cuBLASLt adds R to alpha A B before rounding,
+// and a bias row after R (the graph: the bias, then R), so sums differ from
+// the kernels' within rounding; a conv's residual is cuDNN's z, added
+// before the bias alike.
 //
 // A convolution or pool maps when it is 1-D or 2-D (NCW as NC1W), f32, its
 // pads symmetric, a pool's dilations 1 and its output the size of floor

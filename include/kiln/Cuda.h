@@ -14,7 +14,8 @@
 // Every failure (no GPU or driver, a damaged or foreign file, a GPU older
 // than the artifact's, inputs of the wrong count, dtype or shape) throws
 // kiln::Error naming it. A CudaModel runs on a stream of its own, its steps
-// replayed as one CUDA graph; one run at a time (it is not thread-safe).
+// replayed as one CUDA graph; one run at a time (runs from several threads
+// wait for each other).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -58,8 +58,9 @@ struct CudaModelSpec {
     enum class Kind : uint8_t { Kernel, Gemm, Conv, Pool } kind = Kind::Kernel;
     std::string function; ///< the kernel's name in the module; a call's node
     /// Buffer numbers: the kernel's inputs, then its outputs. A product's:
-    /// A, B, C (gemm.hasC), bias (gemm.hasBias), D; a convolution's: X, W,
-    /// bias (conv.hasBias), Y; a pool's: X, Y.
+    /// A, B, C (gemm.hasC: its own, or a residual), bias (gemm.hasBias), D;
+    /// a convolution's: X, W, bias (conv.hasBias), Z (conv.hasResidual), Y;
+    /// a pool's: X, Y.
     std::vector<int32_t> buffers;
     unsigned grid = 0, block = 256;
     bool synchronizes = false;

@@ -7,10 +7,11 @@
 // (cudnnGetConvolutionForwardAlgorithm_v7) whose workspace is at most
 // kMaxWorkspace, chosen once per convolution at load; one workspace per
 // device, grown to the largest. The bias is a second call
-// (cudnnAddTensor over a 1 x K x 1 x 1 tensor), except with a relu after
-// it: then one call, cudnnConvolutionBiasActivationForward (a zero bias
-// where the convolution has none), the activation propagating NaN as
-// Kiln's relu does. Max pooling propagates
+// (cudnnAddTensor over a 1 x K x 1 x 1 tensor) and a residual (Z, of Y's
+// shape) a third, except with a relu after them: then one call,
+// cudnnConvolutionBiasActivationForward, relu(conv + Z + bias) (a zero bias
+// where the convolution has none; Z with alpha2 1, or Y itself with 0),
+// the activation propagating NaN as Kiln's relu does. Max pooling propagates
 // NaN as max does; average pooling counts the taps inside the input, or
 // inside the padded input (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING).
 //

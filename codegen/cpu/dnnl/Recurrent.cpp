@@ -44,10 +44,11 @@
 // or oneDNN faster (brgemm LSTM and RNN at batch 32 by up to 1.45x).
 // Timing oneDNN is not free: its first primitive run in a process
 // initializes its GEMMs, 31 ms of the gru zoo model's 38 ms cold compile.
-// So with Kiln's kernel on AVX-512, at batch 1, or at batch x hidden <=
-// kKilnAlwaysFaster for an LBR GRU or an LSTM, oneDNN's primitive is
-// neither built nor timed (gru's cold compile: 2.5 ms); elsewhere every
-// candidate is timed as above.
+// So in a compile for one thread (what the sweep measured), with Kiln's
+// kernel on AVX-512 and hidden <= kKilnAlwaysFaster, at batch 1, or at
+// batch x hidden <= kKilnAlwaysFaster for an LBR GRU or an LSTM, oneDNN's
+// primitive is neither built nor timed (gru's cold compile: 1.6 ms);
+// elsewhere, and for more threads, every candidate is timed as above.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cpu/dnnl/Internal.h"
@@ -215,7 +216,8 @@ FailureOr<OneDnnCall> buildRecurrentCall(const Node &n, const OneDnnOptions &opt
     add(RecurrentSpec::Impl::Kiln, 2, "kiln 2 threads");
   // Note [Recurrent layers]: where Kiln's AVX-512 kernel always won.
   const bool kilnAlwaysFaster =
-      kiln && !candidates.empty() && candidates.front().step->impl() == "kiln:avx512" &&
+      kiln && threads == 1 && spec.hidden <= kKilnAlwaysFaster && !candidates.empty() &&
+      candidates.front().step->impl() == "kiln:avx512" &&
       (spec.batch == 1 ||
        (spec.cell != RecurrentSpec::Cell::Rnn && spec.batch * spec.hidden <= kKilnAlwaysFaster));
   if (!kiln || (options.recurrent == codegen::RecurrentChoice::Measure && !kilnAlwaysFaster)) {
