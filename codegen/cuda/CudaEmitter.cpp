@@ -508,21 +508,27 @@ void CudaWriter::writeDigits(const std::string &o, const std::string &idxType) {
   }
 }
 
+std::optional<DType> CudaWriter::storeType(const Store &s) {
+  if (s.output < 0 || static_cast<size_t>(s.output) >= k_.outputs.size()) {
+    fail("store to output " + std::to_string(s.output) + " out of range");
+    return std::nullopt;
+  }
+  const DType t = k_.outputs[static_cast<size_t>(s.output)].dtype;
+  if (k_.dag.type(s.value) != t) {
+    fail("store of " + std::string(dtypeName(k_.dag.type(s.value))) + " to " +
+         std::string(dtypeName(t)) + " output " + std::to_string(s.output));
+    return std::nullopt;
+  }
+  return t;
+}
+
 void CudaWriter::writeStores(const Stage &st) {
-  std::vector<ScalarRef> roots;
   for (const Store &s : st.stores) {
-    if (s.output < 0 || static_cast<size_t>(s.output) >= k_.outputs.size()) {
-      fail("store to output " + std::to_string(s.output) + " out of range");
+    const std::optional<DType> t = storeType(s);
+    if (!t)
       return;
-    }
-    const DType t = k_.outputs[static_cast<size_t>(s.output)].dtype;
-    if (k_.dag.type(s.value) != t) {
-      fail("store of " + std::string(dtypeName(k_.dag.type(s.value))) + " to " +
-           std::string(dtypeName(t)) + " output " + std::to_string(s.output));
-      return;
-    }
     const std::string off = ref(s.offset), value = ref(s.value);
-    line("out" + std::to_string(s.output) + "[" + off + "] = " + storeExpr(t, value) + ";");
+    line("out" + std::to_string(s.output) + "[" + off + "] = " + storeExpr(*t, value) + ";");
   }
 }
 
@@ -654,14 +660,9 @@ bool CudaWriter::writeVectorPointwise() {
   inner_ = "j";
   lanes_ = true;
   for (size_t i = 0; i < st.stores.size() && error_.empty(); ++i) {
-    const Store &s = st.stores[i];
-    const DType t = k_.outputs[static_cast<size_t>(s.output)].dtype;
-    if (k_.dag.type(s.value) != t) {
-      fail("store of " + std::string(dtypeName(k_.dag.type(s.value))) + " to " +
-           std::string(dtypeName(t)) + " output " + std::to_string(s.output));
-      break;
-    }
-    line("w" + std::to_string(i) + ".v[l] = " + storeExpr(t, ref(s.value)) + ";");
+    const std::optional<DType> t = storeType(st.stores[i]);
+    if (t)
+      line("w" + std::to_string(i) + ".v[l] = " + storeExpr(*t, ref(st.stores[i].value)) + ";");
   }
   lanes_ = false;
   close();

@@ -8,6 +8,7 @@
 
 #include "codegen/cuda/CudaEmitter.h"
 
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -56,6 +57,9 @@ private:
   std::string identity(ReduceKind kind, DType t);
   std::string combine(ReduceKind kind, DType t, const std::string &acc, const std::string &v);
   void writeDigits(const std::string &o, const std::string &idxType);
+  /// The dtype `s` stores: its output's, checked against its value's
+  /// (nullopt after fail()).
+  std::optional<DType> storeType(const Store &s);
   void writeStores(const Stage &st);
   void writeRowKernel(CudaForm form);
   void writePointwise();
