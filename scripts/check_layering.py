@@ -50,6 +50,9 @@ RULES = {
     # generated in the build tree: the headers kernels include).
     "codegen/cuda": ["ir", "codegen", "codegen/cuda", "runtime/DynamicSymbols.h",
                      "CudaHeaders.inc"],
+    # The MLIR export: the IR and its own files (MLIR's headers are
+    # system includes).
+    "codegen/mlir": ["ir", "codegen/mlir"],
     "codegen/cpu/dnnl": ["ir", "codegen", "codegen/cpu/dnnl", "codegen/cpu/CpuTarget.h",
                          "runtime", "runtime/dnnl"],
 }

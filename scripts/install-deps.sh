@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   clang-format
   llvm-16-dev llvm-16-tools libzstd-dev
+  libmlir-16-dev mlir-16-tools
   libgtest-dev libgmock-dev
   protobuf-compiler libprotobuf-dev libonnx-dev
   libdnnl-dev

@@ -34,6 +34,7 @@ int opsCommand(const Args &args);
 int benchCommand(const Args &args);
 int inspectCommand(const Args &args);
 int cacheCommand(const Args &args);
+int translateCommand(const Args &args);
 
 /// A model read for a command, and the graph to work on.
 struct LoadedModel {

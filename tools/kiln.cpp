@@ -104,6 +104,7 @@ const char kUsage[] =
     "  bench MODEL [--data D] [--threads N]      time the compiled model (median, spread)\n"
     "  inspect MODEL [--buffers]                 summarize a model and its compiled form\n"
     "  cache path|stats|clear                    the compile cache of compiled models\n"
+    "  translate MODEL [--emit=mlir] [-o OUT]    write the graph as an MLIR 16 module\n"
     "  --version                                 print the versions of Kiln, LLVM and oneDNN\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n"
@@ -127,6 +128,8 @@ static int dispatch(int argc, char **argv) {
     return kiln::tools::compileCommand(args);
   if (cmd == "import")
     return kiln::tools::importCommand(args);
+  if (cmd == "translate")
+    return kiln::tools::translateCommand(args);
   if (cmd == "bench")
     return kiln::tools::benchCommand(args);
   if (cmd == "inspect")

@@ -1,0 +1,70 @@
+//===- MlirExport.h - Kiln graphs as MLIR 16 modules ------------*- C++ -*-===//
+//
+// `kiln translate MODEL --emit=mlir` writes a graph as an MLIR 16 module in
+// upstream dialects only: one `func.func` whose arguments and results are
+// the graph's inputs and outputs as ranked tensors (a symbolic dim is a
+// dynamic dim, `?`), and per node the ops of `tensor`, `arith`, `math` and
+// `linalg` that compute it (Note [MLIR export] in MlirExport.cpp):
+//
+//   elementwise ops     one linalg.generic, broadcasts as indexing maps, the
+//                       body from the op's scalar semantics (ir/ScalarExpr.h)
+//   matmul, gemm        linalg.matmul / linalg.batch_matmul, else a
+//                       linalg.generic contraction
+//   conv, pools         linalg.conv_*, linalg.depthwise_conv_*,
+//                       linalg.pooling_* after a tensor.pad
+//   reductions, norms   linalg.generic with reduction iterators
+//   data movement       tensor.reshape, linalg.transpose, tensor.extract_slice,
+//                       tensor.insert_slice, tensor.pad, linalg.generic gathers
+//   constants           arith.constant: dense<...> inline when small, else a
+//                       dense_resource blob in the module's resource section
+//
+// An op MLIR's upstream dialects have no form for (lstm, if, loop, topk,
+// ...) is a `func.call` of a private declaration named `@kiln.<op>` with
+// the node's attributes in `kiln.attrs`; `kiln translate` lists them.
+//
+// The module is checked by MLIR's verifier before it is printed.
+// This header includes no MLIR: the library is built where libMLIR.so is
+// (KILN_MLIR).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Diagnostics.h"
+#include "ir/Graph.h"
+#include "ir/Support.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::mlirgen {
+
+struct MlirExportOptions {
+  /// Constants with at most this many elements are printed inline
+  /// (`dense<...>`); larger ones are `dense_resource` blobs.
+  int64_t inlineElements = 16;
+  /// Print each op's location (`loc(...)`: the node's ONNX name or file:line).
+  bool printLocs = false;
+};
+
+struct MlirExport {
+  /// The module's text.
+  std::string text;
+  /// The ops written as `func.call @kiln.<op>` (no upstream form), sorted,
+  /// each once.
+  std::vector<std::string> calls;
+};
+
+/// `g` as an MLIR module. Fails, with a diagnostic at the node, for a dtype
+/// MLIR 16 has no type for (the 4- and 2-bit formats, the FNUZ floats) and
+/// for a symbolic size that no input dim gives.
+FailureOr<MlirExport> exportMlir(const Graph &g, const MlirExportOptions &options,
+                                 DiagnosticEngine &diag);
+
+/// Parses `text` with MLIR 16's parser and runs its verifier in process;
+/// each MLIR diagnostic becomes one error at `bufferName:line:col`.
+LogicalResult verifyMlir(std::string_view text, const std::string &bufferName,
+                         DiagnosticEngine &diag);
+
+} // namespace kiln::mlirgen
