@@ -120,6 +120,9 @@ int translateCommand(const Args &args) {
   auto mlir = mlirgen::exportMlir(*model->graph, options, diag);
   if (failed(mlir))
     return 1;
+  // The text as printed parses and verifies again (in process, libMLIR).
+  if (failed(mlirgen::verifyMlir(mlir->text, out.empty() ? "<stdout>" : out, diag)))
+    return 1;
   if (!mlir->calls.empty()) {
     std::string names;
     for (const std::string &c : mlir->calls)

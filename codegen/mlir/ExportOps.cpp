@@ -115,6 +115,32 @@ Value reshapeTo(Exporter &x, Value v, const TensorType &t, const Location &l) {
   if (v.getType() == type)
     return v;
   mlir::Location at = x.loc(l);
+  auto src = mlir::cast<mlir::RankedTensorType>(v.getType());
+  if (src.hasStaticShape() && type.hasStaticShape()) {
+    // Static: collapse to one dim, then expand (the forms bufferization
+    // and other tools take; tensor.reshape is for dynamic shapes).
+    auto all = [](int64_t rank) {
+      llvm::SmallVector<mlir::ReassociationIndices> r;
+      if (rank > 0) {
+        r.emplace_back();
+        for (int64_t d = 0; d < rank; ++d)
+          r.back().push_back(d);
+      }
+      return r;
+    };
+    // Rank 0 to or from ones: the empty reassociation.
+    if (src.getRank() == 0)
+      return x.b.create<mlir::tensor::ExpandShapeOp>(at, type, v, all(0));
+    if (type.getRank() == 0)
+      return x.b.create<mlir::tensor::CollapseShapeOp>(at, type, v, all(0));
+    auto flat = mlir::RankedTensorType::get({src.getNumElements()}, src.getElementType());
+    Value f = v;
+    if (src.getRank() != 1)
+      f = x.b.create<mlir::tensor::CollapseShapeOp>(at, flat, v, all(src.getRank()));
+    if (type.getRank() == 1)
+      return f;
+    return x.b.create<mlir::tensor::ExpandShapeOp>(at, type, f, all(type.getRank()));
+  }
   llvm::SmallVector<Value> sizes;
   int unknown = -1; // one `?` is what the others leave of v's elements
   for (size_t d = 0; d < t.shape.size(); ++d) {

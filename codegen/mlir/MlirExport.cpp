@@ -227,8 +227,8 @@ mlir::ElementsAttr elementsOf(Exporter &x, const Tensor &t, mlir::RankedTensorTy
     key = "_" + key;
   auto &blobs = mlir::DenseResourceElementsHandle::getManagerInterface(type.getContext());
   return mlir::DenseResourceElementsAttr::get(
-      type, blobs.insert(
-                key, mlir::HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(double))));
+      type, blobs.insert(key, mlir::HeapAsmResourceBlob::allocateAndCopyWithAlign(
+                                  bytes, dtypeSize(t.dtype()))));
 }
 
 mlir::Attribute attributeOf(Exporter &x, const Attribute &a, const std::string &what,

@@ -31,6 +31,9 @@ config.substitutions.append(
 # say `REQUIRES: cuda` and are reported unsupported without it.
 if getattr(config, "kiln_has_cuda", False):
     config.available_features.add("cuda")
+# The MLIR export (codegen/mlir, KILN_MLIR): its tests say `REQUIRES: mlir`.
+if getattr(config, "kiln_has_mlir", False):
+    config.available_features.add("mlir")
 # A GPU with its driver: the tests of what happens without one do not apply.
 if os.path.exists("/dev/nvidiactl"):
     config.available_features.add("cuda-gpu")
