@@ -23,6 +23,11 @@
 #include "tools/Commands.h"
 #include "tools/Progress.h"
 
+#ifdef KILN_HAS_MLIR
+#include "codegen/mlir/MlirExport.h"
+#include "passes/PassManager.h"
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -52,6 +57,9 @@ const char kRunUsage[] =
     "  --bisect               with --compile --check: when outputs differ, name the first\n"
     "                         compiled step that differs from the interpreter\n"
     "  --check-each           with --compile: compare every step with the interpreter\n"
+    "  --codegen=mlir         compile through MLIR's own lowering instead (linalg to loops,\n"
+    "                         MLIR's ExecutionEngine; no libraries, no fusion): a\n"
+    "                         cross-check of the compiled path, not a fast one\n"
     "  --repeat N             run N times and print the median time (default 1)\n"
     "  --graph NAME           the graph to run when the file has several (default: the first)\n"
     "  --output-dir DIR       write output K to DIR/output_K.npy (DIR is created)\n"
@@ -76,7 +84,7 @@ std::string formatMs(double ms) {
 
 int runCommand(const Args &args) {
   std::string file, graphName, outDir, dataDir;
-  bool compiled = false, compileOnly = false, cuda = false;
+  bool compiled = false, compileOnly = false, cuda = false, mlirPath = false;
   int repeat = 1;
   codegen::CompileOptions copts;
   copts.cache = true; // --no-cache turns it off
@@ -123,6 +131,14 @@ int runCommand(const Args &args) {
       dataDir = v;
     } else if (a == "--compile") {
       compiled = true;
+    } else if (a.rfind("--codegen=", 0) == 0) {
+      if (a != "--codegen=mlir" && a != "--codegen=kiln") {
+        std::fprintf(stderr, "kiln run: error: --codegen expects kiln or mlir, got '%s'\n",
+                     a.substr(10).c_str());
+        return 2;
+      }
+      mlirPath = a == "--codegen=mlir";
+      compiled = true;
     } else if (matchFlag(args, i, "--target", v)) {
       if (v != "cuda" && v != "cpu") {
         std::fprintf(stderr, "kiln run: error: --target expects cpu or cuda, got '%s'\n",
@@ -163,6 +179,19 @@ int runCommand(const Args &args) {
                          "it takes no artifact, --bisect, --check-each or --cpu\n");
     return 2;
   }
+  if (mlirPath && (cuda || runtime::isArtifactFile(file) || isSymbolic || checks.bisect ||
+                   checks.each || compileFlagBeyondThreads(copts))) {
+    std::fprintf(stderr, "kiln run: error: --codegen=mlir compiles a model (.kir or ONNX) "
+                         "through MLIR: it takes no artifact, --target cuda, --bisect, "
+                         "--check-each or compile options but --dim\n");
+    return 2;
+  }
+#ifndef KILN_HAS_MLIR
+  if (mlirPath) {
+    std::fprintf(stderr, "kiln run: error: this kiln was built without MLIR (-DKILN_MLIR=OFF)\n");
+    return 1;
+  }
+#endif
   const bool isCudaArtifact = runtime::isCudaArtifactFile(file);
   if (isCudaArtifact && (compiled || compileOnly || checks.bisect || checks.each ||
                          !graphName.empty() || compileFlagBeyondThreads(copts))) {
@@ -379,7 +408,27 @@ int runCommand(const Args &args) {
       g = model.graph;
     }
   }
-  if (cuda && !isCudaArtifact) {
+#ifdef KILN_HAS_MLIR
+  // Note [The MLIR CPU path] in codegen/mlir/MlirRun.cpp: the standard
+  // pipeline, then MLIR's lowering.
+  std::unique_ptr<mlirgen::MlirProgram> mlirProgram;
+  if (mlirPath) {
+    PassManager pm;
+    if (failed(parsePassPipeline(codegen::kDefaultPipeline, pm, diag)) || failed(pm.run(*g, diag)))
+      return 1;
+    std::optional<CompileProgress> progress(std::in_place, file);
+    auto p = mlirgen::MlirProgram::compile(*g, diag);
+    progress.reset();
+    if (failed(p))
+      return 1;
+    mlirProgram = p.take();
+  }
+#else
+  const void *mlirProgram = nullptr;
+#endif
+  if (mlirProgram) {
+    // compiled above
+  } else if (cuda && !isCudaArtifact) {
     cudaRun = prepareCudaRun(*g, copts, diag);
     if (!cudaRun.run)
       return 1;
@@ -396,6 +445,10 @@ int runCommand(const Args &args) {
   }
   std::vector<std::string> stageLog; // Note [Data-dependent shapes] in codegen/Staged.cpp
   auto runOnce = [&]() -> FailureOr<std::vector<Tensor>> {
+#ifdef KILN_HAS_MLIR
+    if (mlirProgram)
+      return mlirProgram->run(values, diag);
+#endif
     if (cudaRun.run)
       return cudaRun.run(values, diag);
     if (staged && !exe)
@@ -411,7 +464,7 @@ int runCommand(const Args &args) {
   // Compiled code: the first run (cold caches, oneDNN's first-call setup,
   // pools being filled) is reported apart, not as the time.
   double firstMs = -1;
-  const bool compiledRun = exe || staged || cudaRun.run;
+  const bool compiledRun = exe || staged || cudaRun.run || mlirProgram;
   if (compiledRun) {
     auto start = std::chrono::steady_clock::now();
     if (failed(runOnce()))
@@ -436,13 +489,14 @@ int runCommand(const Args &args) {
     std::printf("output %zu (%%%s): %s = %s\n", k, outputNames[k].c_str(), t.type().str().c_str(),
                 previewValues(t, printLimit).c_str());
   }
-  const std::string how = cudaRun.run ? cudaRun.description
-                          : isArtifact
-                              ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
-                              : std::string(exe      ? "compiled"
-                                            : staged ? "compiled in stages"
-                                                     : "reference interpreter") +
-                                    ", " + std::to_string(g->numNodes()) + " nodes";
+  const std::string how =
+      mlirProgram   ? "MLIR's lowering to loops, " + std::to_string(g->numNodes()) + " nodes"
+      : cudaRun.run ? cudaRun.description
+      : isArtifact  ? "artifact, " + std::to_string(exe->steps().size()) + " steps"
+                    : std::string(exe      ? "compiled"
+                                  : staged ? "compiled in stages"
+                                           : "reference interpreter") +
+                         ", " + std::to_string(g->numNodes()) + " nodes";
   const std::string first = firstMs >= 0 ? ", after a first run of " + formatMs(firstMs) : "";
   if (repeat > 1)
     std::printf("time: %.3f ms (%s, median of %d runs%s)\n", ms, how.c_str(), repeat,

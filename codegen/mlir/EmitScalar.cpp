@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/mlir/Internal.h"
+#include "ir/DTypeCodec.h"
 
 #include <cmath>
 #include <limits>
@@ -30,9 +31,7 @@ mlir::Type registerType(mlir::MLIRContext *ctx, DType t) {
   mlir::Builder b(ctx);
   if (isFloat(t))
     return computeDType(t) == DType::F64 ? mlir::Type(b.getF64Type()) : mlir::Type(b.getF32Type());
-  if (t == DType::Bool)
-    return b.getI1Type();
-  return b.getIntegerType(static_cast<unsigned>(8 * dtypeSize(t)));
+  return b.getIntegerType(dtypeBits(t)); // i1 for bool, i4 for i4
 }
 
 namespace {
@@ -59,15 +58,54 @@ mlir::Type halfType(mlir::MLIRContext *ctx, DType t) {
 } // namespace
 
 Value toRegister(mlir::OpBuilder &b, mlir::Location loc, Value v, DType t) {
+  if (t == DType::BF16) {
+    // The bits shifted into an f32's high half: no bf16 arithmetic for
+    // LLVM to form (it lowers bf16 math through a libgcc call GCC 12 lacks).
+    Value bits = b.create<arith::ExtUIOp>(loc, b.getI32Type(),
+                                          b.create<arith::BitcastOp>(loc, b.getI16Type(), v));
+    Value shifted = b.create<arith::ShLIOp>(
+        loc, bits, b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(16)));
+    return b.create<arith::BitcastOp>(loc, b.getF32Type(), shifted);
+  }
   if (isHalf(t))
     return b.create<arith::ExtFOp>(loc, b.getF32Type(), v);
   return v;
 }
 
 Value fromRegister(mlir::OpBuilder &b, mlir::Location loc, Value v, DType t) {
-  if (isHalf(t))
-    return b.create<arith::TruncFOp>(loc, halfType(b.getContext(), t), v);
-  return v;
+  if (!isHalf(t))
+    return v;
+  if (miniFloatFormat(t)) {
+    // The 8-bit floats saturate to their largest finite value, as their
+    // codec stores (DTypeCodec.h); NaN stays NaN.
+    double big = roundThroughDType(t, std::numeric_limits<double>::infinity());
+    Value hi = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(static_cast<float>(big)));
+    Value lo = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(static_cast<float>(-big)));
+    Value over = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, v, hi);
+    Value under = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, v, lo);
+    v = b.create<arith::SelectOp>(loc, over, hi, b.create<arith::SelectOp>(loc, under, lo, v));
+  }
+  if (t == DType::BF16) {
+    // Round to nearest even on the bits, a NaN kept quiet with its sign
+    // (floatToBf16 in ir/DType.cpp): LLVM 16 lowers an f32 to bf16
+    // truncation to a libgcc call (__truncsfbf2) GCC 12's lacks.
+    auto i32 = b.getI32Type();
+    auto c = [&](int64_t k) {
+      return b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(static_cast<int32_t>(k)));
+    };
+    Value bits = b.create<arith::BitcastOp>(loc, i32, v);
+    Value hi = b.create<arith::ShRUIOp>(loc, bits, c(16));
+    Value rounding =
+        b.create<arith::AddIOp>(loc, c(0x7fff), b.create<arith::AndIOp>(loc, hi, c(1)));
+    Value rounded =
+        b.create<arith::ShRUIOp>(loc, b.create<arith::AddIOp>(loc, bits, rounding), c(16));
+    Value nan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, v, v);
+    Value quiet = b.create<arith::OrIOp>(loc, hi, c(0x40));
+    Value r = b.create<arith::TruncIOp>(loc, b.getI16Type(),
+                                        b.create<arith::SelectOp>(loc, nan, quiet, rounded));
+    return b.create<arith::BitcastOp>(loc, b.getBF16Type(), r);
+  }
+  return b.create<arith::TruncFOp>(loc, halfType(b.getContext(), t), v);
 }
 
 namespace {
@@ -171,7 +209,7 @@ Value castScalar(mlir::OpBuilder &b, mlir::Location loc, Value v, DType from, DT
   // bounds are powers of two, exact in every float type (or infinite).
   DType ft = from;
   double lo = static_cast<double>(w.lowest(to));
-  double hi = std::ldexp(1.0, static_cast<int>(8 * dtypeSize(to)) - (isSignedInt(to) ? 1 : 0));
+  double hi = std::ldexp(1.0, static_cast<int>(dtypeBits(to)) - (isSignedInt(to) ? 1 : 0));
   Value isNan = w.cmpf(arith::CmpFPredicate::UNO, v, v);
   Value tooBig = w.cmpf(arith::CmpFPredicate::OGE, v, w.f(ft, hi));
   Value tooSmall = w.cmpf(arith::CmpFPredicate::OLT, v, w.f(ft, lo));
@@ -255,27 +293,23 @@ Value emitMlirCos(Body &w, const ScalarNode &n, Args a, DType) {
 Value emitMlirAtan(Body &w, const ScalarNode &n, Args a, DType) {
   return floatUnary<math::AtanOp>(w, n, a);
 }
-// MLIR 16's math dialect has no asin/acos: atan2 of x and sqrt(1 - x*x),
-// NaN outside [-1, 1] as asin's (the sqrt of a negative).
-Value arcSine(Body &w, DType t, Value x, bool cosine) {
-  Value one = w.f(t, 1);
+// MLIR 16's math dialect has no asin/acos: atan2 of x and sqrt((1-x)(1+x))
+// in f64 (no cancellation near ±1), NaN outside [-1, 1] as asin's.
+Value arcSine(Body &w, const ScalarNode &n, Value x, bool cosine) {
+  Value d = castScalar(w.b, w.loc, x, n.type, DType::F64);
+  Value one = w.f(DType::F64, 1);
   Value s = w.b.create<math::SqrtOp>(
-      w.loc, w.b.create<arith::SubFOp>(w.loc, one, w.b.create<arith::MulFOp>(w.loc, x, x)));
+      w.loc, w.b.create<arith::MulFOp>(w.loc, w.b.create<arith::SubFOp>(w.loc, one, d),
+                                       w.b.create<arith::AddFOp>(w.loc, one, d)));
   Value r =
-      cosine ? w.b.create<math::Atan2Op>(w.loc, s, x) : w.b.create<math::Atan2Op>(w.loc, x, s);
-  return w.round(t, r);
+      cosine ? w.b.create<math::Atan2Op>(w.loc, s, d) : w.b.create<math::Atan2Op>(w.loc, d, s);
+  return castScalar(w.b, w.loc, r, DType::F64, n.type);
 }
 Value emitMlirAsin(Body &w, const ScalarNode &n, Args a, DType) {
-  if (isFloat(n.type))
-    return arcSine(w, n.type, a[0], false);
-  Value d = castScalar(w.b, w.loc, a[0], n.type, DType::F64);
-  return castScalar(w.b, w.loc, arcSine(w, DType::F64, d, false), DType::F64, n.type);
+  return arcSine(w, n, a[0], false);
 }
 Value emitMlirAcos(Body &w, const ScalarNode &n, Args a, DType) {
-  if (isFloat(n.type))
-    return arcSine(w, n.type, a[0], true);
-  Value d = castScalar(w.b, w.loc, a[0], n.type, DType::F64);
-  return castScalar(w.b, w.loc, arcSine(w, DType::F64, d, true), DType::F64, n.type);
+  return arcSine(w, n, a[0], true);
 }
 // Rounding an integer is the integer itself.
 Value emitMlirFloor(Body &w, const ScalarNode &n, Args a, DType) {
@@ -384,10 +418,15 @@ Value emitMlirPow(Body &w, const ScalarNode &n, Args a, DType) {
   if (isFloat(t))
     return floatOp<math::PowFOp, 2>(w, t, a);
   // ipowi: 1 and -1 to a negative power are +-1, others 0 (ir/IntPow.h);
-  // math.ipowi leaves 0 to a negative power undefined.
+  // math.ipowi leaves 0 to a negative power undefined. Unsigned operands
+  // are zero-extended to i64 (ipowi's exponent is signed), the result
+  // wrapped back.
+  if (!isSignedInt(t)) {
+    Value x = castScalar(w.b, w.loc, a[0], t, DType::I64);
+    Value y = castScalar(w.b, w.loc, a[1], t, DType::I64);
+    return castScalar(w.b, w.loc, w.b.create<math::IPowIOp>(w.loc, x, y), DType::I64, t);
+  }
   Value r = w.b.create<math::IPowIOp>(w.loc, a[0], a[1]);
-  if (!isSignedInt(t))
-    return r;
   Value zeroBase = w.cmpi(arith::CmpIPredicate::eq, a[0], w.i(t, 0));
   Value negative = w.cmpi(arith::CmpIPredicate::slt, a[1], w.i(t, 0));
   return w.select(w.bitAnd(zeroBase, negative), w.i(t, 0), r);

@@ -56,17 +56,20 @@ double lowestOf(DType t) {
   return isFloat(t) ? -INFINITY : static_cast<double>(isSignedInt(t) ? intLowest(t) : 0);
 }
 
-/// Adds the channel bias (operand 2 of a conv) to `y`.
-Value addBias(Exporter &x, const Node &n, Value y) {
+/// Adds the channel bias (operand 2 of a conv) to `y`, both in the
+/// accumulator's dtype `acc`.
+Value addBias(Exporter &x, const Node &n, Value y, DType acc) {
   const TensorType &rt = n.result()->type();
   AffineMap channel = AffineMap::get(static_cast<unsigned>(rt.rank()), 0,
                                      {mlir::getAffineDimExpr(1, &x.ctx_)}, &x.ctx_);
-  DType t = rt.dtype;
-  return pointwise(x, n, rt, {y, x.value(n.operand(2))}, {identity(x, rt.rank()), channel},
+  DType bt = n.operand(2)->type().dtype;
+  return pointwise(x, n, TensorType(acc, rt.shape), {y, x.value(n.operand(2))},
+                   {identity(x, rt.rank()), channel},
                    [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
-                     Value s = binaryScalar(b, l, ScalarOp::Add, t, toRegister(b, l, a[0], t),
-                                            toRegister(b, l, a[1], t), x.diag, n.loc());
-                     return fromRegister(b, l, s, t);
+                     Value bias = castScalar(b, l, toRegister(b, l, a[1], bt), bt, acc);
+                     Value s = binaryScalar(b, l, ScalarOp::Add, acc, toRegister(b, l, a[0], acc),
+                                            bias, x.diag, n.loc());
+                     return fromRegister(b, l, s, acc);
                    });
 }
 
@@ -91,9 +94,12 @@ LogicalResult exportConv(Exporter &x, const Node &n) {
   Value w = x.value(n.operand(1));
   mlir::Location at = x.loc(n.loc());
   auto attr = [&](const std::vector<int64_t> &v) { return x.b.getI64TensorAttr(v); };
+  // Halves accumulate in f32 and round once, as the reference kernel.
+  const DType acc = accumulatorOf(rt.dtype);
+  const TensorType accType(acc, rt.shape);
   Value y;
   if (g == 1) {
-    Value init = x.filled(rt, 0, n.loc());
+    Value init = x.filled(accType, 0, n.loc());
     if (!init)
       return failure();
     llvm::SmallVector<Value, 2> ins = {in, w};
@@ -109,7 +115,7 @@ LogicalResult exportConv(Exporter &x, const Node &n) {
     // filter [C, 1, kh, kw] -> [C, kh, kw]
     Shape fs = {wt.shape[0], wt.shape[2], wt.shape[3]};
     Value f = reshapeTo(x, w, TensorType(wt.dtype, fs), n.loc());
-    Value init = x.filled(rt, 0, n.loc());
+    Value init = x.filled(accType, 0, n.loc());
     if (!f || !init)
       return failure();
     y = x.b.create<mlir::linalg::DepthwiseConv2DNchwChwOp>(
@@ -129,17 +135,18 @@ LogicalResult exportConv(Exporter &x, const Node &n) {
         x, w, TensorType(wt.dtype, {Dim(g), Dim(Fg), Dim(Cg), wt.shape[2], wt.shape[3]}), n.loc());
     if (!gi || !fw)
       return failure();
-    TensorType gr(rt.dtype, {rt.shape[0], Dim(g), Dim(Fg), rt.shape[2], rt.shape[3]});
+    TensorType gr(acc, {rt.shape[0], Dim(g), Dim(Fg), rt.shape[2], rt.shape[3]});
     Value init = x.filled(gr, 0, n.loc());
     if (!init)
       return failure();
     Value gy = x.b.create<mlir::linalg::Conv2DNgchwFgchwOp>(
                       at, init.getType(), mlir::ValueRange{gi, fw}, init, attr(strides), attr(dil))
                    .getResult(0);
-    y = reshapeTo(x, gy, rt, n.loc());
+    y = reshapeTo(x, gy, accType, n.loc());
   }
   if (y && n.numOperands() > 2)
-    y = addBias(x, n, y);
+    y = addBias(x, n, y, acc);
+  y = narrowed(x, n, y, acc);
   if (!y)
     return failure();
   x.define(n.result(), y);
@@ -153,7 +160,7 @@ LogicalResult exportPool(Exporter &x, const Node &n) {
   if (n.kind() == OpKind::GlobalAvgPool) {
     std::vector<bool> reduced(xt.shape.size(), true);
     reduced[0] = reduced[1] = false;
-    DType acc = accumulatorOf(t);
+    const DType acc = isFloat(t) ? DType::F64 : accumulatorOf(t); // as the reference
     Value count = product(x, xt.shape, reduced, n.loc());
     Value sum =
         count ? reduce(x, n, x.value(n.operand(0)), xt, reduced, ScalarOp::Add, 0, acc) : Value();
@@ -194,31 +201,48 @@ LogicalResult exportPool(Exporter &x, const Node &n) {
   double padValue = isMax ? lowestOf(t) : 0;
   Value in = padded(x, n.loc(), x.value(n.operand(0)), xt, low, highAll, padValue);
   Value window = x.empty(TensorType(t, kernel), n.loc());
-  Value init = x.filled(rt, padValue, n.loc());
+  // Averages sum in f64 (as the reference kernel), maxima in the dtype.
+  const DType acc = isMax ? t : DType::F64;
+  Value init = x.filled(TensorType(acc, rt.shape), padValue, n.loc());
   if (!window || !init)
     return failure();
   auto sAttr = x.b.getI64TensorAttr(strides), dAttr = x.b.getI64TensorAttr(dil);
   Value y;
   if (isMax) {
-    y = x.b.create<mlir::linalg::PoolingNchwMaxOp>(at, init.getType(), mlir::ValueRange{in, window},
-                                                   init, sAttr, dAttr)
-            .getResult(0);
+    // A linalg.generic over (n, c, oh, ow, kh, kw) with Kiln's max (NaN
+    // wins, the first of equal values stays): linalg.pooling_nchw_max's
+    // arith.maxf is maxnum in MLIR 16, which drops NaN.
+    auto d = [&](unsigned i) { return mlir::getAffineDimExpr(i, &x.ctx_); };
+    AffineMap read = AffineMap::get(
+        6, 0, {d(0), d(1), d(2) * strides[0] + d(4) * dil[0], d(3) * strides[1] + d(5) * dil[1]},
+        &x.ctx_);
+    AffineMap write = AffineMap::get(6, 0, {d(0), d(1), d(2), d(3)}, &x.ctx_);
+    // The window operand gives the (kh, kw) loops their extents.
+    AffineMap over = AffineMap::get(6, 0, {d(4), d(5)}, &x.ctx_);
+    y = generic(x, at, {in, window}, {read, over, write}, init,
+                {IterKind::parallel, IterKind::parallel, IterKind::parallel, IterKind::parallel,
+                 IterKind::reduction, IterKind::reduction},
+                [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
+                  Value v = binaryScalar(b, l, ScalarOp::Max, t, toRegister(b, l, a[2], t),
+                                         toRegister(b, l, a[0], t), x.diag, n.loc());
+                  return fromRegister(b, l, v, t);
+                });
   } else {
     Value sum = x.b.create<mlir::linalg::PoolingNchwSumOp>(
                        at, init.getType(), mlir::ValueRange{in, window}, init, sAttr, dAttr)
                     .getResult(0);
     // The count of each window: the same pooling over ones, the declared
     // padding counted when count_include_pad, ceil_mode's extra never.
-    TensorType plane(t, {Dim(1), Dim(1), xt.shape[2], xt.shape[3]});
-    TensorType counts(t, {Dim(1), Dim(1), rt.shape[2], rt.shape[3]});
+    TensorType plane(acc, {Dim(1), Dim(1), xt.shape[2], xt.shape[3]});
+    TensorType counts(acc, {Dim(1), Dim(1), rt.shape[2], rt.shape[3]});
     Value ones = x.filled(plane, 1, n.loc());
     Value cinit = x.filled(counts, 0, n.loc());
     if (!ones || !cinit)
       return failure();
     double counted = AvgPoolOp(n).count_include_pad() ? 1 : 0;
     Value p = padded(x, n.loc(), ones, plane, low, high, counted);
-    TensorType mid(t, {Dim(1), Dim(1), Dim(xt.shape[2].size() + low[0] + high[0]),
-                       Dim(xt.shape[3].size() + low[1] + high[1])});
+    TensorType mid(acc, {Dim(1), Dim(1), Dim(xt.shape[2].size() + low[0] + high[0]),
+                         Dim(xt.shape[3].size() + low[1] + high[1])});
     p = padded(x, n.loc(), p, mid, {0, 0}, extra, 0);
     Value cnt = x.b.create<mlir::linalg::PoolingNchwSumOp>(
                        at, cinit.getType(), mlir::ValueRange{p, window}, cinit, sAttr, dAttr)
@@ -230,9 +254,13 @@ LogicalResult exportPool(Exporter &x, const Node &n) {
         &x.ctx_);
     y = pointwise(x, n, rt, {sum, cnt}, {identity(x, 4), spatial},
                   [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
-                    Value v = binaryScalar(b, l, ScalarOp::Div, t, toRegister(b, l, a[0], t),
-                                           toRegister(b, l, a[1], t), x.diag, n.loc());
-                    return fromRegister(b, l, v, t);
+                    // A window of padding only counts nothing: 0, as the reference.
+                    Value zero = b.create<mlir::arith::ConstantOp>(l, b.getF64FloatAttr(0));
+                    Value none = b.create<mlir::arith::CmpFOp>(l, mlir::arith::CmpFPredicate::OEQ,
+                                                               a[1], zero);
+                    Value v = binaryScalar(b, l, ScalarOp::Div, acc, a[0], a[1], x.diag, n.loc());
+                    v = b.create<mlir::arith::SelectOp>(l, none, zero, v);
+                    return fromRegister(b, l, castScalar(b, l, v, acc, t), t);
                   });
   }
   if (!y)

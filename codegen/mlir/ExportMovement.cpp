@@ -153,7 +153,7 @@ LogicalResult sliceInto(Exporter &x, const Node &n, unsigned i, const TensorType
         int64_t n0 = size.size();
         if (v < 0)
           v += n0;
-        v = st > 0 ? std::clamp<int64_t>(v, 0, n0) : std::clamp<int64_t>(v, 0, n0 - 1);
+        v = st > 0 || n0 == 0 ? std::clamp<int64_t>(v, 0, n0) : std::clamp<int64_t>(v, 0, n0 - 1);
         start[d] = Dim(v);
       } else if (v >= 0 && st > 0) {
         start[d] = Dim(v);

@@ -162,6 +162,8 @@ Value reshapeTo(Exporter &x, Value v, const TensorType &t, const Location &l) {
       total = x.b.create<mlir::arith::MulIOp>(at, total, x.b.create<mlir::tensor::DimOp>(at, v, d));
     for (Value s : sizes)
       others = x.b.create<mlir::arith::MulIOp>(at, others, s);
+    // A zero among the others leaves the `?` free: 0 elements either way.
+    others = x.b.create<mlir::arith::MaxUIOp>(at, others, x.indexConstant(1));
     sizes[static_cast<size_t>(unknown)] =
         x.b.create<mlir::arith::DivUIOp>(at, total, others); // `others` holds 1 for the `?`
   }
@@ -210,18 +212,18 @@ Value reduce(Exporter &x, const Node &n, Value input, const TensorType &inType,
     return {};
   DType in = inType.dtype;
   bool ok = true;
-  Value r = generic(x, x.loc(n.loc()), {input},
-                    {identity(x, inType.rank()), dropping(x, inType.rank(), reduced)}, init, iters,
-                    [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
-                      Value e = toRegister(b, l, a[0], in);
-                      if (in != acc)
-                        e = castScalar(b, l, e, in, acc);
-                      if (pre)
-                        e = pre(b, l, e);
-                      Value v = binaryScalar(b, l, op, acc, a[1], e, x.diag, n.loc());
-                      ok = ok && v;
-                      return v ? v : a[1];
-                    });
+  Value r = generic(
+      x, x.loc(n.loc()), {input}, {identity(x, inType.rank()), dropping(x, inType.rank(), reduced)},
+      init, iters, [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
+        Value e = toRegister(b, l, a[0], in);
+        if (in != acc)
+          e = castScalar(b, l, e, in, acc);
+        if (pre)
+          e = pre(b, l, e);
+        Value v = binaryScalar(b, l, op, acc, toRegister(b, l, a[1], acc), e, x.diag, n.loc());
+        ok = ok && v;
+        return v ? fromRegister(b, l, v, acc) : a[1];
+      });
   return ok ? r : Value();
 }
 
@@ -324,7 +326,9 @@ LogicalResult exportReduction(Exporter &x, const Node &n) {
   default:
     break;
   }
-  DType acc = op == ScalarOp::Max || op == ScalarOp::Min ? t : accumulatorOf(t);
+  // Sums and products as the reference kernels: floats in f64, integers in
+  // i64 (a mean divides there, truncating, then wraps to the dtype).
+  DType acc = op == ScalarOp::Max || op == ScalarOp::Min ? t : isFloat(t) ? DType::F64 : DType::I64;
   Value r = reduce(x, n, x.value(n.operand(0)), in, reduced, op, start, acc);
   if (!r)
     return failure();
@@ -338,11 +342,11 @@ LogicalResult exportReduction(Exporter &x, const Node &n) {
       return failure();
     r = pointwise(x, n, TensorType(t, kept), {r}, {identity(x, static_cast<int64_t>(kept.size()))},
                   [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
-                    Value v = a[0];
+                    Value v = toRegister(b, l, a[0], acc);
                     if (count)
                       v = binaryScalar(b, l, ScalarOp::Div, acc, v, countAsFloat(b, l, count, acc),
                                        x.diag, n.loc());
-                    return fromRegister(b, l, castScalar(b, l, v, acc, t == acc ? t : t), t);
+                    return fromRegister(b, l, castScalar(b, l, v, acc, t), t);
                   });
     if (!r)
       return failure();
@@ -360,7 +364,7 @@ LogicalResult exportNormalization(Exporter &x, const Node &n) {
   int64_t rank = in.rank();
   Value xv = x.value(n.operand(0));
   mlir::Location at = x.loc(n.loc());
-  DType acc = accumulatorOf(t);
+  const DType acc = DType::F64; // as the reference kernels compute
   if (!isFloat(t))
     return x.call(n);
   auto reg = [&](mlir::OpBuilder &b, mlir::Location l, Value v) { return toRegister(b, l, v, t); };
@@ -432,16 +436,13 @@ LogicalResult exportNormalization(Exporter &x, const Node &n) {
                     Value dev = bin(b, l, ScalarOp::Sub, e, mean);
                     return bin(b, l, ScalarOp::Add, a[2], bin(b, l, ScalarOp::Mul, dev, dev));
                   });
-      // scale (and bias) have the normalized dims' shape.
-      llvm::SmallVector<AffineExpr> tail;
-      for (int64_t d = axis; d < rank; ++d)
-        tail.push_back(mlir::getAffineDimExpr(static_cast<unsigned>(d), &x.ctx_));
-      AffineMap affine = AffineMap::get(static_cast<unsigned>(rank), 0, tail, &x.ctx_);
+      // scale (and bias) broadcast against the input's trailing dims.
       llvm::SmallVector<Value> ins = {xv, sum, var, x.value(n.operand(1))};
-      llvm::SmallVector<AffineMap> maps = {full, kept, kept, affine};
+      llvm::SmallVector<AffineMap> maps = {
+          full, kept, kept, broadcastMap(&x.ctx_, n.operand(1)->type().shape, in.shape)};
       if (n.numOperands() > 2) {
         ins.push_back(x.value(n.operand(2)));
-        maps.push_back(affine);
+        maps.push_back(broadcastMap(&x.ctx_, n.operand(2)->type().shape, in.shape));
       }
       r = pointwise(
           x, n, in, ins, maps, [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
@@ -504,10 +505,11 @@ Value contraction(Exporter &x, const Node &n, Value a, Value bv, llvm::ArrayRef<
   return generic(
       x, x.loc(n.loc()), {a, bv}, maps, init, iters,
       [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange v) -> Value {
+        // Halves multiply and add in f32 (the accumulator, `init`'s type).
+        Value p = toRegister(b, l, v[0], t), q = toRegister(b, l, v[1], t);
         if (isFloat(t))
-          return b.create<mlir::arith::AddFOp>(l, v[2],
-                                               b.create<mlir::arith::MulFOp>(l, v[0], v[1]));
-        return b.create<mlir::arith::AddIOp>(l, v[2], b.create<mlir::arith::MulIOp>(l, v[0], v[1]));
+          return b.create<mlir::arith::AddFOp>(l, v[2], b.create<mlir::arith::MulFOp>(l, p, q));
+        return b.create<mlir::arith::AddIOp>(l, v[2], b.create<mlir::arith::MulIOp>(l, p, q));
       });
 }
 
@@ -517,10 +519,21 @@ AffineExpr dimExpr(Exporter &x, int64_t d) {
 
 } // namespace
 
+Value narrowed(Exporter &x, const Node &n, Value v, DType acc) {
+  const TensorType &rt = n.result()->type();
+  if (!v || acc == rt.dtype)
+    return v;
+  return pointwise(x, n, rt, {v}, {identity(x, rt.rank())},
+                   [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
+                     return fromRegister(b, l, castScalar(b, l, a[0], acc, rt.dtype), rt.dtype);
+                   });
+}
+
 LogicalResult exportMatMul(Exporter &x, const Node &n) {
   const TensorType &at = n.operand(0)->type(), &bt = n.operand(1)->type(), &rt = n.result()->type();
   Value a = x.value(n.operand(0)), bv = x.value(n.operand(1));
-  Value init = x.filled(rt, 0, n.loc());
+  const DType acc = accumulatorOf(rt.dtype);
+  Value init = x.filled(TensorType(acc, rt.shape), 0, n.loc());
   if (!init)
     return failure();
   mlir::Location l = x.loc(n.loc());
@@ -566,6 +579,9 @@ LogicalResult exportMatMul(Exporter &x, const Node &n) {
     r = contraction(x, n, a, bv, {operandMap(at, true), operandMap(bt, false), outMap}, iters,
                     init);
   }
+  r = narrowed(x, n, r, acc);
+  if (!r)
+    return failure();
   x.define(n.result(), r);
   return success();
 }
@@ -573,7 +589,9 @@ LogicalResult exportMatMul(Exporter &x, const Node &n) {
 LogicalResult exportGemm(Exporter &x, const Node &n) {
   GemmOp g(n);
   const TensorType &rt = n.result()->type();
-  Value init = x.filled(rt, 0, n.loc());
+  const DType acc = accumulatorOf(rt.dtype);
+  const TensorType accType(acc, rt.shape);
+  Value init = x.filled(accType, 0, n.loc());
   if (!init)
     return failure();
   Value a = x.value(n.operand(0)), bv = x.value(n.operand(1));
@@ -597,7 +615,7 @@ LogicalResult exportGemm(Exporter &x, const Node &n) {
   }
   bool hasC = n.numOperands() > 2;
   if (g.alpha() != 1.0 || hasC) {
-    DType t = rt.dtype;
+    DType t = acc; // alpha and beta apply in the accumulator's precision
     llvm::SmallVector<Value> ins = {p};
     llvm::SmallVector<AffineMap> maps = {identity(x, 2)};
     if (hasC) {
@@ -605,7 +623,7 @@ LogicalResult exportGemm(Exporter &x, const Node &n) {
       maps.push_back(broadcastMap(&x.ctx_, n.operand(2)->type().shape, rt.shape));
     }
     double alpha = g.alpha(), beta = g.beta();
-    p = pointwise(x, n, rt, ins, maps,
+    p = pointwise(x, n, accType, ins, maps,
                   [&](mlir::OpBuilder &b, mlir::Location bl, mlir::ValueRange v) {
                     auto k = [&](double c) {
                       Value d = b.create<mlir::arith::ConstantOp>(bl, b.getF64FloatAttr(c));
@@ -615,7 +633,8 @@ LogicalResult exportGemm(Exporter &x, const Node &n) {
                     if (alpha != 1.0)
                       y = binaryScalar(b, bl, ScalarOp::Mul, t, k(alpha), y, x.diag, n.loc());
                     if (hasC) {
-                      Value c = toRegister(b, bl, v[1], t);
+                      DType ct = n.operand(2)->type().dtype;
+                      Value c = castScalar(b, bl, toRegister(b, bl, v[1], ct), ct, t);
                       if (beta != 1.0)
                         c = binaryScalar(b, bl, ScalarOp::Mul, t, k(beta), c, x.diag, n.loc());
                       y = binaryScalar(b, bl, ScalarOp::Add, t, y, c, x.diag, n.loc());
@@ -625,6 +644,9 @@ LogicalResult exportGemm(Exporter &x, const Node &n) {
     if (!p)
       return failure();
   }
+  p = narrowed(x, n, p, acc);
+  if (!p)
+    return failure();
   x.define(n.result(), p);
   return success();
 }

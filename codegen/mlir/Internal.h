@@ -19,6 +19,8 @@
 #include <mlir/Dialect/Tensor/IR/Tensor.h>
 #include <mlir/IR/Builders.h>
 #include <mlir/IR/BuiltinOps.h>
+#include <mlir/IR/Diagnostics.h>
+#include <mlir/IR/OwningOpRef.h>
 
 #include <map>
 #include <set>
@@ -81,6 +83,25 @@ private:
   std::map<std::string, mlir::func::FuncOp> callees_;
 };
 
+/// Loads the dialects the export writes.
+void loadDialects(mlir::MLIRContext &ctx);
+/// The module of graph `g` in `ctx`, checked by MLIR's verifier; `calls`
+/// gets the ops written as calls. Null after an error.
+mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Graph &g,
+                                              const MlirExportOptions &options,
+                                              DiagnosticEngine &diag,
+                                              std::vector<std::string> &calls);
+
+/// Reports MLIR's diagnostics as Kiln's (`file:line:col` where MLIR gives
+/// one, else `fallback`) while alive.
+class DiagnosticBridge {
+public:
+  DiagnosticBridge(mlir::MLIRContext &ctx, DiagnosticEngine &diag, Location fallback);
+
+private:
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
 /// The exporters of the op families; each defines n's results.
 LogicalResult exportElementwise(Exporter &x, const Node &n);
 LogicalResult exportReduction(Exporter &x, const Node &n);
@@ -132,6 +153,9 @@ mlir::Value
 reduce(Exporter &x, const Node &n, mlir::Value input, const TensorType &inType,
        const std::vector<bool> &reduced, ScalarOp op, double start, DType acc,
        const std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value)> &pre = {});
+/// `v`, a tensor of n's result shape in dtype `acc` (an accumulator),
+/// rounded to n's result dtype (itself when they are one).
+mlir::Value narrowed(Exporter &x, const Node &n, mlir::Value v, DType acc);
 /// An index value as a register value of float dtype `t`.
 mlir::Value countAsFloat(mlir::OpBuilder &b, mlir::Location l, mlir::Value count, DType t);
 

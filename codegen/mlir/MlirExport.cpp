@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/mlir/Internal.h"
+#include "ir/DTypeCodec.h"
 
 #include <mlir/IR/AsmState.h>
 #include <mlir/IR/BuiltinDialect.h>
@@ -66,6 +67,11 @@ mlir::Type Exporter::elementType(DType t, const Location &l) {
   case DType::U32:
   case DType::I64:
     return b.getIntegerType(static_cast<unsigned>(8 * dtypeSize(t)));
+  case DType::I4:
+  case DType::U4:
+  case DType::I2:
+  case DType::U2: // their value bits (a byte each in Kiln's buffers)
+    return b.getIntegerType(dtypeBits(t));
   default:
     diag.emitError(l) << "MLIR 16 has no element type for dtype " << dtypeName(t);
     return {};
@@ -187,11 +193,13 @@ Value Exporter::empty(const TensorType &t, const Location &l) {
 Value Exporter::scalarConstant(DType t, double v) {
   mlir::Type e = elementType(t, Location());
   mlir::Location at = b.getUnknownLoc();
+  // As Tensor::setDouble stores `v`: floats rounded (mini floats
+  // saturated), integers truncated and saturated, NaN 0.
   if (isFloat(t))
-    return b.create<mlir::arith::ConstantOp>(at, b.getFloatAttr(e, v));
+    return b.create<mlir::arith::ConstantOp>(at, b.getFloatAttr(e, roundThroughDType(t, v)));
   if (t == DType::Bool)
     return b.create<mlir::arith::ConstantOp>(at, b.getBoolAttr(v != 0));
-  return b.create<mlir::arith::ConstantOp>(at, b.getIntegerAttr(e, static_cast<int64_t>(v)));
+  return b.create<mlir::arith::ConstantOp>(at, b.getIntegerAttr(e, floatThroughDType(t, v)));
 }
 
 Value Exporter::filled(const TensorType &t, double v, const Location &l) {
@@ -447,57 +455,57 @@ FailureOr<mlir::func::FuncOp> exportFunction(Exporter &x, const Graph &g, const 
   return f;
 }
 
-namespace {
-
 void loadDialects(mlir::MLIRContext &ctx) {
   ctx.loadDialect<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
 }
 
-/// Reports MLIR's diagnostics as Kiln errors (`file:line:col` where MLIR
-/// gives one) while alive.
-class DiagnosticBridge {
-public:
-  DiagnosticBridge(mlir::MLIRContext &ctx, DiagnosticEngine &diag, Location fallback)
-      : handler_(&ctx, [&diag, fallback](mlir::Diagnostic &d) {
-          Location l = fallback;
-          if (auto flc = mlir::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
-            l = Location::fileLineCol(flc.getFilename().str(), flc.getLine(), flc.getColumn());
-          Severity s = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? Severity::Error
-                       : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? Severity::Warning
-                                                                              : Severity::Note;
-          diag.emit(s, l) << "MLIR: " << d.str();
-          return mlir::success();
-        }) {}
+DiagnosticBridge::DiagnosticBridge(mlir::MLIRContext &ctx, DiagnosticEngine &diag,
+                                   Location fallback)
+    : handler_(&ctx, [&diag, fallback](mlir::Diagnostic &d) {
+        Location l = fallback;
+        if (auto flc = mlir::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
+          l = Location::fileLineCol(flc.getFilename().str(), flc.getLine(), flc.getColumn());
+        Severity s = d.getSeverity() == mlir::DiagnosticSeverity::Error     ? Severity::Error
+                     : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? Severity::Warning
+                                                                            : Severity::Note;
+        diag.emit(s, l) << "MLIR: " << d.str();
+        return mlir::success();
+      }) {}
 
-private:
-  mlir::ScopedDiagnosticHandler handler_;
-};
-
-} // namespace
-
-FailureOr<MlirExport> exportMlir(const Graph &g, const MlirExportOptions &options,
-                                 DiagnosticEngine &diag) {
-  mlir::MLIRContext ctx;
+mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Graph &g,
+                                              const MlirExportOptions &options,
+                                              DiagnosticEngine &diag,
+                                              std::vector<std::string> &calls) {
   loadDialects(ctx);
-  DiagnosticBridge bridge(ctx, diag, Location::name(g.name()));
   Exporter x(ctx, options, diag);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(x.b.getUnknownLoc());
   x.module = *module;
   if (failed(exportFunction(x, g, g.name(), false)))
-    return failure();
-  if (mlir::failed(mlir::verify(*module)))
-    return diag.emitError(Location::name(g.name()))
-           << "the MLIR module written for graph '" << g.name()
-           << "' does not verify (a bug in the export)";
+    return {};
+  if (mlir::failed(mlir::verify(*module))) {
+    diag.emitError(Location::name(g.name())) << "the MLIR module written for graph '" << g.name()
+                                             << "' does not verify (a bug in the export)";
+    return {};
+  }
+  calls.assign(x.calls.begin(), x.calls.end());
+  return module;
+}
+
+FailureOr<MlirExport> exportMlir(const Graph &g, const MlirExportOptions &options,
+                                 DiagnosticEngine &diag) {
+  mlir::MLIRContext ctx;
+  DiagnosticBridge bridge(ctx, diag, Location::name(g.name()));
   MlirExport out;
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModule(ctx, g, options, diag, out.calls);
+  if (!module)
+    return failure();
   llvm::raw_string_ostream os(out.text);
   mlir::OpPrintingFlags flags;
   if (options.printLocs)
     flags.enableDebugInfo(true, false);
   module->print(os, flags);
   os.flush();
-  out.calls.assign(x.calls.begin(), x.calls.end());
   return out;
 }
 

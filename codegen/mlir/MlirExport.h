@@ -32,8 +32,11 @@
 #include "ir/Diagnostics.h"
 #include "ir/Graph.h"
 #include "ir/Support.h"
+#include "ir/Tensor.h"
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,5 +69,24 @@ FailureOr<MlirExport> exportMlir(const Graph &g, const MlirExportOptions &option
 /// each MLIR diagnostic becomes one error at `bufferName:line:col`.
 LogicalResult verifyMlir(std::string_view text, const std::string &bufferName,
                          DiagnosticEngine &diag);
+
+/// A graph compiled through MLIR's own lowering to loops and LLVM IR and
+/// JIT-compiled by MLIR's ExecutionEngine: the second CPU path, a
+/// cross-check of Kiln's (Note [The MLIR CPU path] in MlirRun.cpp).
+class MlirProgram {
+public:
+  /// Fails for a graph with an op MLIR has no form for (naming them), and
+  /// where the export or the lowering fails.
+  static FailureOr<std::unique_ptr<MlirProgram>> compile(const Graph &g, DiagnosticEngine &diag);
+  /// Runs on `inputs` (the graph's dtypes and static dims; a symbol's size
+  /// is the same wherever it appears).
+  FailureOr<std::vector<Tensor>> run(std::span<const Tensor> inputs, DiagnosticEngine &diag) const;
+  ~MlirProgram();
+
+private:
+  MlirProgram();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 } // namespace kiln::mlirgen
