@@ -41,6 +41,10 @@
 #ifdef KILN_HAS_CUDA
 #include "codegen/CudaProgram.h"
 #endif
+#ifdef KILN_HAS_MLIR
+#include "codegen/mlir/MlirExport.h"
+#include "passes/PassManager.h"
+#endif
 #include "codegen/RunTimeSizes.h"
 #include "codegen/Staged.h"
 #include "codegen/SymbolicArtifact.h"
@@ -536,6 +540,31 @@ void compileForCuda(const Model &model, const std::string &path,
   (void)model;
   (void)options;
   throw Error("compileForCuda('" + path + "'): " + kBuiltWithoutCuda);
+#endif
+}
+
+std::string toMlir(const Model &model, const MlirOptions &options) {
+  const std::string what = "toMlir('" + model.impl_->path + "')";
+  if (model.impl_->symbolic)
+    throw Error(what + ": a symbolic artifact holds compiled kernels; translate its model");
+#ifdef KILN_HAS_MLIR
+  std::unique_ptr<Graph> g = model.graph().clone();
+  Collect c;
+  if (options.pipeline) {
+    PassManager pm;
+    if (failed(parsePassPipeline(codegen::kDefaultPipeline, pm, c.diag())) ||
+        failed(pm.run(*g, c.diag())))
+      c.raise("the standard pipeline failed", what);
+  }
+  mlirgen::MlirExportOptions o;
+  o.inlineElements = options.inlineElements;
+  auto text = mlirgen::exportMlir(*g, o, c.diag());
+  if (failed(text))
+    c.raise("cannot write the model as MLIR", what);
+  return std::move(text->text);
+#else
+  (void)options;
+  throw Error(what + ": this Kiln was built without MLIR (-DKILN_MLIR=OFF)");
 #endif
 }
 

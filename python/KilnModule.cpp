@@ -336,6 +336,17 @@ PYBIND11_MODULE(_kiln, m) {
       py::arg("libraries") = true,
       "Compiles a Model for a CUDA GPU into a CUDA artifact (kiln::compileForCuda).");
 
+  m.def(
+      "to_mlir",
+      [](const kiln::Model &model, bool pipeline, int64_t inlineElements) {
+        kiln::MlirOptions o;
+        o.pipeline = pipeline;
+        o.inlineElements = inlineElements;
+        return withoutGil([&] { return kiln::toMlir(model, o); });
+      },
+      py::arg("model"), py::arg("pipeline") = true, py::arg("inline_elements") = int64_t(16),
+      "The Model's graph as an MLIR 16 module (kiln::toMlir).");
+
   py::class_<kiln::CudaModel>(m, "CudaModel",
                               "A CUDA artifact loaded on the machine's first GPU "
                               "(kiln::CudaModel); one run at a time.")

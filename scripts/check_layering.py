@@ -23,8 +23,8 @@ RULES = {
     "frontend/trace": ["ir", "frontend/trace", "include/kiln"],
     "include/kiln": ["ir", "include/kiln"],
     # The embedding API (include/kiln/kiln.h) over everything below it.
-    "api": ["ir", "include/kiln", "api", "frontend/onnx", "codegen", "runtime", "runtime/artifact",
-            "runtime/reference", "runtime/cuda"],
+    "api": ["ir", "include/kiln", "api", "frontend/onnx", "codegen", "codegen/mlir", "passes",
+            "runtime", "runtime/artifact", "runtime/reference", "runtime/cuda"],
     # The runtime: no compiler, no IR beyond two header-only facts (the
     # dtype table, integer power).
     "runtime": ["runtime", "ir/DType.h", "ir/DTypes.def", "ir/IntPow.h"],

@@ -41,6 +41,13 @@ public:
   mlir::ModuleOp module;
   /// The ops written as calls (MlirExport::calls).
   std::set<std::string> calls;
+  /// The constants passed as arguments (MlirExportOptions::
+  /// constantsAsArguments), in argument order after the graph's inputs.
+  std::vector<Tensor> constantArgs;
+  /// The function being written, and whether it is the graph's own (the
+  /// one constants become arguments of).
+  mlir::func::FuncOp function;
+  bool topLevel = false;
 
   /// MLIR's element type of `t` (signless integers: an unsigned dtype's
   /// ops say their signedness); null, after an error at `loc`, for a dtype
@@ -90,7 +97,8 @@ void loadDialects(mlir::MLIRContext &ctx);
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Graph &g,
                                               const MlirExportOptions &options,
                                               DiagnosticEngine &diag,
-                                              std::vector<std::string> &calls);
+                                              std::vector<std::string> &calls,
+                                              std::vector<Tensor> *constantArgs = nullptr);
 
 /// Reports MLIR's diagnostics as Kiln's (`file:line:col` where MLIR gives
 /// one, else `fallback`) while alive.

@@ -352,6 +352,13 @@ LogicalResult exportConstant(Exporter &x, const Node &n) {
   mlir::RankedTensorType type = x.tensorType(n.result()->type(), n.loc());
   if (!type)
     return failure();
+  if (x.options.constantsAsArguments && x.topLevel && t.numel() > x.options.inlineElements &&
+      t.dtype() != DType::Bool) {
+    mlir::Block &entry = x.function.front();
+    x.define(n.result(), entry.addArgument(type, x.loc(n.loc())));
+    x.constantArgs.push_back(t);
+    return success();
+  }
   std::string name = ConstantOp(n).name();
   if (name.empty())
     name = n.result()->name();
@@ -424,6 +431,10 @@ FailureOr<mlir::func::FuncOp> exportFunction(Exporter &x, const Graph &g, const 
   mlir::SymbolTable(x.module).insert(f);
   mlir::Block *entry = f.addEntryBlock();
   x.b.setInsertionPointToStart(entry);
+  mlir::func::FuncOp outerFunction = x.function;
+  const bool outerTop = x.topLevel;
+  x.function = f;
+  x.topLevel = !isPrivate;
 
   // The function's own sizes: each symbol from the first argument dim that
   // is exactly it.
@@ -448,7 +459,16 @@ FailureOr<mlir::func::FuncOp> exportFunction(Exporter &x, const Graph &g, const 
     for (const kiln::Value *v : g.outputs())
       results.push_back(x.value(v));
     x.b.create<mlir::func::ReturnOp>(x.b.getUnknownLoc(), results);
+    // Constants that became arguments: the type grows, and they are
+    // read-only for bufferization.
+    if (entry->getNumArguments() != ins.size()) {
+      f.setType(x.b.getFunctionType(entry->getArgumentTypes(), outs));
+      for (unsigned i = static_cast<unsigned>(ins.size()); i < entry->getNumArguments(); ++i)
+        f.setArgAttr(i, "bufferization.writable", x.b.getBoolAttr(false));
+    }
   }
+  x.function = outerFunction;
+  x.topLevel = outerTop;
   std::swap(outer, x.symbols);
   if (!ok)
     return failure();
@@ -476,7 +496,8 @@ DiagnosticBridge::DiagnosticBridge(mlir::MLIRContext &ctx, DiagnosticEngine &dia
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Graph &g,
                                               const MlirExportOptions &options,
                                               DiagnosticEngine &diag,
-                                              std::vector<std::string> &calls) {
+                                              std::vector<std::string> &calls,
+                                              std::vector<Tensor> *constantArgs) {
   loadDialects(ctx);
   Exporter x(ctx, options, diag);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(x.b.getUnknownLoc());
@@ -489,6 +510,8 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Grap
     return {};
   }
   calls.assign(x.calls.begin(), x.calls.end());
+  if (constantArgs)
+    *constantArgs = x.constantArgs;
   return module;
 }
 

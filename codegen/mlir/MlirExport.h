@@ -49,6 +49,10 @@ struct MlirExportOptions {
   int64_t inlineElements = 16;
   /// Print each op's location (`loc(...)`: the node's ONNX name or file:line).
   bool printLocs = false;
+  /// Constants larger than `inlineElements` become trailing arguments of
+  /// the graph's function (read-only: `bufferization.writable = false`)
+  /// instead of blobs: the MLIR CPU path passes their bytes (MlirRun.cpp).
+  bool constantsAsArguments = false;
 };
 
 struct MlirExport {

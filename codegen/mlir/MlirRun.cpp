@@ -2,8 +2,10 @@
 //
 // Note [The MLIR CPU path]
 // A second way to compute a graph on the CPU, independent of Kiln's code
-// generator: the export of MlirExport.cpp (constants inline: MLIR 16 cannot
-// translate dense_resource blobs to LLVM IR), then MLIR's own pipeline
+// generator: the export of MlirExport.cpp (small constants inline, the
+// others trailing read-only arguments that point at Kiln's tensors: MLIR 16
+// cannot translate dense_resource blobs to LLVM IR, and weights inlined as
+// LLVM constants take gigabytes to compile), then MLIR's own pipeline
 //
 //   linalg named ops generalized -> tensor.empty to alloc_tensor ->
 //   one-shot bufferization (function boundaries, identity layouts, results
@@ -57,6 +59,8 @@ struct MlirProgram::Impl {
   std::unique_ptr<mlir::ExecutionEngine> engine;
   std::string entry;
   std::vector<TensorType> inputs, outputs;
+  /// The weights, passed by pointer after the inputs (never written).
+  std::vector<Tensor> constants;
   Location loc;
 };
 
@@ -142,9 +146,10 @@ FailureOr<std::unique_ptr<MlirProgram>> MlirProgram::compile(const Graph &g,
   m.ctx.appendDialectRegistry(allDialects());
   DiagnosticBridge bridge(m.ctx, diag, m.loc);
   MlirExportOptions options;
-  options.inlineElements = std::numeric_limits<int64_t>::max();
+  options.constantsAsArguments = true;
   std::vector<std::string> calls;
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModule(m.ctx, g, options, diag, calls);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      buildModule(m.ctx, g, options, diag, calls, &m.constants);
   if (!module)
     return failure();
   if (!calls.empty()) {
@@ -218,6 +223,16 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
     std::vector<int64_t> st = stridesOf(t.shape());
     desc.insert(desc.end(), st.begin(), st.end());
     argDescs.push_back(std::move(desc));
+  }
+  for (const Tensor &t : m.constants) {
+    const void *data = t.rawData();
+    std::vector<int64_t> desc = {reinterpret_cast<int64_t>(data), reinterpret_cast<int64_t>(data),
+                                 0};
+    desc.insert(desc.end(), t.shape().begin(), t.shape().end());
+    std::vector<int64_t> st = stridesOf(t.shape());
+    desc.insert(desc.end(), st.begin(), st.end());
+    argDescs.push_back(std::move(desc));
+    argPointers.insert(data);
   }
   size_t words = 0;
   for (const TensorType &t : m.outputs)

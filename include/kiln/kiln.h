@@ -42,6 +42,7 @@ namespace kiln {
 class Graph;
 class Module;
 struct CudaCompileOptions;
+struct MlirOptions;
 
 /// How to compile (the `kiln compile` flags of the same names).
 struct CompileOptions {
@@ -110,6 +111,7 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   friend Executable compile(const Model &model, const CompileOptions &options);
+  friend std::string toMlir(const Model &model, const MlirOptions &options);
   friend void compileForCuda(const Model &model, const std::string &path,
                              const CudaCompileOptions &options);
 };
@@ -141,5 +143,23 @@ struct CudaCompileOptions {
 /// Kiln built without the CUDA backend.
 void compileForCuda(const Model &model, const std::string &path,
                     const CudaCompileOptions &options = {});
+
+/// How toMlir writes a model (the `kiln translate --emit=mlir` flags).
+struct MlirOptions {
+  /// Run the standard pipeline first, as `kiln translate` does; false
+  /// writes the graph as loaded (`--passes=`).
+  bool pipeline = true;
+  /// Constants of at most this many elements print inline, larger ones as
+  /// dense_resource blobs (`--inline-elements`).
+  int64_t inlineElements = 16;
+};
+
+/// The model's graph as an MLIR 16 module of upstream dialects (func,
+/// tensor, arith, math, linalg), the text `kiln translate MODEL
+/// --emit=mlir` writes; an op MLIR has no form for is a call of a private
+/// `@kiln.<op>` declaration. A dtype MLIR 16 lacks, a size no input dim
+/// gives, a symbolic artifact, or a Kiln built without MLIR
+/// (-DKILN_MLIR=OFF) throws a kiln::Error naming it.
+std::string toMlir(const Model &model, const MlirOptions &options = {});
 
 } // namespace kiln

@@ -22,8 +22,9 @@ from ._backend import torch_backend
 from ._kiln import CudaModel, Error, Executable, Model
 from ._kiln import compile as _compile_model
 from ._kiln import compile_cuda as _compile_cuda
+from ._kiln import to_mlir as _to_mlir
 
-__all__ = ["CudaModel", "Error", "Executable", "Model", "compile", "compile_cuda", "from_torch",
+__all__ = ["CudaModel", "Error", "Executable", "Model", "compile", "compile_cuda", "from_torch", "to_mlir",
            "load", "torch_backend"]
 
 
@@ -85,6 +86,16 @@ def compile_cuda(model, path, arch=90, dims=None, fusion=True, libraries=True):
         model = Model.load(os.fspath(model), dims or {})
     _compile_cuda(model, os.fspath(path), arch=arch, dims=dims or {}, fusion=fusion,
                   libraries=libraries)
+
+
+def to_mlir(model, pipeline=True, inline_elements=16, dims=None):
+    """A Model, or the model at a path, as an MLIR 16 module (text) of
+    upstream dialects: what `kiln translate MODEL --emit=mlir` writes (after
+    the standard pipeline unless `pipeline` is False; constants of more than
+    `inline_elements` elements as dense_resource blobs)."""
+    if not isinstance(model, Model):
+        model = Model.load(os.fspath(model), dims or {})
+    return _to_mlir(model, pipeline=pipeline, inline_elements=inline_elements)
 
 
 def from_torch(module, example_inputs, dynamic_shapes=None, capture="auto"):

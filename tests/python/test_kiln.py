@@ -103,6 +103,22 @@ def test_artifact_round_trip():
     expect_error(lambda: kiln.compile(path), "compiled artifact already")
 
 
+def test_to_mlir():
+    # kiln.to_mlir writes what `kiln translate --emit=mlir` writes.
+    model = os.path.join(MLP, "mlp.kir")
+    try:
+        text = kiln.to_mlir(model)
+    except kiln.Error as e:
+        assert "built without MLIR" in str(e), str(e)
+        return
+    import subprocess
+    cli = subprocess.run([os.path.join(BUILD, "tools", "kiln"), "translate", model],
+                         check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert text == cli.stdout
+    assert "linalg." in text and "func.func @" in text
+    assert "dense_resource<" in kiln.to_mlir(model, pipeline=False, inline_elements=0)
+
+
 def test_compile_cuda():
     # kiln.compile_cuda writes what `kiln compile --target cuda -o` writes;
     # kiln.load gives a CudaModel that runs as the CPU does on a GPU, and

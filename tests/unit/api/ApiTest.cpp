@@ -645,3 +645,33 @@ TEST(ApiTest, CompilesForCudaAsTheCliDoes) {
 }
 
 } // namespace
+
+// kiln::toMlir writes what `kiln translate --emit=mlir` writes; what MLIR 16
+// cannot hold is a kiln::Error naming it.
+TEST(ApiTest, WritesMlirAsTheCliDoes) {
+  kiln::Model mlp = kiln::Model::load(kMlp + "mlp.kir");
+#if KILN_TEST_HAS_MLIR
+  const std::string cli = tempPath("mlir-cli");
+  const std::string command =
+      std::string(KILN_TOOL) + " translate " + kMlp + "mlp.kir -o " + cli + " 2> /dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string text = kiln::toMlir(mlp);
+  EXPECT_NE(text.find("linalg."), std::string::npos);
+  EXPECT_TRUE(text == fileBytes(cli)) << "toMlir differs from " << cli;
+  if (!HasFailure())
+    std::remove(cli.c_str());
+  kiln::MlirOptions asLoaded;
+  asLoaded.pipeline = false;
+  asLoaded.inlineElements = 0;
+  EXPECT_NE(kiln::toMlir(mlp, asLoaded).find("dense_resource<"), std::string::npos);
+
+  const char *f8 = "graph @g(%x: f32[4]) -> (f32[4]) {\n"
+                   "  %0 = cast(%x) {to = f8e5m2fnuz} : f8e5m2fnuz[4]\n"
+                   "  %1 = cast(%0) {to = f32} : f32[4]\n  return %1\n}\n";
+  EXPECT_NE(errorOf([&] { kiln::toMlir(kirModel("f8", f8), asLoaded); })
+                .find("MLIR 16 has no element type for dtype f8e5m2fnuz"),
+            std::string::npos);
+#else
+  EXPECT_NE(errorOf([&] { kiln::toMlir(mlp); }).find("built without MLIR"), std::string::npos);
+#endif
+}
