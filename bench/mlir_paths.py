@@ -62,8 +62,9 @@ def main():
                             stdout=subprocess.PIPE, text=True).stdout.strip()
     with open(a.out, "w") as f:
         f.write("# Kiln's compiled path and the MLIR CPU path\n\n")
-        f.write("Written by `bench/mlir_paths.py --runs %d` on %s (%s, %d CPUs, %s), Kiln %s.\n\n"
-                % (a.runs, time.strftime("%Y-%m-%d"), cpu, os.cpu_count(), platform.machine(), commit))
+        f.write("Written by `bench/mlir_paths.py --runs %d` on %s (%s, %d CPUs, %s), "
+                "Kiln %s.\n\n" % (a.runs, time.strftime("%Y-%m-%d"), cpu, os.cpu_count(),
+                                   platform.machine(), commit))
         f.write("One thread; each path in its own `kiln run` process on the export's test inputs, "
                 "the median of %d runs after a first run (not counted); both checked against "
                 "PyTorch's outputs (`--check`). Commands: `kiln run MODEL --data SET --check "

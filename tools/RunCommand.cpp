@@ -57,7 +57,8 @@ const char kRunUsage[] =
     "  --bisect               with --compile --check: when outputs differ, name the first\n"
     "                         compiled step that differs from the interpreter\n"
     "  --check-each           with --compile: compare every step with the interpreter\n"
-    "  --codegen=mlir         compile through MLIR's own lowering instead (linalg to loops,\n"
+    "  --codegen=kiln|mlir    kiln: Kiln's code generator (the default, with --compile);\n"
+    "                         mlir: compile through MLIR's own lowering (linalg to loops,\n"
     "                         MLIR's ExecutionEngine; no libraries, no fusion): a\n"
     "                         cross-check of the compiled path, not a fast one\n"
     "  --repeat N             run N times and print the median time (default 1)\n"
@@ -179,11 +180,17 @@ int runCommand(const Args &args) {
                          "it takes no artifact, --bisect, --check-each or --cpu\n");
     return 2;
   }
+  // --dim is taken (the import binds it); the rest of the compile options
+  // are Kiln's code generator's, and the MLIR path runs on one thread.
+  codegen::CompileOptions beyondDims = copts;
+  beyondDims.dims.clear();
+  beyondDims.ranges.clear();
   if (mlirPath && (cuda || runtime::isArtifactFile(file) || isSymbolic || checks.bisect ||
-                   checks.each || compileFlagBeyondThreads(copts))) {
+                   checks.each || compileFlagBeyondThreads(beyondDims) ||
+                   copts.threads != codegen::CompileOptions{}.threads)) {
     std::fprintf(stderr, "kiln run: error: --codegen=mlir compiles a model (.kir or ONNX) "
-                         "through MLIR: it takes no artifact, --target cuda, --bisect, "
-                         "--check-each or compile options but --dim\n");
+                         "through MLIR on one thread: it takes no artifact, --target cuda, "
+                         "--bisect, --check-each, --threads or compile options but --dim\n");
     return 2;
   }
 #ifndef KILN_HAS_MLIR

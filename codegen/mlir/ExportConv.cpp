@@ -1,15 +1,17 @@
 //===- ExportConv.cpp - Convolutions and pools as linalg ------------------===//
 //
 // conv: a tensor.pad of the input, then linalg.conv_1d_ncw_fcw /
-// conv_2d_nchw_fchw / conv_3d_ncdhw_fcdhw (group 1),
-// linalg.depthwise_conv_2d_nchw_chw (one filter per channel) or
-// linalg.conv_2d_ngchw_fgchw (other groups, the operands reshaped to and
-// from their grouped forms), and the bias as a linalg.generic add.
-// max_pool / avg_pool (2-D): linalg.pooling_nchw_max / _sum over the padded
-// input, with ceil_mode's extra row and column as more padding; an average
-// divides by the count of the window's points that its padding rule counts
-// (the same pooling over a padded tensor of ones). global_avg_pool: a
-// reduction. Other ranks and forms are calls (Note [MLIR export]).
+// conv_2d_nchw_fchw (group 1), linalg.depthwise_conv_2d_nchw_chw (one
+// filter per channel) or linalg.conv_2d_ngchw_fgchw (other groups, the
+// operands reshaped to and from their grouped forms), and the bias as a
+// linalg.generic add; 3-D convolutions are calls.
+// max_pool (2-D): a linalg.generic over the padded input with Kiln's max
+// (NaN wins; MLIR 16's pooling_nchw_max lowers to maxnum, which drops it).
+// avg_pool (2-D): linalg.pooling_nchw_sum over the padded input, ceil_mode's
+// extra row and column as more padding, divided by the count of the
+// window's points its padding rule counts (the same pooling over a padded
+// tensor of ones). global_avg_pool: a reduction. Other ranks and forms are
+// calls (Note [MLIR export]).
 //
 //===----------------------------------------------------------------------===//
 

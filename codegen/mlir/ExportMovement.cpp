@@ -208,6 +208,13 @@ LogicalResult sliceInto(Exporter &x, const Node &n, unsigned i, const TensorType
   return success();
 }
 
+/// An integer index of dtype `t` as an `index` (unsigned ones zero-extended).
+Value indexOf(mlir::OpBuilder &b, mlir::Location l, Value v, DType t) {
+  if (isSignedInt(t))
+    return b.create<mlir::arith::IndexCastOp>(l, b.getIndexType(), v);
+  return b.create<mlir::arith::IndexCastUIOp>(l, b.getIndexType(), v);
+}
+
 LogicalResult gather(Exporter &x, const Node &n) {
   const TensorType &dt = n.operand(0)->type(), &it = n.operand(1)->type(), &rt = n.result()->type();
   int64_t axis = GatherOp(n).axis();
@@ -237,13 +244,21 @@ LogicalResult gather(Exporter &x, const Node &n) {
   Value r = generic(
       x, x.loc(n.loc()), {x.value(n.operand(1))}, {indexMap, identity(x, rt.rank())}, init, iters,
       [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) {
-        // A negative index counts from the end (the import checked ranges).
-        Value i = b.create<mlir::arith::IndexCastOp>(l, b.getIndexType(), a[0]);
+        // A negative index counts from the end. Where the export checks
+        // indices, the read is clamped into the axis (the flag below says
+        // when it had to be); else it is unchecked, as ONNX leaves it.
+        Value i = indexOf(b, l, a[0], itype);
         if (isSignedInt(itype)) {
           Value zero = b.create<mlir::arith::ConstantIndexOp>(l, 0);
           Value neg = b.create<mlir::arith::CmpIOp>(l, mlir::arith::CmpIPredicate::slt, i, zero);
           i = b.create<mlir::arith::SelectOp>(l, neg, b.create<mlir::arith::AddIOp>(l, i, axisSize),
                                               i);
+        }
+        if (x.options.checkIndices) {
+          Value zero = b.create<mlir::arith::ConstantIndexOp>(l, 0);
+          Value last = b.create<mlir::arith::SubIOp>(l, axisSize,
+                                                     b.create<mlir::arith::ConstantIndexOp>(l, 1));
+          i = b.create<mlir::arith::MaxSIOp>(l, zero, b.create<mlir::arith::MinSIOp>(l, i, last));
         }
         llvm::SmallVector<Value> at;
         for (int64_t d = 0; d < dt.rank(); ++d) {
@@ -259,6 +274,30 @@ LogicalResult gather(Exporter &x, const Node &n) {
   if (!r)
     return failure();
   define(x, n, r);
+  if (x.options.checkIndices) {
+    // One i1: some index outside [-size, size) of the axis.
+    Value flag = x.filled(TensorType(DType::Bool, Shape{}), 0, n.loc());
+    if (!flag)
+      return failure();
+    llvm::SmallVector<mlir::utils::IteratorType> all(static_cast<size_t>(ri),
+                                                     mlir::utils::IteratorType::reduction);
+    AffineMap none = AffineMap::get(static_cast<unsigned>(ri), 0, {}, &x.ctx_);
+    flag = generic(x, x.loc(n.loc()), {x.value(n.operand(1))}, {identity(x, ri), none}, flag, all,
+                   [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange a) -> Value {
+                     Value i = indexOf(b, l, a[0], itype);
+                     Value bad = b.create<mlir::arith::CmpIOp>(l, mlir::arith::CmpIPredicate::sge,
+                                                               i, axisSize);
+                     if (isSignedInt(itype)) {
+                       Value lo = b.create<mlir::arith::CmpIOp>(
+                           l, mlir::arith::CmpIPredicate::slt, i,
+                           b.create<mlir::arith::SubIOp>(
+                               l, b.create<mlir::arith::ConstantIndexOp>(l, 0), axisSize));
+                       bad = b.create<mlir::arith::OrIOp>(l, bad, lo);
+                     }
+                     return b.create<mlir::arith::OrIOp>(l, a[1], bad);
+                   });
+    x.indexChecks.emplace_back(flag, n.loc());
+  }
   return success();
 }
 

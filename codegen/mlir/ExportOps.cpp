@@ -6,9 +6,10 @@
 // where one fits, else a linalg.generic contraction). Note [MLIR export] in
 // MlirExport.cpp.
 //
-// Accumulation: sums and products of f16/bf16 accumulate in f32 and round
-// once, as Kiln's kernels do; matmul, gemm and conv accumulate in their
-// result type, as linalg's named ops define them.
+// Accumulation, as the reference kernels (ir/ops) compute: reductions'
+// sums and products and the normalizations in f64 (integers in i64), then
+// rounded once; matmul, gemm and conv in f32 for halves (the named ops'
+// output type), else in their result type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -374,8 +375,9 @@ LogicalResult exportNormalization(Exporter &x, const Node &n) {
   auto un = [&](mlir::OpBuilder &b, mlir::Location l, ScalarOp op, Value p) {
     ScalarDag dag;
     ScalarRef r = dag.unary(op, dag.load(acc, 0, dag.constInt(DType::I64, 0)));
-    return *emitScalarDag(
+    auto v = emitScalarDag(
         b, l, dag, r, [&](const ScalarNode &) { return p; }, n.loc(), x.diag);
+    return failed(v) ? p : *v; // the hooks of these unary ops do not fail
   };
   auto cst = [&](mlir::OpBuilder &b, mlir::Location l, double v) -> Value {
     return b.create<mlir::arith::ConstantOp>(l, b.getFloatAttr(registerType(&x.ctx_, acc), v));
@@ -425,6 +427,8 @@ LogicalResult exportNormalization(Exporter &x, const Node &n) {
         if (!reduced[d])
           keptShape.push_back(in.shape[d]);
       Value var0 = x.filled(TensorType(acc, keptShape), 0, n.loc());
+      if (!var0)
+        return failure();
       llvm::SmallVector<IterKind> iters;
       for (bool red : reduced)
         iters.push_back(red ? IterKind::reduction : IterKind::parallel);

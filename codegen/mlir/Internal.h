@@ -44,6 +44,9 @@ public:
   /// The constants passed as arguments (MlirExportOptions::
   /// constantsAsArguments), in argument order after the graph's inputs.
   std::vector<Tensor> constantArgs;
+  /// The index checks' flags (MlirExportOptions::checkIndices) and their
+  /// gathers' locations.
+  std::vector<std::pair<mlir::Value, Location>> indexChecks;
   /// The function being written, and whether it is the graph's own (the
   /// one constants become arguments of).
   mlir::func::FuncOp function;
@@ -98,7 +101,8 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Grap
                                               const MlirExportOptions &options,
                                               DiagnosticEngine &diag,
                                               std::vector<std::string> &calls,
-                                              std::vector<Tensor> *constantArgs = nullptr);
+                                              std::vector<Tensor> *constantArgs = nullptr,
+                                              std::vector<Location> *indexChecks = nullptr);
 
 /// Reports MLIR's diagnostics as Kiln's (`file:line:col` where MLIR gives
 /// one, else `fallback`) while alive.

@@ -329,12 +329,12 @@ LogicalResult Exporter::call(const Node &n) {
   std::string key = std::string(n.mnemonic()) + " " + functionTypeKey(type);
   auto it = callees_.find(key);
   if (it == callees_.end()) {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(module.getBody());
+    // Created detached: the symbol table inserts it and renames a second
+    // signature of the op.
     std::string name = "kiln." + std::string(n.mnemonic());
-    auto decl = b.create<mlir::func::FuncOp>(b.getUnknownLoc(), name, type);
+    auto decl = mlir::func::FuncOp::create(b.getUnknownLoc(), name, type);
     decl.setPrivate();
-    mlir::SymbolTable(module).insert(decl); // renames a second signature
+    mlir::SymbolTable(module).insert(decl);
     it = callees_.emplace(key, decl).first;
   }
   auto callOp = b.create<mlir::func::CallOp>(at, it->second, operands);
@@ -423,9 +423,9 @@ FailureOr<mlir::func::FuncOp> exportFunction(Exporter &x, const Graph &g, const 
       return failure();
     outs.push_back(t);
   }
-  x.b.setInsertionPointToEnd(x.module.getBody());
-  auto f =
-      x.b.create<mlir::func::FuncOp>(x.b.getUnknownLoc(), name, x.b.getFunctionType(ins, outs));
+  // Detached, then inserted by the symbol table (renamed when a body of
+  // another node has the name).
+  auto f = mlir::func::FuncOp::create(x.b.getUnknownLoc(), name, x.b.getFunctionType(ins, outs));
   if (isPrivate)
     f.setPrivate();
   mlir::SymbolTable(x.module).insert(f);
@@ -458,11 +458,16 @@ FailureOr<mlir::func::FuncOp> exportFunction(Exporter &x, const Graph &g, const 
     llvm::SmallVector<Value> results;
     for (const kiln::Value *v : g.outputs())
       results.push_back(x.value(v));
+    if (!isPrivate)
+      for (const auto &[flag, l] : x.indexChecks) {
+        results.push_back(flag);
+        outs.push_back(flag.getType());
+      }
     x.b.create<mlir::func::ReturnOp>(x.b.getUnknownLoc(), results);
     // Constants that became arguments: the type grows, and they are
     // read-only for bufferization.
+    f.setType(x.b.getFunctionType(entry->getArgumentTypes(), outs));
     if (entry->getNumArguments() != ins.size()) {
-      f.setType(x.b.getFunctionType(entry->getArgumentTypes(), outs));
       for (unsigned i = static_cast<unsigned>(ins.size()); i < entry->getNumArguments(); ++i)
         f.setArgAttr(i, "bufferization.writable", x.b.getBoolAttr(false));
     }
@@ -493,11 +498,10 @@ DiagnosticBridge::DiagnosticBridge(mlir::MLIRContext &ctx, DiagnosticEngine &dia
         return mlir::success();
       }) {}
 
-mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Graph &g,
-                                              const MlirExportOptions &options,
-                                              DiagnosticEngine &diag,
-                                              std::vector<std::string> &calls,
-                                              std::vector<Tensor> *constantArgs) {
+mlir::OwningOpRef<mlir::ModuleOp>
+buildModule(mlir::MLIRContext &ctx, const Graph &g, const MlirExportOptions &options,
+            DiagnosticEngine &diag, std::vector<std::string> &calls,
+            std::vector<Tensor> *constantArgs, std::vector<Location> *indexChecks) {
   loadDialects(ctx);
   Exporter x(ctx, options, diag);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(x.b.getUnknownLoc());
@@ -512,6 +516,9 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(mlir::MLIRContext &ctx, const Grap
   calls.assign(x.calls.begin(), x.calls.end());
   if (constantArgs)
     *constantArgs = x.constantArgs;
+  if (indexChecks)
+    for (const auto &[flag, l] : x.indexChecks)
+      indexChecks->push_back(l);
   return module;
 }
 

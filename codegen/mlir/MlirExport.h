@@ -18,9 +18,11 @@
 //   constants           arith.constant: dense<...> inline when small, else a
 //                       dense_resource blob in the module's resource section
 //
-// An op MLIR's upstream dialects have no form for (lstm, if, loop, topk,
-// ...) is a `func.call` of a private declaration named `@kiln.<op>` with
-// the node's attributes in `kiln.attrs`; `kiln translate` lists them.
+// An op MLIR's upstream dialects have no form for (recurrent layers, if,
+// loop, top_k, argmax, resize, scatters, gather_nd, gather_elements,
+// nonzero, conv_transpose, 3-D convolutions, ...) is a `func.call` of a
+// private declaration named `@kiln.<op>` with the node's attributes in
+// `kiln.attrs`; `kiln translate` names them on stderr.
 //
 // The module is checked by MLIR's verifier before it is printed.
 // This header includes no MLIR: the library is built where libMLIR.so is
@@ -53,6 +55,11 @@ struct MlirExportOptions {
   /// the graph's function (read-only: `bufferization.writable = false`)
   /// instead of blobs: the MLIR CPU path passes their bytes (MlirRun.cpp).
   bool constantsAsArguments = false;
+  /// Gathers read a clamped index, and the graph's function returns, after
+  /// its outputs, one i1 per gather set when an index is outside its axis
+  /// (the MLIR CPU path reports it; the export for other tools leaves an
+  /// index unchecked, as ONNX does).
+  bool checkIndices = false;
 };
 
 struct MlirExport {
@@ -64,8 +71,8 @@ struct MlirExport {
 };
 
 /// `g` as an MLIR module. Fails, with a diagnostic at the node, for a dtype
-/// MLIR 16 has no type for (the 4- and 2-bit formats, the FNUZ floats) and
-/// for a symbolic size that no input dim gives.
+/// MLIR 16 has no type for (the FNUZ floats, f4e2m1fn) and for a symbolic
+/// size that no input dim gives.
 FailureOr<MlirExport> exportMlir(const Graph &g, const MlirExportOptions &options,
                                  DiagnosticEngine &diag);
 

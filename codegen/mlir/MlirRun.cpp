@@ -26,10 +26,13 @@
 // after another: every field is 8 bytes) and a pointer to each argument's
 // descriptor { allocated, aligned, offset, sizes[rank], strides[rank] }.
 // Arguments are copies of the inputs (bufferization may write into its
-// arguments). A result is copied out through its strides; its buffer is
-// freed unless it is an argument's, a constant's (MLIR marks those
-// 0xdeadbeef) or another result's. Intermediate buffers are freed by the
-// buffer deallocation pass.
+// arguments). A result is copied out through its strides; once all are,
+// each buffer is freed unless it is an argument's or a constant's (MLIR
+// marks those 0xdeadbeef), once. After the outputs the function returns
+// one flag per gather, set when an index is outside its axis (the export's
+// checkIndices): the run is then an error naming the node, as Kiln's
+// compiled path reports it (its reads are clamped, never outside). Intermediate buffers are freed
+// by the buffer deallocation pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +62,9 @@ namespace kiln::mlirgen {
 struct MlirProgram::Impl {
   mlir::MLIRContext ctx;
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  /// The gathers whose index checks the function returns after the
+  /// outputs (MlirExportOptions::checkIndices).
+  std::vector<Location> indexChecks;
   std::string entry;
   std::vector<TensorType> inputs, outputs;
   /// The weights, passed by pointer after the inputs (never written).
@@ -149,9 +155,10 @@ FailureOr<std::unique_ptr<MlirProgram>> MlirProgram::compile(const Graph &g,
   DiagnosticBridge bridge(m.ctx, diag, m.loc);
   MlirExportOptions options;
   options.constantsAsArguments = true;
+  options.checkIndices = true;
   std::vector<std::string> calls;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      buildModule(m.ctx, g, options, diag, calls, &m.constants);
+      buildModule(m.ctx, g, options, diag, calls, &m.constants, &m.indexChecks);
   if (!module)
     return failure();
   if (!calls.empty()) {
@@ -162,9 +169,16 @@ FailureOr<std::unique_ptr<MlirProgram>> MlirProgram::compile(const Graph &g,
                                  << "': MLIR has no form for " << names
                                  << " (written as calls of @kiln.<op>)";
   }
+  // A fixed name: the graph's could be one the lowering declares (malloc).
   auto f = module->lookupSymbol<mlir::func::FuncOp>(g.name());
+  if (!f)
+    return diag.emitError(m.loc) << "the MLIR module has no function '" << g.name() << "'";
+  if (mlir::failed(mlir::SymbolTable::replaceAllSymbolUses(
+          f, mlir::StringAttr::get(&m.ctx, "kiln_graph"), *module)))
+    return diag.emitError(m.loc) << "cannot rename the MLIR function of graph '" << g.name() << "'";
+  f.setSymName("kiln_graph");
   f->setAttr("llvm.emit_c_interface", mlir::UnitAttr::get(&m.ctx));
-  m.entry = "_mlir_ciface_" + g.name();
+  m.entry = "_mlir_ciface_kiln_graph";
   mlir::PassManager pm(&m.ctx);
   addLowering(pm);
   if (mlir::failed(pm.run(*module)))
@@ -200,17 +214,19 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
   if (inputs.size() != m.inputs.size())
     return diag.emitError(m.loc) << "the graph takes " << m.inputs.size() << " inputs, got "
                                  << inputs.size();
+  // Symbols from the dims that are one, then every dim against its size.
   std::map<std::string, int64_t> symbols;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t d = 0; d < m.inputs[i].shape.size() && d < inputs[i].shape().size(); ++d)
+      if (!m.inputs[i].shape[d].symbol().empty())
+        symbols.emplace(m.inputs[i].shape[d].symbol(), inputs[i].shape()[d]);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorType &want = m.inputs[i];
     const Tensor &t = inputs[i];
     bool ok = t.dtype() == want.dtype && t.shape().size() == want.shape.size();
     for (size_t d = 0; ok && d < want.shape.size(); ++d) {
-      const Dim &dim = want.shape[d];
-      if (dim.isStatic())
-        ok = dim.size() == t.shape()[d];
-      else if (!dim.symbol().empty())
-        ok = symbols.emplace(dim.symbol(), t.shape()[d]).first->second == t.shape()[d];
+      std::optional<int64_t> size = evaluateDim(want.shape[d], symbols);
+      ok = !size || *size == t.shape()[d];
     }
     if (!ok)
       return diag.emitError(m.loc)
@@ -223,6 +239,9 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
   for (const Tensor &t : inputs) {
     size_t bytes = std::max<size_t>(64, (t.byteSize() + 63) / 64 * 64);
     char *data = static_cast<char *>(std::aligned_alloc(64, bytes));
+    if (!data)
+      return diag.emitError(m.loc)
+             << "cannot allocate " << bytes << " bytes for input " << argDescs.size();
     if (t.byteSize())
       std::memcpy(data, t.rawData(), t.byteSize());
     buffers.emplace_back(data, &std::free);
@@ -244,7 +263,7 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
     argDescs.push_back(std::move(desc));
     argPointers.insert(data);
   }
-  size_t words = 0;
+  size_t words = 3 * m.indexChecks.size();
   for (const TensorType &t : m.outputs)
     words += 3 + 2 * t.shape.size();
   std::vector<int64_t> results(words, 0);
@@ -258,6 +277,7 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
     return diag.emitError(m.loc) << "running the MLIR-compiled graph failed: "
                                  << llvm::toString(std::move(e));
   std::vector<Tensor> outs;
+  std::vector<int64_t> allocations;
   std::set<int64_t> freed;
   size_t at = 0;
   for (const TensorType &t : m.outputs) {
@@ -287,12 +307,26 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
       }
     }
     outs.push_back(Tensor::fromBytes(t.dtype, sizes, bytes.data()));
-    const int64_t allocated = desc[0];
+    allocations.push_back(desc[0]);
+  }
+  // The index checks' flags (rank 0, i1), one per gather, after the outputs.
+  std::optional<Location> outOfRange;
+  for (const Location &l : m.indexChecks) {
+    const int64_t *desc = results.data() + at;
+    at += 3;
+    if (*(reinterpret_cast<const uint8_t *>(desc[1]) + desc[2]) & 1 && !outOfRange)
+      outOfRange = l;
+    allocations.push_back(desc[0]);
+  }
+  // Freed once all are copied: results may share a buffer.
+  for (int64_t allocated : allocations)
     if (allocated != 0xdeadbeef && allocated != 0 &&
         !argPointers.count(reinterpret_cast<const void *>(allocated)) &&
         freed.insert(allocated).second)
       std::free(reinterpret_cast<void *>(allocated));
-  }
+  if (outOfRange)
+    return diag.emitError(*outOfRange) << "'gather' op: an index is outside its axis (the MLIR "
+                                          "CPU path checks them as Kiln's compiled path does)";
   return outs;
 }
 

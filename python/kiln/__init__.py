@@ -24,8 +24,8 @@ from ._kiln import compile as _compile_model
 from ._kiln import compile_cuda as _compile_cuda
 from ._kiln import to_mlir as _to_mlir
 
-__all__ = ["CudaModel", "Error", "Executable", "Model", "compile", "compile_cuda", "from_torch", "to_mlir",
-           "load", "torch_backend"]
+__all__ = ["CudaModel", "Error", "Executable", "Model", "compile", "compile_cuda", "from_torch",
+           "load", "to_mlir", "torch_backend"]
 
 
 def _magic(path):
@@ -95,6 +95,9 @@ def to_mlir(model, pipeline=True, inline_elements=16, dims=None):
     `inline_elements` elements as dense_resource blobs)."""
     if not isinstance(model, Model):
         model = Model.load(os.fspath(model), dims or {})
+    elif dims:
+        raise Error("to_mlir: dims bind a model's symbols when it is loaded; "
+                    "give a path, or load the Model with them")
     return _to_mlir(model, pipeline=pipeline, inline_elements=inline_elements)
 
 
