@@ -113,12 +113,17 @@ void addLowering(mlir::PassManager &pm) {
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
 }
 
-/// The row-major strides of `sizes`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &sizes) {
-  std::vector<int64_t> s(sizes.size(), 1);
+/// The memref descriptor of a dense row-major buffer at `data`:
+/// { allocated, aligned, offset 0, sizes, strides }.
+std::vector<int64_t> descriptorOf(const void *data, const std::vector<int64_t> &sizes) {
+  const int64_t p = reinterpret_cast<int64_t>(data);
+  std::vector<int64_t> desc = {p, p, 0};
+  desc.insert(desc.end(), sizes.begin(), sizes.end());
+  std::vector<int64_t> strides(sizes.size(), 1);
   for (size_t d = sizes.size(); d-- > 1;)
-    s[d - 1] = s[d] * sizes[d];
-  return s;
+    strides[d - 1] = strides[d] * sizes[d];
+  desc.insert(desc.end(), strides.begin(), strides.end());
+  return desc;
 }
 
 } // namespace
@@ -246,22 +251,11 @@ FailureOr<std::vector<Tensor>> MlirProgram::run(std::span<const Tensor> inputs,
       std::memcpy(data, t.rawData(), t.byteSize());
     buffers.emplace_back(data, &std::free);
     argPointers.insert(data);
-    std::vector<int64_t> desc = {reinterpret_cast<int64_t>(data), reinterpret_cast<int64_t>(data),
-                                 0};
-    desc.insert(desc.end(), t.shape().begin(), t.shape().end());
-    std::vector<int64_t> st = stridesOf(t.shape());
-    desc.insert(desc.end(), st.begin(), st.end());
-    argDescs.push_back(std::move(desc));
+    argDescs.push_back(descriptorOf(data, t.shape()));
   }
   for (const Tensor &t : m.constants) {
-    const void *data = t.rawData();
-    std::vector<int64_t> desc = {reinterpret_cast<int64_t>(data), reinterpret_cast<int64_t>(data),
-                                 0};
-    desc.insert(desc.end(), t.shape().begin(), t.shape().end());
-    std::vector<int64_t> st = stridesOf(t.shape());
-    desc.insert(desc.end(), st.begin(), st.end());
-    argDescs.push_back(std::move(desc));
-    argPointers.insert(data);
+    argDescs.push_back(descriptorOf(t.rawData(), t.shape()));
+    argPointers.insert(t.rawData());
   }
   size_t words = 3 * m.indexChecks.size();
   for (const TensorType &t : m.outputs)

@@ -668,8 +668,9 @@ TEST(ApiTest, WritesMlirAsTheCliDoes) {
   const char *f8 = "graph @g(%x: f32[4]) -> (f32[4]) {\n"
                    "  %0 = cast(%x) {to = f8e5m2fnuz} : f8e5m2fnuz[4]\n"
                    "  %1 = cast(%0) {to = f32} : f32[4]\n  return %1\n}\n";
-  EXPECT_NE(errorOf([&] { kiln::toMlir(kirModel("f8", f8), asLoaded); })
-                .find("MLIR 16 has no element type for dtype f8e5m2fnuz"),
+  EXPECT_NE(errorOf([&] {
+              kiln::toMlir(kirModel("f8", f8), asLoaded);
+            }).find("MLIR 16 has no element type for dtype f8e5m2fnuz"),
             std::string::npos);
 #else
   EXPECT_NE(errorOf([&] { kiln::toMlir(mlp); }).find("built without MLIR"), std::string::npos);
